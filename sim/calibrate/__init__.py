@@ -1,0 +1,1 @@
+"""Calibration: GPU microbenchmarks (sim.calibrate.gpu, torch/triton) and fitting (no GPU)."""

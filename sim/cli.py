@@ -1,0 +1,127 @@
+"""The kernelsim command line: the only place that parses arguments and creates output folders.
+
+Exit codes: 0 success, 2 bad input (a clear message, nothing written), 1 internal error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+
+from sim import __version__
+from sim.errors import InfeasibleError, InputError, KernelsimError
+
+EXIT_OK, EXIT_INTERNAL, EXIT_INPUT = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        raise InputError(f"{self.prog}: {message}")
+
+
+def _out_path(value: str, flag: str) -> Path:
+    p = Path(value)
+    if p.exists() and p.is_dir():
+        raise InputError(f"{flag} names a folder, expected a file path", value=value)
+    return p
+
+
+def cmd_run(args: argparse.Namespace, console: Console) -> int:
+    from sim.outputs import dumps, write_json_atomic, write_text_atomic
+    from sim.report.perfetto import trace_events
+    from sim.report.tables import render_run
+    from sim.scenario import load_scenario, run_scenario
+
+    json_out = _out_path(args.json, "--json") if args.json else None
+    trace_out = _out_path(args.trace, "--trace") if args.trace else None
+    scn = load_scenario(Path(args.scenario), args.hardware or None)
+    if args.trace_bucket is not None and not 0 <= args.trace_bucket < len(scn.buckets):
+        raise InputError("--trace-bucket out of range", value=args.trace_bucket,
+                         expected=f"0..{len(scn.buckets) - 1}")
+    result, traces = run_scenario(scn, keep_traces=trace_out is not None)
+    # Everything computed: now write outputs (each atomically).
+    if trace_out is not None:
+        bi = args.trace_bucket
+        if bi is None:
+            bi = max(range(len(scn.buckets)), key=lambda i: (scn.buckets[i].weight, -i))
+        chosen = [(f"{hw} / {var} / {scn.buckets[b].name or dict(scn.buckets[b].params)}", tr)
+                  for (hw, var, b), tr in traces.items() if b == bi]
+        write_text_atomic(trace_out, dumps(trace_events(chosen)))
+    if json_out is not None:
+        write_json_atomic(json_out, result)
+    if not args.quiet:
+        render_run(result, console)
+    if json_out is not None:
+        console.print(f"wrote {json_out}")
+    if trace_out is not None:
+        console.print(f"wrote {trace_out} (open it at https://ui.perfetto.dev)")
+    return EXIT_OK
+
+
+def cmd_profiles(args: argparse.Namespace, console: Console) -> int:
+    from rich.table import Table
+
+    from sim.hardware import list_profiles, load_profile
+
+    t = Table(title="hardware profiles")
+    for col in ("name", "gpu", "SMs", "HBM GB/s", "bf16 TFLOP/s", "measured", "file"):
+        t.add_column(col)
+    for name, path in list_profiles().items():
+        hw = load_profile(str(path))
+        t.add_row(name, hw.gpu, str(hw.sm_count), f"{hw.hbm_peak_bps / 1e9:.0f}",
+                  f"{hw.tensor_flops.get('bf16', 0) / 1e12:.0f}", "yes" if hw.measured else "no", str(path))
+    console.print(t)
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="kernelsim", description=(
+        "What-if simulator for GPU kernel decisions: predicts what fusing, specializing, re-laying-out or "
+        "swapping a kernel does to the end-to-end step or request, per shape bucket, on a given GPU."))
+    p.add_argument("--version", action="version", version=f"kernelsim {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    r = sub.add_parser("run", help="simulate a scenario: every variant × bucket × hardware profile",
+                       description="Simulate a scenario file and print per-bucket and weighted results.")
+    r.add_argument("scenario", help="scenario YAML file")
+    r.add_argument("--hardware", action="append", metavar="PROFILE",
+                   help="hardware profile name or YAML path (repeatable); replaces the scenario's list")
+    r.add_argument("--json", metavar="OUT", help="write results as JSON (schema kernelsim.run/v1, docs/json.md)")
+    r.add_argument("--trace", metavar="OUT.json", help="write a Perfetto/Chrome trace of one bucket")
+    r.add_argument("--trace-bucket", type=int, metavar="INDEX",
+                   help="bucket index for --trace (default: the heaviest bucket)")
+    r.add_argument("--quiet", action="store_true", help="print no tables")
+    r.set_defaults(func=cmd_run)
+    pr = sub.add_parser("profiles", help="list hardware profiles", description="List shipped and local hardware profiles.")
+    pr.set_defaults(func=cmd_profiles)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        if not getattr(args, "command", None):
+            parser.print_help()
+            return EXIT_INPUT
+        return int(args.func(args, console))
+    except InputError as exc:
+        err.print(f"[red]error:[/red] {exc}", markup=True, highlight=False, soft_wrap=True)
+        return EXIT_INPUT
+    except InfeasibleError as exc:
+        err.print(f"[red]error:[/red] infeasible: {exc}", highlight=False, soft_wrap=True)
+        return EXIT_INPUT
+    except KernelsimError as exc:
+        err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+        return EXIT_INPUT
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        return 130
+    except SystemExit as exc:  # argparse --help / --version
+        return int(exc.code or 0)

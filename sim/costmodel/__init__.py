@@ -1,0 +1,65 @@
+"""Cost model: pure functions (op, graph, hardware) → KernelCost. One registry, one file per family.
+
+No simpy, no torch here. An op kind with no cost function raises UncostedOpError.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from sim.errors import UncostedOpError
+from sim.graph import Graph, Op
+from sim.hardware import Hardware
+
+CostFn = Callable[[Op, Graph, Hardware], "KernelCost"]
+_REGISTRY: dict[str, CostFn] = {}
+
+LIMITERS = ("tensor_core", "fp32", "sfu", "int", "issue", "hbm", "l2", "occupancy", "tail", "launch", "spill", "link")
+
+
+@dataclass(frozen=True)
+class KernelCost:
+    """A kernel's predicted device time with its terms and what bounds it."""
+
+    time_s: float
+    compute_s: float
+    memory_s: float
+    fixed_s: float
+    limiter: str
+    category: str  # compute | memory | layout | comm
+    hbm_bytes: float
+    flops: float = 0.0
+    bw_demand: float = 0.0  # share of sustained HBM bandwidth used while running alone
+    sm_demand: float = 1.0  # share of SMs occupied while running alone
+    detail: MappingProxyType[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+
+def register(kind: str) -> Callable[[CostFn], CostFn]:
+    """Register the cost function of an op kind; registering a kind twice is an error."""
+
+    def deco(fn: CostFn) -> CostFn:
+        if kind in _REGISTRY:
+            raise ValueError(f"cost function for op kind {kind!r} is already registered ({_REGISTRY[kind].__name__})")
+        _REGISTRY[kind] = fn
+        return fn
+
+    return deco
+
+
+def registered_kinds() -> tuple[str, ...]:
+    return tuple(sorted(_REGISTRY))
+
+
+def kernel_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
+    """Price one kernel op on one hardware profile."""
+    fn = _REGISTRY.get(op.kind)
+    if fn is None:
+        raise UncostedOpError(f"op '{op.name}' of kind '{op.kind}' has no cost function (known: {', '.join(registered_kinds())})")
+    return fn(op, graph, hw)
+
+
+# Register the families (imports for their side effect).
+from sim.costmodel import attention, collective, elementwise, gemm, layout  # noqa: E402,F401

@@ -1,0 +1,168 @@
+"""Elementwise kernels (and the streaming core reused by reductions, copies and layouts).
+
+Time = fixed + max(memory, compute) + spill traffic, where
+- memory streams the minimum HBM bytes at the bandwidth that the kernel's bytes in flight
+  allow (occupancy from its launch config: registers/thread, block size, shared memory);
+- compute counts each named math op's instructions per unit (FP32, SFU, INT) from the
+  profile's `op_costs`, plus per-element addressing/conversion instructions, against the
+  unit rates, slowed when too few warps are resident to hide latency;
+- registers past the per-thread limit spill to local memory (store + load per thread).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from sim.costmodel import KernelCost, register
+from sim.costmodel.memory import stream_time
+from sim.errors import KernelsimError
+from sim.graph import DTYPE_BYTES, Graph, LaunchConfig, Op
+from sim.hardware import Hardware, occupancy
+
+# NB: defaults for library kernels whose launch config a workload does not give.
+# PyTorch's vectorized elementwise kernels (aten/src/ATen/native/cuda/CUDALoops.cuh):
+# 128 threads per block, 4 elements per thread per iteration; registers are an estimate.
+DEFAULT_THREADS = 128
+DEFAULT_ELEMS_PER_THREAD = 4
+DEFAULT_REGS = 32
+
+
+def numel_of(op: Op, graph: Graph) -> int:
+    if "numel" in op.attrs:
+        return int(op.attrs["numel"])
+    for t in op.writes + op.reads:
+        return graph.tensors[t].numel
+    raise KernelsimError(f"op '{op.name}': cannot tell its element count (give 'numel' or a tensor)")
+
+
+def io_bytes(op: Op, graph: Graph) -> tuple[float, float]:
+    """(bytes read, bytes written): each tensor once (the minimum HBM traffic)."""
+    r = sum(graph.tensors[t].nbytes for t in op.reads)
+    w = sum(graph.tensors[t].nbytes for t in op.writes)
+    return r, w
+
+
+def instructions(hw: Hardware, math_ops: Mapping[str, float], op_name: str) -> tuple[float, float, float]:
+    """Per-element instructions on (fp32, sfu, int) for the named math ops."""
+    fp32 = sfu = integer = 0.0
+    for name, count in math_ops.items():
+        cost = hw.op_costs.get(name)
+        if cost is None:
+            raise KernelsimError(
+                f"op '{op_name}': math op '{name}' has no cost in hardware profile '{hw.name}'"
+                f" (known: {', '.join(sorted(hw.op_costs))})"
+            )
+        fp32 += count * cost[0]
+        sfu += count * cost[1]
+        integer += count * cost[2]
+    return fp32, sfu, integer
+
+
+def streaming_cost(
+    op: Op,
+    graph: Graph,
+    hw: Hardware,
+    *,
+    numel: int,
+    bytes_read: float,
+    bytes_written: float,
+    inflight_per_elem: float,
+    math_ops: Mapping[str, float],
+    category: str | None = None,
+    bandwidth_factor: float = 1.0,
+) -> KernelCost:
+    """Cost of a kernel that streams `numel` elements once with the op's launch config."""
+    launch = op.launch or LaunchConfig()
+    threads = launch.block or DEFAULT_THREADS
+    ept = launch.elems_per_thread or DEFAULT_ELEMS_PER_THREAD
+    regs = launch.regs_per_thread or DEFAULT_REGS
+    grid = launch.grid or max(1, math.ceil(numel / (threads * ept)))
+    occ = occupancy(hw, threads, regs, launch.smem_per_block or 0, grid)
+    total = bytes_read + bytes_written
+    # Bytes in flight per thread: the loads it issues before it needs them. A grid-stride
+    # kernel (grid given) keeps one iteration's loads in flight.
+    inflight = ept * inflight_per_elem
+    mem_s, mem_lim, bw_share = stream_time(hw, total / bandwidth_factor, occ, max(inflight, 1.0))
+    fp32, sfu, integer = instructions(hw, math_ops, op.name)
+    overhead = hw.elementwise_instr_per_element
+    warps_per_scheduler = occ.warps_per_sm / hw.schedulers_per_sm
+    hide = min(1.0, warps_per_scheduler / hw.warps_to_hide_latency)
+    sms = occ.active_sms
+    rate = sms * hw.clock_hz * hide
+    unit_times = {
+        "fp32": numel * fp32 / (hw.fp32_lanes_per_sm * rate),
+        "sfu": numel * sfu / (hw.sfu_lanes_per_sm * rate),
+        "int": numel * integer / (hw.int_lanes_per_sm * rate),
+        "issue": numel * (fp32 + sfu + integer + overhead)
+        / (hw.schedulers_per_sm * hw.issue_per_scheduler * hw.warp_size * rate),
+    }
+    comp_lim = max(unit_times, key=lambda k: unit_times[k])
+    comp_s = unit_times[comp_lim]
+    spill_bytes = (occ.spilled_regs_per_thread * 4 + (launch.spill_bytes_per_thread or 0)) * occ.threads_per_block * grid
+    spill_s = 2 * spill_bytes / hw.spill_bps
+    body = max(mem_s, comp_s)
+    time = hw.kernel_fixed_s + body + spill_s
+    if spill_s > body:
+        limiter = "spill"
+    elif comp_s > mem_s:
+        limiter = comp_lim if hide >= 1.0 else "occupancy"
+    else:
+        limiter = mem_lim
+    if body < hw.kernel_fixed_s and spill_s < hw.kernel_fixed_s:
+        limiter = "launch"
+    cat = category or ("compute" if comp_s > mem_s else "memory")
+    return KernelCost(
+        time_s=time,
+        compute_s=comp_s,
+        memory_s=mem_s + spill_s,
+        fixed_s=hw.kernel_fixed_s,
+        limiter=limiter,
+        category=cat,
+        hbm_bytes=total + 2 * spill_bytes,
+        flops=numel * 2 * fp32,
+        bw_demand=min(1.0, (total / time) / hw.hbm_sustained_bps) if time > 0 else 0.0,
+        sm_demand=min(1.0, occ.grid / (hw.sm_count * occ.blocks_per_sm)),
+        detail=MappingProxyType(
+            {
+                "grid": grid,
+                "block": threads,
+                "elems_per_thread": ept,
+                "regs_per_thread": occ.regs_per_thread,
+                "blocks_per_sm": occ.blocks_per_sm,
+                "warps_per_sm": occ.warps_per_sm,
+                "occupancy": round(occ.occupancy_fraction, 4),
+                "occupancy_limiter": occ.limiter,
+                "waves": occ.waves,
+                "bw_share": round(bw_share, 4),
+                "spill_bytes": spill_bytes,
+            }
+        ),
+    )
+
+
+def read_bytes_per_elem(op: Op, graph: Graph, numel: int) -> float:
+    """Bytes each element loads from full-size inputs (broadcast inputs stay in cache)."""
+    per = 0.0
+    for t in op.reads:
+        ten = graph.tensors[t]
+        if ten.numel >= numel:
+            per += DTYPE_BYTES[ten.dtype] * ten.numel / numel
+    return per
+
+
+@register("elementwise")
+def elementwise_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
+    numel = numel_of(op, graph)
+    r, w = io_bytes(op, graph)
+    return streaming_cost(
+        op,
+        graph,
+        hw,
+        numel=numel,
+        bytes_read=r,
+        bytes_written=w,
+        inflight_per_elem=read_bytes_per_elem(op, graph, numel),
+        math_ops=op.attrs.get("math", {}),
+    )

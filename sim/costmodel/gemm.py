@@ -1,0 +1,117 @@
+"""GEMM: tensor-core time with tile and wave quantization, K efficiency, alignment, and memory.
+
+- Output tiles of tile_m × tile_n; a grid of tiles runs in waves of one tile per SM, so a
+  last partial wave wastes SMs (wave quantization) and padded tile edges waste work (tile
+  quantization). When there are fewer tiles than SMs the library splits K (split-K) to
+  fill the GPU, paying a reduction of the partial outputs.
+- Short K amortizes each tile's prologue/epilogue poorly: per-tile efficiency k / (k + k_half).
+- A row stride that is not a multiple of 16 bytes falls off the fast (vectorized, TMA) path:
+  throughput × misaligned_factor.
+- Memory: minimum bytes (A, B, C once) at the achievable bandwidth: the small-M regime is
+  weight-read bound.
+- A measured profile carries a correction table (measured / this model) from calibration,
+  interpolated in log-space by (m, n, k): never one global efficiency.
+"""
+
+from __future__ import annotations
+
+import math
+from types import MappingProxyType
+
+from sim.costmodel import KernelCost, register
+from sim.errors import KernelsimError
+from sim.graph import DTYPE_BYTES, Graph, Op
+from sim.hardware import Hardware
+
+
+def _peak(hw: Hardware, dtype: str) -> float:
+    key = "tf32" if dtype == "fp32" and "tf32" in hw.tensor_flops else dtype
+    if key not in hw.tensor_flops:
+        raise KernelsimError(f"hardware profile '{hw.name}' has no tensor-core rate for dtype '{dtype}'")
+    return hw.tensor_flops[key]
+
+
+def correction(hw: Hardware, m: int, n: int, k: int, dtype: str) -> float:
+    """Inverse-distance-weighted measured/model ratio of the nearest calibrated shapes."""
+    pts = [p for p in hw.gemm_correction if p[3] == dtype]
+    if not pts:
+        return 1.0
+    x = (math.log2(max(m, 1)), math.log2(n), math.log2(k))
+    scored = []
+    for pm, pn, pk, _, ratio in pts:
+        d2 = (x[0] - math.log2(max(pm, 1))) ** 2 + (x[1] - math.log2(pn)) ** 2 + (x[2] - math.log2(pk)) ** 2
+        if d2 < 1e-12:
+            return ratio
+        scored.append((d2, ratio))
+    scored.sort()
+    near = scored[:4]
+    wsum = sum(1.0 / d for d, _ in near)
+    return sum(r / d for d, r in near) / wsum
+
+
+def gemm_terms(hw: Hardware, m: int, n: int, k: int, batch: int, dtype: str) -> dict[str, float]:
+    """The analytic terms (before the calibrated correction)."""
+    item = DTYPE_BYTES[dtype]
+    flops = 2.0 * m * n * k * batch
+    tm, tn = hw.gemm_tile_m, hw.gemm_tile_n
+    tiles = math.ceil(m / tm) * math.ceil(n / tn) * batch
+    split = 1
+    if tiles < hw.sm_count:
+        # split-K: as many K slices as fill the SMs, each at least 4 k-tiles of 64 deep
+        split = max(1, min(hw.sm_count // tiles, k // 256))
+    work_units = tiles * split
+    waves = math.ceil(work_units / hw.sm_count)
+    wave_eff = work_units / (waves * hw.sm_count)
+    tile_eff = (m * n) / (math.ceil(m / tm) * tm * math.ceil(n / tn) * tn)
+    k_slice = k / split
+    k_eff = k_slice / (k_slice + hw.gemm_k_half)
+    aligned = (k * item) % 16 == 0 and (n * item) % 16 == 0
+    align_eff = 1.0 if aligned else hw.gemm_misaligned_factor
+    eff = hw.gemm_max_efficiency * wave_eff * tile_eff * k_eff * align_eff
+    compute_s = flops / (_peak(hw, dtype) * eff)
+    hbm = (m * k + k * n + m * n) * item * batch
+    if split > 1:
+        hbm += 2 * m * n * 4 * split * batch  # fp32 partials written and read back
+    memory_s = hbm / hw.hbm_sustained_bps + hw.mem_latency_s
+    return {
+        "flops": flops, "compute_s": compute_s, "memory_s": memory_s, "hbm_bytes": hbm,
+        "tiles": tiles, "split_k": split, "waves": waves, "wave_eff": wave_eff, "tile_eff": tile_eff,
+        "k_eff": k_eff, "aligned": float(aligned), "efficiency": eff,
+    }
+
+
+@register("gemm")
+def gemm_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
+    m, n, k = int(op.attrs["m"]), int(op.attrs["n"]), int(op.attrs["k"])
+    batch = int(op.attrs.get("batch", 1))
+    dtype = op.attrs.get("dtype", "bf16")
+    if min(m, n, k, batch) <= 0:
+        raise KernelsimError(f"op '{op.name}': GEMM dimensions must be positive (m={m}, n={n}, k={k})")
+    t = gemm_terms(hw, m, n, k, batch, dtype)
+    corr = correction(hw, m, n, k, dtype)
+    body = max(t["compute_s"], t["memory_s"]) * corr
+    time = hw.kernel_fixed_s + body
+    if t["compute_s"] >= t["memory_s"]:
+        limiter = "tensor_core" if t["wave_eff"] > 0.75 else "tail"
+        if not t["aligned"]:
+            limiter = "tensor_core"
+        cat = "compute"
+    else:
+        limiter, cat = "hbm", "memory"
+    if body < hw.kernel_fixed_s:
+        limiter = "launch"
+    detail = {k_: (round(v, 6) if isinstance(v, float) else v) for k_, v in t.items() if k_ not in ("compute_s", "memory_s")}
+    detail["correction"] = round(corr, 4)
+    return KernelCost(
+        time_s=time,
+        compute_s=t["compute_s"] * corr,
+        memory_s=t["memory_s"] * corr,
+        fixed_s=hw.kernel_fixed_s,
+        limiter=limiter,
+        category=cat,
+        hbm_bytes=t["hbm_bytes"],
+        flops=t["flops"],
+        bw_demand=min(1.0, t["hbm_bytes"] / time / hw.hbm_sustained_bps),
+        sm_demand=min(1.0, t["tiles"] * t["split_k"] / hw.sm_count),
+        detail=MappingProxyType(detail),
+    )

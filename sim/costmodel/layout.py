@@ -1,0 +1,58 @@
+"""Copies, layout transforms and reductions: streaming kernels with their own bandwidth factors.
+
+A transpose reads and writes every byte but cannot coalesce both sides as well as a copy:
+its bandwidth is the profile's `layout_bandwidth_factor` of a copy's. A reduction reads its
+input `passes` times. Copies on the copy engine run over PCIe (H2D/D2H) and take no SMs.
+"""
+
+from __future__ import annotations
+
+from sim.costmodel import KernelCost, register
+from sim.costmodel.elementwise import io_bytes, numel_of, read_bytes_per_elem, streaming_cost
+from sim.graph import Graph, Op
+from sim.hardware import Hardware
+
+
+@register("copy")
+def copy_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
+    r, w = io_bytes(op, graph)
+    nbytes = float(op.attrs.get("bytes", r + w))
+    direction = op.attrs.get("direction", "d2d")
+    if direction in ("h2d", "d2h") or op.attrs.get("engine") == "copy_engine":
+        bw = hw.pcie_bps if direction in ("h2d", "d2h") else hw.hbm_sustained_bps
+        payload = nbytes if direction in ("h2d", "d2h") else nbytes / 2
+        t = hw.kernel_fixed_s + payload / bw
+        return KernelCost(
+            time_s=t, compute_s=0.0, memory_s=t - hw.kernel_fixed_s, fixed_s=hw.kernel_fixed_s,
+            limiter="link" if direction != "d2d" else "hbm", category="memory", hbm_bytes=payload,
+            bw_demand=min(1.0, payload / t / hw.hbm_sustained_bps), sm_demand=0.0,
+        )
+    numel = max(1, int(nbytes // 2))
+    return streaming_cost(
+        op, graph, hw, numel=numel, bytes_read=nbytes / 2, bytes_written=nbytes / 2,
+        inflight_per_elem=1.0, math_ops={},
+    )
+
+
+@register("layout")
+def layout_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
+    numel = numel_of(op, graph)
+    r, w = io_bytes(op, graph)
+    factor = 1.0 if op.attrs.get("transform") == "cast" else hw.layout_bw_factor
+    return streaming_cost(
+        op, graph, hw, numel=numel, bytes_read=r, bytes_written=w,
+        inflight_per_elem=read_bytes_per_elem(op, graph, numel), math_ops={},
+        category="layout", bandwidth_factor=factor,
+    )
+
+
+@register("reduction")
+def reduction_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
+    rows, cols = int(op.attrs["rows"]), int(op.attrs["cols"])
+    passes = float(op.attrs.get("passes", 1))
+    numel = rows * cols
+    r, w = io_bytes(op, graph)
+    return streaming_cost(
+        op, graph, hw, numel=numel, bytes_read=r * passes, bytes_written=w,
+        inflight_per_elem=read_bytes_per_elem(op, graph, numel), math_ops=op.attrs.get("math", {}),
+    )

@@ -1,0 +1,142 @@
+"""The graph IR: tensors, kernels/ops with shapes evaluated, launch configs, streams and dependencies.
+
+A Graph is immutable; transforms return new graphs. Every size here is a plain number
+(expressions were evaluated for one shape bucket by sim.workload).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any
+
+DTYPE_BYTES: Mapping[str, float] = MappingProxyType(
+    {
+        "fp64": 8, "int64": 8, "fp32": 4, "tf32": 4, "int32": 4, "bf16": 2, "fp16": 2,
+        "fp8": 1, "int8": 1, "uint8": 1, "bool": 1,
+    }
+)
+
+KERNEL_KINDS = frozenset({"gemm", "elementwise", "reduction", "attention", "copy", "layout", "collective"})
+HOST_KINDS = frozenset({"host", "sync"})
+
+
+@dataclass(frozen=True)
+class Tensor:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def nbytes(self) -> float:
+        return self.numel * DTYPE_BYTES[self.dtype]
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """Launch configuration; None means 'estimate it' (the cost model says how)."""
+
+    block: int | None = None
+    grid: int | None = None
+    elems_per_thread: int | None = None
+    regs_per_thread: int | None = None
+    spill_bytes_per_thread: int | None = None
+    smem_per_block: int | None = None
+
+
+@dataclass(frozen=True)
+class Op:
+    """One host op; a kernel op launches exactly one kernel."""
+
+    name: str
+    kind: str
+    reads: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
+    stream: int = 0
+    after: tuple[str, ...] = ()
+    phase: str = "forward"
+    region: str | None = None
+    mode: str = "eager"
+    library: str = "torch"
+    launch: LaunchConfig | None = None
+    attrs: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    path: str = "default"
+    replaces: tuple[str, ...] = ()
+
+    @property
+    def is_kernel(self) -> bool:
+        return self.kind in KERNEL_KINDS
+
+    def with_(self, **changes: Any) -> Op:
+        if "attrs" in changes and not isinstance(changes["attrs"], MappingProxyType):
+            changes["attrs"] = MappingProxyType(dict(changes["attrs"]))
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class Graph:
+    """A workload for one shape bucket: tensors and ops in host program order."""
+
+    name: str
+    kind: str
+    params: Mapping[str, float]
+    tensors: Mapping[str, Tensor]
+    ops: tuple[Op, ...]
+
+    def op(self, name: str) -> Op:
+        for o in self.ops:
+            if o.name == name:
+                return o
+        raise KeyError(name)
+
+    def index(self, name: str) -> int:
+        for i, o in enumerate(self.ops):
+            if o.name == name:
+                return i
+        raise KeyError(name)
+
+    def with_ops(self, ops: Iterable[Op], tensors: Mapping[str, Tensor] | None = None) -> Graph:
+        return replace(
+            self,
+            ops=tuple(ops),
+            tensors=MappingProxyType(dict(tensors if tensors is not None else self.tensors)),
+        )
+
+    def writers(self) -> dict[str, list[int]]:
+        """Tensor name → indices of the ops that write it, in program order."""
+        out: dict[str, list[int]] = {}
+        for i, o in enumerate(self.ops):
+            for t in o.writes:
+                out.setdefault(t, []).append(i)
+        return out
+
+    def readers(self) -> dict[str, list[int]]:
+        out: dict[str, list[int]] = {}
+        for i, o in enumerate(self.ops):
+            for t in o.reads:
+                out.setdefault(t, []).append(i)
+        return out
+
+    def dependencies(self) -> list[tuple[int, ...]]:
+        """For each op, the earlier ops it must wait for: its tensors' last writers and `after`."""
+        last_writer: dict[str, int] = {}
+        index = {o.name: i for i, o in enumerate(self.ops)}
+        deps: list[tuple[int, ...]] = []
+        for i, o in enumerate(self.ops):
+            d = {last_writer[t] for t in o.reads if t in last_writer}
+            d.update(index[a] for a in o.after if a in index and index[a] < i)
+            deps.append(tuple(sorted(d)))
+            for t in o.writes:
+                last_writer[t] = i
+        return deps
+
+    def kernel_count(self) -> int:
+        return sum(1 for o in self.ops if o.is_kernel)

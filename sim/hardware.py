@@ -1,0 +1,277 @@
+"""Hardware profiles at run time: SI floats converted once from the file, and the occupancy calculator."""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from sim.errors import InfeasibleError, InputError
+from sim.schema.hardware import HardwareProfileFile
+from sim.schema.loader import load_yaml_model
+
+PROFILE_DIR_ENV = "KERNELSIM_PROFILES"
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """A hardware profile in SI units (seconds, bytes, bytes/s, FLOP/s, Hz)."""
+
+    name: str
+    gpu: str
+    sm_count: int
+    clock_hz: float
+    warp_size: int
+    max_threads_per_sm: int
+    max_warps_per_sm: int
+    max_blocks_per_sm: int
+    max_threads_per_block: int
+    registers_per_sm: int
+    max_registers_per_thread: int
+    register_alloc_unit: int
+    smem_per_sm: int
+    smem_per_block_max: int
+    smem_alloc_unit: int
+    smem_reserved_per_block: int
+    schedulers_per_sm: int
+    hbm_capacity: float
+    hbm_peak_bps: float
+    hbm_sustained_bps: float
+    mem_latency_s: float
+    per_sm_max_bps: float
+    l2_bytes: float
+    l2_bps: float
+    spill_bps: float
+    tensor_flops: dict[str, float]
+    fp32_lanes_per_sm: float
+    sfu_lanes_per_sm: float
+    int_lanes_per_sm: float
+    issue_per_scheduler: float
+    warps_to_hide_latency: float
+    op_costs: dict[str, tuple[float, float, float]]
+    elementwise_instr_per_element: float
+    gemm_max_efficiency: float
+    gemm_tile_m: int
+    gemm_tile_n: int
+    gemm_k_half: float
+    gemm_misaligned_factor: float
+    gemm_correction: tuple[tuple[int, int, int, str, float], ...]
+    attention_fwd_eff: float
+    attention_bwd_eff: float
+    layout_bw_factor: float
+    kernel_fixed_s: float
+    launch_latency_s: float
+    eager_op_s: float
+    launch_s: float
+    compiled_call_s: float
+    triton_launch_s: float
+    graph_launch_s: float
+    graph_kernel_s: float
+    sync_s: float
+    launch_queue_depth: int
+    nvlink_bps: float
+    nvlink_latency_s: float
+    pcie_bps: float
+    network_bps: float
+    network_latency_s: float
+    comm_efficiency: float
+    source_file: str = ""
+    measured: bool = field(default=False)
+
+    @classmethod
+    def from_file(cls, f: HardwareProfileFile, source_file: str = "") -> Hardware:
+        sm, mem, comp, g, eff, k, h, ln = f.sm, f.memory, f.compute, f.gemm, f.efficiency, f.kernel, f.host, f.links
+        us = 1e-6
+        return cls(
+            name=f.name,
+            gpu=f.gpu,
+            sm_count=int(sm.count.value),
+            clock_hz=sm.clock_mhz.value * 1e6,
+            warp_size=int(sm.warp_size.value),
+            max_threads_per_sm=int(sm.max_threads_per_sm.value),
+            max_warps_per_sm=int(sm.max_warps_per_sm.value),
+            max_blocks_per_sm=int(sm.max_blocks_per_sm.value),
+            max_threads_per_block=int(sm.max_threads_per_block.value),
+            registers_per_sm=int(sm.registers_per_sm.value),
+            max_registers_per_thread=int(sm.max_registers_per_thread.value),
+            register_alloc_unit=int(sm.register_alloc_unit.value),
+            smem_per_sm=int(sm.shared_memory_per_sm_bytes.value),
+            smem_per_block_max=int(sm.shared_memory_per_block_max_bytes.value),
+            smem_alloc_unit=int(sm.shared_memory_alloc_unit_bytes.value),
+            smem_reserved_per_block=int(sm.reserved_shared_memory_per_block_bytes.value),
+            schedulers_per_sm=int(sm.schedulers_per_sm.value),
+            hbm_capacity=mem.hbm_capacity_bytes.value,
+            hbm_peak_bps=mem.hbm_peak_gbps.value * 1e9,
+            hbm_sustained_bps=mem.hbm_sustained_gbps.value * 1e9,
+            mem_latency_s=mem.latency_ns.value * 1e-9,
+            per_sm_max_bps=mem.per_sm_max_gbps.value * 1e9,
+            l2_bytes=mem.l2_bytes.value,
+            l2_bps=mem.l2_gbps.value * 1e9,
+            spill_bps=mem.spill_gbps.value * 1e9,
+            tensor_flops={d: q.value * 1e12 for d, q in comp.tensor_tflops.items()},
+            fp32_lanes_per_sm=comp.fp32_lanes_per_sm.value,
+            sfu_lanes_per_sm=comp.sfu_lanes_per_sm.value,
+            int_lanes_per_sm=comp.int_lanes_per_sm.value,
+            issue_per_scheduler=comp.issue_per_scheduler.value,
+            warps_to_hide_latency=comp.warps_to_hide_latency.value,
+            op_costs={n: (c.fp32, c.sfu, c.int) for n, c in comp.op_costs.items()},
+            elementwise_instr_per_element=comp.elementwise_instr_per_element.value,
+            gemm_max_efficiency=g.max_efficiency.value,
+            gemm_tile_m=int(g.tile_m.value),
+            gemm_tile_n=int(g.tile_n.value),
+            gemm_k_half=g.k_half_efficiency.value,
+            gemm_misaligned_factor=g.misaligned_factor.value,
+            gemm_correction=tuple((p.m, p.n, p.k, p.dtype, p.ratio) for p in g.correction),
+            attention_fwd_eff=eff.attention_fwd.value,
+            attention_bwd_eff=eff.attention_bwd.value,
+            layout_bw_factor=eff.layout_bandwidth_factor.value,
+            kernel_fixed_s=k.fixed_us.value * us,
+            launch_latency_s=k.launch_latency_us.value * us,
+            eager_op_s=h.eager_op_us.value * us,
+            launch_s=h.launch_us.value * us,
+            compiled_call_s=h.compiled_call_us.value * us,
+            triton_launch_s=h.triton_launch_us.value * us,
+            graph_launch_s=h.graph_launch_us.value * us,
+            graph_kernel_s=h.graph_kernel_us.value * us,
+            sync_s=h.sync_us.value * us,
+            launch_queue_depth=int(h.launch_queue_depth.value),
+            nvlink_bps=ln.nvlink_gbps.value * 1e9,
+            nvlink_latency_s=ln.nvlink_latency_us.value * us,
+            pcie_bps=ln.pcie_gbps.value * 1e9,
+            network_bps=ln.network_gbps.value * 1e9,
+            network_latency_s=ln.network_latency_us.value * us,
+            comm_efficiency=ln.comm_efficiency.value,
+            source_file=source_file,
+            measured=any(
+                q.source == "measured"
+                for section in (f.memory, f.kernel, f.host)
+                for q in section.__dict__.values()
+                if hasattr(q, "source")
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    """Residency of one kernel's blocks on an SM, and how its grid fills the GPU."""
+
+    threads_per_block: int
+    regs_per_thread: int
+    blocks_per_sm: int
+    warps_per_sm: int
+    limiter: str
+    grid: int
+    waves: int
+    active_sms: int
+    spilled_regs_per_thread: int
+    occupancy_fraction: float
+
+
+def occupancy(hw: Hardware, threads_per_block: int, regs_per_thread: int, smem_per_block: int, grid: int) -> Occupancy:
+    """CUDA occupancy rules: registers (per-warp allocation granule), shared memory, warps, blocks.
+
+    Registers above the per-thread limit are capped there; the excess is reported as spilled.
+    """
+    if threads_per_block <= 0 or threads_per_block > hw.max_threads_per_block:
+        raise InfeasibleError(
+            f"block of {threads_per_block} threads does not fit (1..{hw.max_threads_per_block} on {hw.name})"
+        )
+    if smem_per_block > hw.smem_per_block_max:
+        raise InfeasibleError(
+            f"{smem_per_block} bytes of shared memory per block exceed {hw.smem_per_block_max} on {hw.name}"
+        )
+    spilled = max(0, regs_per_thread - hw.max_registers_per_thread)
+    regs = max(1, min(regs_per_thread, hw.max_registers_per_thread))
+    warps_per_block = math.ceil(threads_per_block / hw.warp_size)
+    regs_per_warp = math.ceil(regs * hw.warp_size / hw.register_alloc_unit) * hw.register_alloc_unit
+    limits = {
+        "warps": hw.max_warps_per_sm // warps_per_block,
+        "blocks": hw.max_blocks_per_sm,
+        "registers": (hw.registers_per_sm // regs_per_warp) // warps_per_block,
+    }
+    if smem_per_block > 0:
+        smem_alloc = math.ceil((smem_per_block + hw.smem_reserved_per_block) / hw.smem_alloc_unit) * hw.smem_alloc_unit
+        limits["shared_memory"] = hw.smem_per_sm // smem_alloc
+    limiter = min(limits, key=lambda k: (limits[k], k))
+    blocks_per_sm = limits[limiter]
+    if blocks_per_sm < 1:
+        raise InfeasibleError(
+            f"a block of {threads_per_block} threads × {regs} registers"
+            f" with {smem_per_block} B shared memory fits on no SM of {hw.name} (limited by {limiter})"
+        )
+    grid = max(1, grid)
+    per_wave = hw.sm_count * blocks_per_sm
+    waves = math.ceil(grid / per_wave)
+    active_sms = min(hw.sm_count, grid)
+    return Occupancy(
+        threads_per_block=threads_per_block,
+        regs_per_thread=regs,
+        blocks_per_sm=blocks_per_sm,
+        warps_per_sm=blocks_per_sm * warps_per_block,
+        limiter=limiter,
+        grid=grid,
+        waves=waves,
+        active_sms=active_sms,
+        spilled_regs_per_thread=spilled,
+        occupancy_fraction=blocks_per_sm * warps_per_block / hw.max_warps_per_sm,
+    )
+
+
+def profile_dirs() -> list[Path]:
+    """Where shipped and user profiles are looked up, in order."""
+    dirs = []
+    env = os.environ.get(PROFILE_DIR_ENV)
+    if env:
+        dirs.append(Path(env))
+    dirs.append(Path.cwd() / "hardware_profiles")
+    dirs.append(Path(__file__).resolve().parent.parent / "hardware_profiles")
+    seen: list[Path] = []
+    for d in dirs:
+        if d.resolve() not in [s.resolve() for s in seen]:
+            seen.append(d)
+    return seen
+
+
+def list_profiles() -> dict[str, Path]:
+    """Profile name (file stem) → path, for every profile in the lookup folders."""
+    found: dict[str, Path] = {}
+    for d in profile_dirs():
+        if d.is_dir():
+            for p in sorted(d.glob("*.yaml")):
+                found.setdefault(p.stem, p)
+    return found
+
+
+def resolve_profile(ref: str, base: Path | None = None, *, file: str | None = None, path: str | None = None) -> Path:
+    """A profile given by name (shipped) or by path (relative to `base`)."""
+    cand = Path(ref)
+    if cand.suffix in (".yaml", ".yml"):
+        p = cand if cand.is_absolute() or base is None else base / cand
+        if p.is_file():
+            return p
+        if cand.is_file():
+            return cand
+    profiles = list_profiles()
+    if ref in profiles:
+        return profiles[ref]
+    raise InputError(
+        "unknown hardware profile",
+        file=file,
+        path=path,
+        value=ref,
+        expected="a profile file path or one of: " + ", ".join(sorted(profiles)),
+    )
+
+
+@lru_cache(maxsize=64)
+def _load_cached(path_str: str, mtime: float) -> Hardware:
+    f = load_yaml_model(Path(path_str), HardwareProfileFile)
+    return Hardware.from_file(f, source_file=path_str)
+
+
+def load_profile(ref: str, base: Path | None = None, *, file: str | None = None, path: str | None = None) -> Hardware:
+    """Load a hardware profile by name or path (cached by path and modification time)."""
+    p = resolve_profile(ref, base, file=file, path=path)
+    return _load_cached(str(p.resolve()), p.stat().st_mtime)

@@ -1,0 +1,1 @@
+"""Reports: metrics over a Trace, tables, JSON, Perfetto export."""

@@ -1,0 +1,79 @@
+"""Metrics derived from a Trace: step time, the breakdown by term, the dominant term.
+
+The breakdown splits the step's wall time so that its parts add up to the step time:
+while kernels run, time goes to their categories (compute, memory, layout, comm; a
+kernel's fixed launch-to-completion cost goes to launch), shared evenly among kernels
+running at once; while no kernel runs and the host is busy dispatching or launching,
+time goes to launch; otherwise it is idle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sim.trace import HOST_TRACK, Interval, Trace
+
+TERMS = ("compute", "memory", "launch", "comm", "layout", "idle")
+_HOST_BUSY = {"dispatch", "launch", "compiled_call", "graph_launch", "host"}
+
+
+@dataclass(frozen=True)
+class StepMetrics:
+    time_s: float
+    breakdown_s: dict[str, float]
+    dominant: str
+    kernels: int
+    hbm_bytes: float
+    kernel_time_s: float  # sum of kernel durations (the microbenchmark view)
+
+
+def step_metrics(trace: Trace) -> StepMetrics:
+    end = trace.end_s
+    kernels = [iv for iv in trace.intervals if iv.track != HOST_TRACK]
+    host_busy = [iv for iv in trace.intervals if iv.track == HOST_TRACK and iv.cat in _HOST_BUSY]
+    points = {0.0, end}
+    for iv in kernels + host_busy:
+        points.add(iv.start_s)
+        points.add(iv.end_s)
+    times = sorted(points)
+    breakdown = dict.fromkeys(TERMS, 0.0)
+    # Sweep: for each elementary segment, which kernels and whether the host is busy.
+    k_sorted = sorted(kernels, key=lambda iv: iv.start_s)
+    h_sorted = sorted(host_busy, key=lambda iv: iv.start_s)
+    ki = hi = 0
+    active_k: list[Interval] = []
+    active_h: list[Interval] = []
+    for a, b in zip(times, times[1:], strict=False):
+        if b <= a:
+            continue
+        while ki < len(k_sorted) and k_sorted[ki].start_s <= a:
+            active_k.append(k_sorted[ki])
+            ki += 1
+        while hi < len(h_sorted) and h_sorted[hi].start_s <= a:
+            active_h.append(h_sorted[hi])
+            hi += 1
+        active_k = [iv for iv in active_k if iv.end_s > a]
+        active_h = [iv for iv in active_h if iv.end_s > a]
+        dt = b - a
+        if active_k:
+            share = dt / len(active_k)
+            for iv in active_k:
+                cost = trace.costs[iv.op]
+                assert cost is not None
+                fixed_frac = min(1.0, cost.fixed_s / cost.time_s) if cost.time_s > 0 else 1.0
+                breakdown["launch"] += share * fixed_frac
+                breakdown[iv.cat] += share * (1.0 - fixed_frac)
+        elif active_h:
+            breakdown["launch"] += dt
+        else:
+            breakdown["idle"] += dt
+    dominant = max(TERMS, key=lambda t: (breakdown[t], -TERMS.index(t)))
+    costs = [c for c in trace.costs if c is not None]
+    return StepMetrics(
+        time_s=end,
+        breakdown_s=breakdown,
+        dominant=dominant,
+        kernels=len(kernels),
+        hbm_bytes=sum(c.hbm_bytes for c in costs),
+        kernel_time_s=sum(c.time_s for c in costs),
+    )

@@ -1,0 +1,222 @@
+"""Scenarios: load a scenario, build each variant's graph per bucket, price it, simulate it, aggregate.
+
+Results are plain data (dicts/lists of numbers and strings) in the `kernelsim.run/v1`
+shape documented in docs/json.md; reports render them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sim.costmodel import KernelCost, kernel_cost
+from sim.engine import simulate
+from sim.errors import InfeasibleError, InputError, KernelsimError
+from sim.graph import Graph, Op
+from sim.hardware import Hardware, load_profile
+from sim.report.metrics import TERMS, StepMetrics, step_metrics
+from sim.schema.loader import load_yaml_model
+from sim.schema.scenario import ScenarioFile, Variant
+from sim.schema.workload import Bucket
+from sim.trace import Trace
+from sim.transforms import Context, apply_all, check_dataflow
+from sim.workload import Workload, load_workload
+
+RUN_SCHEMA = "kernelsim.run/v1"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    spec: ScenarioFile
+    file: str
+    workload: Workload
+    hardware: tuple[Hardware, ...]
+    buckets: tuple[Bucket, ...]
+
+
+def load_scenario(path: Path, hardware_override: list[str] | None = None) -> Scenario:
+    spec = load_yaml_model(path, ScenarioFile)
+    base = path.parent
+    wl_path = Path(spec.workload)
+    if not wl_path.is_absolute():
+        wl_path = base / wl_path
+    if not wl_path.is_file():
+        raise InputError("workload file not found", file=str(path), path="workload", value=spec.workload,
+                         expected="a path relative to the scenario file")
+    workload = load_workload(wl_path)
+    if hardware_override:
+        hws = tuple(load_profile(h, Path.cwd(), path="--hardware") for h in hardware_override)
+    else:
+        hws = tuple(load_profile(h, base, file=str(path), path=f"hardware[{i}]") for i, h in enumerate(spec.hardware))
+    buckets = tuple(workload.buckets(spec.distribution))
+    if spec.distribution is not None:
+        declared = set(workload.spec.parameters)
+        for i, b in enumerate(spec.distribution):
+            unknown = set(b.params) - declared
+            if unknown:
+                raise InputError(
+                    f"bucket sets parameter '{sorted(unknown)[0]}' that the workload does not declare",
+                    file=str(path), path=f"distribution[{i}].params", expected="one of: " + ", ".join(sorted(declared)),
+                )
+    scn = Scenario(spec=spec, file=str(path), workload=workload, hardware=hws, buckets=buckets)
+    # Apply every variant to every bucket once, so transform errors surface before any output.
+    for b in buckets:
+        params = workload.params_for(b)
+        graph = workload.build(params)
+        for v_index, v in enumerate(spec.variants):
+            variant_graph(scn, v, v_index, graph, params)
+    return scn
+
+
+def variant_graph(scn: Scenario, v: Variant, v_index: int, graph: Graph, params: dict[str, float]) -> tuple[Graph, str]:
+    ctx = Context(scn.file, f"variants[{v_index}].transforms", params)
+    out = apply_all(graph, list(v.transforms), ctx)
+    check_dataflow(graph, out, Context(scn.file, f"variants[{v_index}].transforms", params))
+    path = "+".join(ctx.paths_taken) if ctx.paths_taken else "variant"
+    return out, path
+
+
+def _cost_key(op: Op, graph: Graph) -> tuple[Any, ...]:
+    shapes = tuple((graph.tensors[t].shape, graph.tensors[t].dtype) for t in op.reads + op.writes)
+    return (op.kind, tuple(sorted((k, str(v)) for k, v in op.attrs.items())), op.launch, shapes, op.library)
+
+
+def price(graph: Graph, hw: Hardware) -> tuple[KernelCost | None, ...]:
+    """Kernel costs for every op (None for host-only ops)."""
+    costs: list[KernelCost | None] = []
+    for op in graph.ops:
+        if not op.is_kernel:
+            costs.append(None)
+            continue
+        try:
+            costs.append(kernel_cost(op, graph, hw))
+        except InfeasibleError as exc:
+            raise InfeasibleError(f"op '{op.name}' on {hw.name}: {exc}") from None
+    return tuple(costs)
+
+
+def run_graph(graph: Graph, hw: Hardware) -> tuple[Trace, StepMetrics]:
+    trace = simulate(graph, price(graph, hw), hw)
+    return trace, step_metrics(trace)
+
+
+def _op_signature(op: Op, graph: Graph) -> tuple[Any, ...]:
+    return (_cost_key(op, graph), op.name)
+
+
+def _micro(base: Graph, base_costs: tuple[KernelCost | None, ...], var: Graph,
+           var_costs: tuple[KernelCost | None, ...]) -> tuple[float, float]:
+    """Kernel time of what the variant changed: (baseline kernels replaced, variant kernels new)."""
+    base_sigs = {_op_signature(o, base): c for o, c in zip(base.ops, base_costs, strict=True) if c is not None}
+    var_sigs = {_op_signature(o, var): c for o, c in zip(var.ops, var_costs, strict=True) if c is not None}
+    replaced = sum(c.time_s for s, c in base_sigs.items() if s not in var_sigs)
+    new = sum(c.time_s for s, c in var_sigs.items() if s not in base_sigs)
+    return replaced, new
+
+
+def _bucket_result(b: Bucket, params: dict[str, float], m: StepMetrics, path: str) -> dict[str, Any]:
+    return {
+        "name": b.name or ",".join(f"{k}={_fmt(v)}" for k, v in b.params.items()),
+        "params": {k: params[k] for k in sorted(params)},
+        "weight": b.weight,
+        "time_us": m.time_s * 1e6,
+        "breakdown_us": {t: m.breakdown_s[t] * 1e6 for t in TERMS},
+        "dominant": m.dominant,
+        "kernels": m.kernels,
+        "kernel_time_us": m.kernel_time_s * 1e6,
+        "hbm_bytes": m.hbm_bytes,
+        "path": path,
+    }
+
+
+def _fmt(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() else f"{v:g}"
+
+
+def run_scenario(scn: Scenario, *, keep_traces: bool = False) -> tuple[dict[str, Any], dict[tuple[str, str, int], Trace]]:
+    """Simulate every (hardware, variant, bucket); returns the JSON-ready result and, on request, traces."""
+    traces: dict[tuple[str, str, int], Trace] = {}
+    total_w = sum(b.weight for b in scn.buckets)
+    hw_results = []
+    variants = [Variant(name="baseline", description="the workload as written")] + list(scn.spec.variants)
+    for hw in scn.hardware:
+        per_variant: dict[str, list[dict[str, Any]]] = {v.name: [] for v in variants}
+        micro: dict[str, list[tuple[float, float, float]]] = {v.name: [] for v in variants}
+        for bi, b in enumerate(scn.buckets):
+            params = scn.workload.params_for(b)
+            base_graph = scn.workload.build(params)
+            base_costs = price(base_graph, hw)
+            for vi, v in enumerate(variants):
+                if vi == 0:
+                    graph, path, costs = base_graph, "baseline", base_costs
+                else:
+                    graph, path = variant_graph(scn, v, vi - 1, base_graph, params)
+                    costs = price(graph, hw)
+                trace = simulate(graph, costs, hw)
+                m = step_metrics(trace)
+                if keep_traces:
+                    traces[(hw.name, v.name, bi)] = trace
+                per_variant[v.name].append(_bucket_result(b, params, m, path))
+                rep, new = _micro(base_graph, base_costs, graph, costs)
+                micro[v.name].append((b.weight, rep, new))
+        base_buckets = per_variant["baseline"]
+        base_w = sum(bk["time_us"] * bk["weight"] for bk in base_buckets) / total_w
+        out_variants = []
+        for v in variants:
+            bks = per_variant[v.name]
+            for bk, bb in zip(bks, base_buckets, strict=True):
+                bk["gain_vs_baseline"] = 1.0 - bk["time_us"] / bb["time_us"]
+            weighted = sum(bk["time_us"] * bk["weight"] for bk in bks) / total_w
+            fallback = sum(bk["weight"] for bk in bks if "fallback" in bk["path"].split("+")) / total_w
+            covered = 0.0 if v.name == "baseline" else sum(
+                bk["weight"] for bk in bks if "fallback" not in bk["path"].split("+")) / total_w
+            rep_w = sum(w * r for w, r, _ in micro[v.name]) / total_w
+            new_w = sum(w * n for w, _, n in micro[v.name]) / total_w
+            worst = min(bks, key=lambda bk: bk["gain_vs_baseline"])
+            out_variants.append(
+                {
+                    "name": v.name,
+                    "description": v.description,
+                    "weighted_time_us": weighted,
+                    "gain_vs_baseline": 1.0 - weighted / base_w,
+                    "coverage": covered,
+                    "fallback_rate": fallback,
+                    "micro": {
+                        "replaced_kernel_time_us": rep_w * 1e6,
+                        "new_kernel_time_us": new_w * 1e6,
+                        "gain": (1.0 - new_w / rep_w) if rep_w > 0 else None,
+                    },
+                    "tail": {
+                        "worst_bucket": worst["name"],
+                        "worst_gain": worst["gain_vs_baseline"],
+                        "p90_time_us": _weighted_quantile([(bk["time_us"], bk["weight"]) for bk in bks], 0.9),
+                    },
+                    "buckets": bks,
+                }
+            )
+        hw_results.append(
+            {"name": hw.name, "gpu": hw.gpu, "profile": hw.source_file, "measured": hw.measured, "variants": out_variants}
+        )
+    result = {
+        "schema": RUN_SCHEMA,
+        "scenario": scn.spec.name,
+        "workload": scn.workload.name,
+        "min_gain": scn.spec.min_gain,
+        "hardware": hw_results,
+    }
+    return result, traces
+
+
+def _weighted_quantile(values: list[tuple[float, float]], q: float) -> float:
+    vals = sorted(values)
+    total = sum(w for _, w in vals)
+    acc = 0.0
+    for v, w in vals:
+        acc += w
+        if acc >= q * total - 1e-12:
+            return v
+    return vals[-1][0]
+
+
+__all__ = ["KernelsimError", "Scenario", "load_scenario", "price", "run_graph", "run_scenario"]

@@ -1,0 +1,183 @@
+"""Schema of a hardware profile file: every number carries its provenance.
+
+A number is written `{value: 4800, source: datasheet, ref: "NVIDIA H200 datasheet"}`;
+`measured` numbers also name the device and date (and the raw file / fit they came from),
+`estimate` numbers say why in `note`. Units are in the key names.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+Source = Literal["datasheet", "measured", "estimate", "published"]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Provenance(Strict):
+    source: Source
+    ref: str | None = None
+    note: str | None = None
+    measured_on: str | None = None
+    date: str | None = None
+    raw: str | None = None
+    fit: str | None = None
+
+    @model_validator(mode="after")
+    def _complete(self) -> Provenance:
+        if self.source == "measured" and not (self.measured_on and self.date):
+            raise ValueError("a measured number needs 'measured_on' (device) and 'date'")
+        if self.source in ("datasheet", "published") and not self.ref:
+            raise ValueError(f"a {self.source} number needs 'ref' (where it was published)")
+        if self.source == "estimate" and not self.note:
+            raise ValueError("an estimate needs a 'note' saying how it was estimated")
+        return self
+
+
+class Quantity(Provenance):
+    value: float
+
+    @field_validator("value")
+    @classmethod
+    def _finite_non_negative(cls, v: float) -> float:
+        if v != v or v in (float("inf"), float("-inf")):
+            raise ValueError("must be a finite number")
+        if v < 0:
+            raise ValueError(f"must be >= 0, got {v}")
+        return v
+
+
+class PositiveQuantity(Quantity):
+    @field_validator("value")
+    @classmethod
+    def _positive(cls, v: float) -> float:
+        if v <= 0:
+            raise ValueError(f"must be > 0, got {v}")
+        return v
+
+
+class SMSection(Strict):
+    count: PositiveQuantity
+    clock_mhz: PositiveQuantity
+    warp_size: PositiveQuantity
+    max_threads_per_sm: PositiveQuantity
+    max_warps_per_sm: PositiveQuantity
+    max_blocks_per_sm: PositiveQuantity
+    max_threads_per_block: PositiveQuantity
+    registers_per_sm: PositiveQuantity
+    max_registers_per_thread: PositiveQuantity
+    register_alloc_unit: PositiveQuantity = Field(description="registers per warp allocation granule")
+    shared_memory_per_sm_bytes: PositiveQuantity
+    shared_memory_per_block_max_bytes: PositiveQuantity
+    shared_memory_alloc_unit_bytes: PositiveQuantity
+    reserved_shared_memory_per_block_bytes: Quantity
+    schedulers_per_sm: PositiveQuantity
+
+
+class MemorySection(Strict):
+    hbm_capacity_bytes: PositiveQuantity
+    hbm_peak_gbps: PositiveQuantity
+    hbm_sustained_gbps: PositiveQuantity = Field(description="best achievable streaming bandwidth (large copies)")
+    latency_ns: PositiveQuantity = Field(description="loaded DRAM latency used in Little's law")
+    per_sm_max_gbps: PositiveQuantity = Field(description="most one SM can stream")
+    l2_bytes: PositiveQuantity
+    l2_gbps: PositiveQuantity
+    spill_gbps: PositiveQuantity = Field(description="bandwidth of local-memory (spill) traffic")
+
+
+class OpCost(Provenance):
+    """Instructions per element on each unit for one named operation (erf, rng, fma...)."""
+
+    fp32: float = 0.0
+    sfu: float = 0.0
+    int: float = 0.0
+
+
+class ComputeSection(Strict):
+    tensor_tflops: dict[str, PositiveQuantity] = Field(description="dense tensor-core peak per dtype")
+    fp32_lanes_per_sm: PositiveQuantity = Field(description="FP32 FMA results per clock per SM")
+    sfu_lanes_per_sm: PositiveQuantity = Field(description="special-function results per clock per SM")
+    int_lanes_per_sm: PositiveQuantity = Field(description="INT32 results per clock per SM")
+    issue_per_scheduler: PositiveQuantity = Field(description="warp instructions issued per clock per scheduler")
+    warps_to_hide_latency: PositiveQuantity = Field(description="resident warps per scheduler for full issue")
+    op_costs: dict[str, OpCost] = Field(description="instructions per element of each named op, per unit")
+    elementwise_instr_per_element: Quantity = Field(description="addressing/load/store/convert instructions per element")
+
+
+class GemmSection(Strict):
+    max_efficiency: PositiveQuantity = Field(description="best fraction of tensor peak a library GEMM reaches")
+    tile_m: PositiveQuantity
+    tile_n: PositiveQuantity
+    k_half_efficiency: PositiveQuantity = Field(description="K at which per-tile efficiency is half its max (prologue/epilogue cost)")
+    misaligned_factor: PositiveQuantity = Field(description="throughput factor when a dimension breaks 16-byte alignment")
+    correction: list[GemmPoint] = Field(default_factory=list, description="measured/model ratios from calibration")
+    correction_provenance: Provenance | None = None
+
+
+class GemmPoint(Strict):
+    m: int
+    n: int
+    k: int
+    dtype: str
+    ratio: float
+
+
+class EfficiencySection(Strict):
+    attention_fwd: PositiveQuantity
+    attention_bwd: PositiveQuantity
+    layout_bandwidth_factor: PositiveQuantity = Field(description="bandwidth of a transpose relative to a copy")
+
+
+class KernelSection(Strict):
+    fixed_us: Quantity = Field(description="device time of an empty kernel (launch to completion)")
+    launch_latency_us: Quantity = Field(description="host launch return to earliest kernel start")
+
+
+class HostSection(Strict):
+    eager_op_us: Quantity = Field(description="framework dispatch per eager op (host)")
+    launch_us: Quantity = Field(description="driver launch call per kernel (host)")
+    compiled_call_us: Quantity = Field(description="compiled-graph wrapper per call (host)")
+    triton_launch_us: Quantity = Field(description="Triton launcher per kernel in a compiled graph (host)")
+    graph_launch_us: Quantity = Field(description="CUDA graph replay call (host)")
+    graph_kernel_us: Quantity = Field(description="device time of an empty kernel inside a CUDA graph (replaces kernel.fixed_us there)")
+    sync_us: Quantity = Field(description="host cost of a stream/device synchronize once work is done")
+    launch_queue_depth: PositiveQuantity = Field(description="pending launches per stream before the host blocks")
+
+
+class LinksSection(Strict):
+    nvlink_gbps: Quantity = Field(description="per-GPU, per-direction NVLink bandwidth (0 = none)")
+    nvlink_latency_us: Quantity
+    pcie_gbps: PositiveQuantity
+    network_gbps: Quantity
+    network_latency_us: Quantity
+    comm_efficiency: PositiveQuantity = Field(description="achieved fraction of link bandwidth for large collectives")
+
+
+class HardwareProfileFile(Strict):
+    schema_: Literal["kernelsim.hardware/v1"] = Field(alias="schema")
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_.-]*$")
+    gpu: str
+    description: str = ""
+    sm: SMSection
+    memory: MemorySection
+    compute: ComputeSection
+    gemm: GemmSection
+    efficiency: EfficiencySection
+    kernel: KernelSection
+    host: HostSection
+    links: LinksSection
+
+    @model_validator(mode="after")
+    def _consistent(self) -> HardwareProfileFile:
+        if self.memory.hbm_sustained_gbps.value > self.memory.hbm_peak_gbps.value:
+            raise ValueError("memory.hbm_sustained_gbps cannot exceed memory.hbm_peak_gbps")
+        if self.sm.max_warps_per_sm.value * self.sm.warp_size.value != self.sm.max_threads_per_sm.value:
+            raise ValueError("sm.max_warps_per_sm × sm.warp_size must equal sm.max_threads_per_sm")
+        return self
+
+
+GemmSection.model_rebuild()

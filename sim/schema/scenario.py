@@ -1,0 +1,130 @@
+"""Schema of a scenario file: a workload, hardware profiles to sweep, and variants as transform lists."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from sim.schema.workload import Bucket, Expr, Launch, Mode, Op
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class FuseArgs(Strict):
+    ops: list[str] = Field(min_length=2)
+    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.]*$")
+    launch: Launch | None = None
+    library: str = "triton"
+    drop_saved: list[str] = Field(
+        default_factory=list,
+        description="tensors the fused kernel no longer writes; later readers must recompute them",
+    )
+    recompute: list[str] = Field(
+        default_factory=list, description="tensors the fused kernel recomputes instead of reading them"
+    )
+    extra_reads: list[str] = Field(
+        default_factory=list, description="tensors the fused kernel reads to recompute what was dropped"
+    )
+    recompute_math: dict[str, Expr] = Field(
+        default_factory=dict, description="extra math per element the fused kernel does to recompute dropped tensors"
+    )
+
+
+class ModeArgs(Strict):
+    mode: Mode
+    region: str | None = None
+    ops: list[str] | None = None
+
+
+class SetLaunchArgs(Strict):
+    op: str
+    launch: Launch
+
+
+class InsertArgs(Strict):
+    op: Op
+    before: str | None = None
+    after: str | None = None
+
+    @model_validator(mode="after")
+    def _one_anchor(self) -> InsertArgs:
+        if (self.before is None) == (self.after is None):
+            raise ValueError("give exactly one of 'before' or 'after'")
+        return self
+
+
+class RemoveArgs(Strict):
+    ops: list[str] = Field(min_length=1)
+
+
+class DispatchArgs(Strict):
+    when: str = Field(description="predicate over the bucket's parameters: the fast path when true")
+    then: list[TransformSpec] = Field(min_length=1)
+    else_: list[TransformSpec] = Field(default_factory=list, alias="else")
+    path: str = "fast"
+    fallback_path: str = "fallback"
+
+
+TRANSFORM_KEYS = ("fuse", "mode", "set_launch", "insert", "remove", "dispatch")
+
+
+class TransformSpec(Strict):
+    """Exactly one key: the transform's name, mapping to its arguments."""
+
+    fuse: FuseArgs | None = None
+    mode: ModeArgs | None = None
+    set_launch: SetLaunchArgs | None = None
+    insert: InsertArgs | None = None
+    remove: RemoveArgs | None = None
+    dispatch: DispatchArgs | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _exactly_one(cls, data: object) -> object:
+        if not isinstance(data, dict) or len(data) != 1:
+            raise ValueError(
+                "a transform is a mapping with exactly one key, one of: " + ", ".join(TRANSFORM_KEYS)
+            )
+        key = next(iter(data))
+        if key not in TRANSFORM_KEYS:
+            raise ValueError(f"unknown transform {key!r} (expected one of: {', '.join(TRANSFORM_KEYS)})")
+        return data
+
+    def kind_and_args(self) -> tuple[str, BaseModel]:
+        for key in TRANSFORM_KEYS:
+            val = getattr(self, key)
+            if val is not None:
+                return key, val
+        raise AssertionError("validated to have one key")
+
+
+DispatchArgs.model_rebuild()
+
+
+class Variant(Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9_.+-]+$")
+    description: str = ""
+    transforms: list[TransformSpec] = Field(default_factory=list)
+
+
+class ScenarioFile(Strict):
+    schema_: Literal["kernelsim.scenario/v1"] = Field(alias="schema")
+    name: str
+    description: str = ""
+    workload: str
+    hardware: list[str] = Field(min_length=1)
+    distribution: list[Bucket] | None = None
+    min_gain: float = Field(default=0.01, ge=0, le=1)
+    variants: list[Variant] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _unique_variants(self) -> ScenarioFile:
+        names = ["baseline"]
+        for v in self.variants:
+            if v.name in names:
+                raise ValueError(f"variant name {v.name!r} is used twice (or is 'baseline', which is implicit)")
+            names.append(v.name)
+        return self

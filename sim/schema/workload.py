@@ -1,0 +1,183 @@
+"""Schema of a workload file: parameters, shape buckets, tensors and a graph of ops.
+
+Shapes and sizes are numbers or expressions of the parameters (sim.expr, never eval).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+Expr = int | float | str
+DType = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "uint8", "bool", "int32", "int64", "fp64"]
+Mode = Literal["eager", "compiled", "cuda_graph"]
+Phase = Literal["forward", "backward", "optimizer", "other"]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Bucket(Strict):
+    params: dict[str, float | int]
+    weight: float = Field(gt=0)
+    name: str | None = None
+
+
+class Distribution(Strict):
+    buckets: list[Bucket] = Field(min_length=1)
+    alternatives: dict[str, list[Bucket]] = Field(default_factory=dict)
+
+
+class TensorDecl(Strict):
+    shape: list[Expr] = Field(min_length=1)
+    dtype: DType
+
+
+class Launch(Strict):
+    """Launch configuration; sizes may be expressions. Unset fields are estimated by the cost model."""
+
+    block: Expr | None = None
+    grid: Expr | None = None
+    elems_per_thread: Expr | None = None
+    regs_per_thread: Expr | None = None
+    spill_bytes_per_thread: Expr | None = None
+    smem_per_block: Expr | None = None
+
+
+class OpBase(Strict):
+    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.]*$")
+    reads: list[str] = Field(default_factory=list)
+    writes: list[str] = Field(default_factory=list)
+    stream: int = Field(default=0, ge=0)
+    after: list[str] = Field(default_factory=list, description="ops (on any stream) this op waits for")
+    phase: Phase = "forward"
+    region: str | None = None
+    launch: Launch | None = None
+    library: str = "torch"
+
+
+class GemmOp(OpBase):
+    kind: Literal["gemm"]
+    m: Expr
+    n: Expr
+    k: Expr
+    batch: Expr = 1
+    dtype: DType = "bf16"
+    layout: Literal["nn", "nt", "tn", "tt"] = "nn"
+
+
+class ElementwiseOp(OpBase):
+    kind: Literal["elementwise"]
+    numel: Expr | None = None
+    math: dict[str, Expr] = Field(default_factory=dict, description="named ops per element (erf, rng, fma...)")
+
+
+class ReductionOp(OpBase):
+    kind: Literal["reduction"]
+    rows: Expr
+    cols: Expr
+    passes: Expr = 1
+    math: dict[str, Expr] = Field(default_factory=dict)
+
+
+class AttentionOp(OpBase):
+    kind: Literal["attention"]
+    batch: Expr
+    heads: Expr
+    seq_q: Expr
+    seq_kv: Expr
+    head_dim: Expr
+    causal: bool = False
+    direction: Literal["forward", "backward"] = "forward"
+    dtype: DType = "bf16"
+
+
+class CopyOp(OpBase):
+    kind: Literal["copy"]
+    bytes: Expr | None = None
+    engine: Literal["sm", "copy_engine"] = "sm"
+    direction: Literal["d2d", "h2d", "d2h"] = "d2d"
+
+
+class LayoutOp(OpBase):
+    kind: Literal["layout"]
+    transform: Literal["transpose", "contiguous", "nchw_to_nhwc", "nhwc_to_nchw", "cast"]
+
+
+class CollectiveOp(OpBase):
+    kind: Literal["collective"]
+    collective: Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv"]
+    bytes: Expr
+    ranks: Expr
+
+
+class HostOp(OpBase):
+    kind: Literal["host"]
+    duration_us: Expr
+
+
+class SyncOp(OpBase):
+    kind: Literal["sync"]
+
+
+Op = Annotated[
+    GemmOp | ElementwiseOp | ReductionOp | AttentionOp | CopyOp | LayoutOp | CollectiveOp | HostOp | SyncOp,
+    Field(discriminator="kind"),
+]
+
+
+class RepeatBlock(Strict):
+    """`count` copies of `ops` (e.g. the layers of a stack); op names become `NAME<i>.op`."""
+
+    kind: Literal["repeat"]
+    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    count: Expr
+    ops: list[Op] = Field(min_length=1)
+
+
+Entry = Annotated[
+    GemmOp | ElementwiseOp | ReductionOp | AttentionOp | CopyOp | LayoutOp | CollectiveOp | HostOp | SyncOp
+    | RepeatBlock,
+    Field(discriminator="kind"),
+]
+OP_KINDS = ("gemm", "elementwise", "reduction", "attention", "copy", "layout", "collective", "host", "sync", "repeat")
+
+
+class WorkloadFile(Strict):
+    schema_: Literal["kernelsim.workload/v1"] = Field(alias="schema")
+    name: str
+    kind: Literal["training", "serving"]
+    description: str = ""
+    mode: Mode = "eager"
+    parameters: dict[str, float | int] = Field(default_factory=dict)
+    distribution: Distribution
+    tensors: dict[str, TensorDecl] = Field(default_factory=dict)
+    ops: list[Entry] = Field(min_length=1)
+
+    @field_validator("ops", mode="before")
+    @classmethod
+    def _known_kind(cls, ops: object) -> object:
+        if isinstance(ops, list):
+            for i, op in enumerate(ops):
+                if isinstance(op, dict) and "kind" in op and op["kind"] not in OP_KINDS:
+                    raise ValueError(
+                        f"ops[{i}].kind: unknown op kind {op['kind']!r} (expected one of: {', '.join(OP_KINDS)})"
+                    )
+        return ops
+
+    @model_validator(mode="after")
+    def _names_unique(self) -> WorkloadFile:
+        seen: set[str] = set()
+        for op in self.ops:
+            if op.name in seen:
+                raise ValueError(f"op name {op.name!r} is used twice; op names must be unique")
+            seen.add(op.name)
+            if isinstance(op, RepeatBlock):
+                inner: set[str] = set()
+                for o in op.ops:
+                    if o.name in inner:
+                        raise ValueError(f"op name {o.name!r} is used twice in repeat block {op.name!r}")
+                    inner.add(o.name)
+        return self

@@ -1,0 +1,53 @@
+"""Edits: set_launch (another launch config for an op), insert (add an op, e.g. a layout
+conversion on a fallback path), remove (drop ops)."""
+
+from __future__ import annotations
+
+from sim.graph import Graph
+from sim.schema.scenario import InsertArgs, RemoveArgs, SetLaunchArgs
+from sim.transforms import Context, register
+from sim.workload import build_launch, build_op
+
+
+@register("set_launch")
+def set_launch(graph: Graph, args: SetLaunchArgs, ctx: Context) -> Graph:
+    try:
+        i = graph.index(args.op)
+    except KeyError:
+        raise ctx.error("unknown op", ".op", args.op, "an op of the workload") from None
+    launch = build_launch(args.launch, dict(ctx.params), file=ctx.file, path=f"{ctx.path}.launch")
+    ops = list(graph.ops)
+    ops[i] = ops[i].with_(launch=launch)
+    return graph.with_ops(ops)
+
+
+@register("insert")
+def insert(graph: Graph, args: InsertArgs, ctx: Context) -> Graph:
+    anchor = args.before or args.after
+    assert anchor is not None
+    try:
+        i = graph.index(anchor)
+    except KeyError:
+        key = ".before" if args.before else ".after"
+        raise ctx.error("unknown op", key, anchor, "an op of the workload") from None
+    if any(o.name == args.op.name for o in graph.ops):
+        raise ctx.error("name already used by another op", ".op.name", args.op.name)
+    for t in args.op.reads + args.op.writes:
+        if t not in graph.tensors:
+            raise ctx.error("unknown tensor", ".op", t, "a tensor of the workload")
+    anchor_op = graph.ops[i]
+    new = build_op(args.op, dict(ctx.params), file=ctx.file, path=f"{ctx.path}.op", mode=anchor_op.mode)
+    new = new.with_(path="inserted", region=anchor_op.region)
+    ops = list(graph.ops)
+    ops.insert(i if args.before else i + 1, new)
+    return graph.with_ops(ops)
+
+
+@register("remove")
+def remove(graph: Graph, args: RemoveArgs, ctx: Context) -> Graph:
+    names = {o.name for o in graph.ops}
+    for j, n in enumerate(args.ops):
+        if n not in names:
+            raise ctx.error("unknown op", f".ops[{j}]", n, "an op of the workload")
+    drop = set(args.ops)
+    return graph.with_ops(o for o in graph.ops if o.name not in drop)

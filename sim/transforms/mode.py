@@ -1,0 +1,33 @@
+"""mode: set the execution mode (eager, compiled, cuda_graph) of a region, of named ops, or of all.
+
+The host costs of each mode are the engine's (per-op dispatch, per-call wrapper and
+per-kernel launcher, per-graph replay); this pass only relabels ops. Ops given by name
+become one region so that they run as one compiled call or one graph.
+"""
+
+from __future__ import annotations
+
+from sim.graph import Graph
+from sim.schema.scenario import ModeArgs
+from sim.transforms import Context, register
+
+
+@register("mode")
+def set_mode(graph: Graph, args: ModeArgs, ctx: Context) -> Graph:
+    names = {o.name for o in graph.ops}
+    if args.ops is not None:
+        for j, n in enumerate(args.ops):
+            if n not in names:
+                raise ctx.error("unknown op", f".ops[{j}]", n, "an op of the workload")
+    if args.region is not None and not any(o.region == args.region for o in graph.ops):
+        regions = sorted({o.region for o in graph.ops if o.region})
+        raise ctx.error("no op is in this region", ".region", args.region, "one of: " + (", ".join(regions) or "none declared"))
+    selected = set(args.ops) if args.ops is not None else None
+    region_label = args.region or (f"{args.mode}:{'+'.join(args.ops)}" if args.ops else None)
+    out = []
+    for o in graph.ops:
+        hit = (selected is None or o.name in selected) and (args.region is None or o.region == args.region)
+        if hit and o.kind != "sync":
+            o = o.with_(mode=args.mode, region=region_label if args.ops is not None else o.region)
+        out.append(o)
+    return graph.with_ops(out)

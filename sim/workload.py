@@ -1,0 +1,218 @@
+"""Workloads: load a workload file, check it, and build the graph for one shape bucket."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from sim import expr
+from sim.errors import InputError
+from sim.graph import Graph, LaunchConfig, Op, Tensor
+from sim.schema.loader import load_yaml_model
+from sim.schema.workload import Bucket, Launch, OpBase, RepeatBlock, WorkloadFile
+
+# Op fields that are not dimension expressions.
+_META_FIELDS = frozenset(OpBase.model_fields) | {"kind", "math", "dtype", "layout", "causal", "direction",
+                                                 "engine", "transform", "collective"}
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A validated workload file (plus where it came from)."""
+
+    spec: WorkloadFile
+    file: str
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def buckets(self, override: list[Bucket] | None = None) -> list[Bucket]:
+        return list(override) if override is not None else list(self.spec.distribution.buckets)
+
+    def params_for(self, bucket: Bucket) -> dict[str, float]:
+        params = dict(self.spec.parameters)
+        params.update(bucket.params)
+        return params
+
+    def build(self, params: dict[str, float]) -> Graph:
+        return build_graph(self.spec, params, self.file)
+
+
+def load_workload(path: Path) -> Workload:
+    spec = load_yaml_model(path, WorkloadFile)
+    wl = Workload(spec=spec, file=str(path))
+    check_workload(wl)
+    return wl
+
+
+def _int(value: float, *, file: str, path: str, minimum: int = 0) -> int:
+    if value != int(value):
+        raise InputError("must be a whole number", file=file, path=path, value=value)
+    if value < minimum:
+        raise InputError(f"must be >= {minimum}", file=file, path=path, value=value)
+    return int(value)
+
+
+def build_launch(launch: Launch | None, env: dict[str, float], *, file: str, path: str) -> LaunchConfig | None:
+    if launch is None:
+        return None
+    values: dict[str, int | None] = {}
+    for key in Launch.model_fields:
+        raw = getattr(launch, key)
+        if raw is None:
+            values[key] = None
+            continue
+        v = expr.evaluate_at(raw, env, file=file, path=f"{path}.{key}")
+        values[key] = _int(v, file=file, path=f"{path}.{key}", minimum=0 if key in ("smem_per_block", "spill_bytes_per_thread") else 1)
+    return LaunchConfig(**values)
+
+
+def build_op(raw: OpBase, env: dict[str, float], *, file: str, path: str, mode: str) -> Op:
+    """Evaluate one op's expressions for a bucket."""
+    attrs: dict[str, Any] = {}
+    data = raw.model_dump(by_alias=False)
+    for key, val in data.items():
+        if key in _META_FIELDS:
+            continue
+        if val is None:
+            continue
+        v = expr.evaluate_at(val, env, file=file, path=f"{path}.{key}")
+        if isinstance(v, bool):
+            attrs[key] = v
+            continue
+        if v < 0:
+            raise InputError("must be >= 0", file=file, path=f"{path}.{key}", value=v, expected="a non-negative size")
+        attrs[key] = v
+    for key in ("dtype", "layout", "causal", "direction", "engine", "transform", "collective"):
+        if key in data:
+            attrs[key] = data[key]
+    if "math" in data:
+        m = {}
+        for name, val in data["math"].items():
+            v = expr.evaluate_at(val, env, file=file, path=f"{path}.math.{name}")
+            if v < 0:
+                raise InputError("must be >= 0", file=file, path=f"{path}.math.{name}", value=v)
+            m[name] = float(v)
+        attrs["math"] = MappingProxyType(m)
+    return Op(
+        name=raw.name,
+        kind=data["kind"],
+        reads=tuple(raw.reads),
+        writes=tuple(raw.writes),
+        stream=raw.stream,
+        after=tuple(raw.after),
+        phase=raw.phase,
+        region=raw.region,
+        mode=mode,
+        library=raw.library,
+        launch=build_launch(raw.launch, env, file=file, path=f"{path}.launch"),
+        attrs=MappingProxyType(attrs),
+    )
+
+
+def flat_ops(spec: WorkloadFile, params: dict[str, float], file: str) -> list[tuple[OpBase, str]]:
+    """Entries with repeat blocks expanded: (op with its final name, key path in the file)."""
+    out: list[tuple[OpBase, str]] = []
+    for i, entry in enumerate(spec.ops):
+        if not isinstance(entry, RepeatBlock):
+            out.append((entry, f"ops[{i}]"))
+            continue
+        count = _int(expr.evaluate_at(entry.count, params, file=file, path=f"ops[{i}].count"),
+                     file=file, path=f"ops[{i}].count", minimum=0)
+        local = {o.name for o in entry.ops}
+        for r in range(count):
+            prefix = f"{entry.name}{r}."
+            for j, o in enumerate(entry.ops):
+                after = [prefix + a if a in local else a for a in o.after]
+                out.append((o.model_copy(update={"name": prefix + o.name, "after": after}), f"ops[{i}].ops[{j}]"))
+    return out
+
+
+def build_graph(spec: WorkloadFile, params: dict[str, float], file: str) -> Graph:
+    """The graph of `spec` at parameter values `params`."""
+    tensors: dict[str, Tensor] = {}
+    for tname, decl in spec.tensors.items():
+        shape = []
+        for j, dim in enumerate(decl.shape):
+            v = expr.evaluate_at(dim, params, file=file, path=f"tensors.{tname}.shape[{j}]")
+            shape.append(_int(v, file=file, path=f"tensors.{tname}.shape[{j}]", minimum=1))
+        tensors[tname] = Tensor(name=tname, shape=tuple(shape), dtype=decl.dtype)
+    ops = [build_op(o, params, file=file, path=path, mode=spec.mode) for o, path in flat_ops(spec, params, file)]
+    return Graph(
+        name=spec.name,
+        kind=spec.kind,
+        params=MappingProxyType(dict(params)),
+        tensors=MappingProxyType(tensors),
+        ops=tuple(ops),
+    )
+
+
+def check_workload(wl: Workload) -> None:
+    """Static checks: names, tensor references, dependency order, buckets' parameters, expressions."""
+    spec, file = wl.spec, wl.file
+    names = set(spec.parameters)
+    for b in spec.distribution.buckets:
+        names |= set(b.params)
+    for i, b in enumerate(spec.distribution.buckets):
+        unknown = set(b.params) - set(spec.parameters)
+        if unknown:
+            raise InputError(
+                f"bucket sets parameter '{sorted(unknown)[0]}' that the workload does not declare",
+                file=file,
+                path=f"distribution.buckets[{i}].params",
+                expected="one of: " + ", ".join(sorted(spec.parameters)),
+            )
+    for tname, decl in spec.tensors.items():
+        for j, dim in enumerate(decl.shape):
+            expr.check(dim, names, file=file, path=f"tensors.{tname}.shape[{j}]")
+    for i, entry in enumerate(spec.ops):
+        if isinstance(entry, RepeatBlock):
+            expr.check(entry.count, names, file=file, path=f"ops[{i}].count")
+    for bucket in spec.distribution.buckets[:1]:
+        flat = flat_ops(spec, wl.params_for(bucket), file)
+    index = {o.name: i for i, (o, _) in enumerate(flat)}
+    for i, (op, where) in enumerate(flat):
+        for key, val in op.model_dump().items():
+            if key in _META_FIELDS or val is None:
+                continue
+            expr.check(val, names, file=file, path=f"{where}.{key}")
+        for mname, val in getattr(op, "math", {}).items():
+            expr.check(val, names, file=file, path=f"{where}.math.{mname}")
+        if op.launch is not None:
+            for key in Launch.model_fields:
+                v = getattr(op.launch, key)
+                if v is not None:
+                    expr.check(v, names, file=file, path=f"{where}.launch.{key}")
+        for j, t in enumerate(op.reads + op.writes):
+            if t not in spec.tensors:
+                field_name = "reads" if j < len(op.reads) else "writes"
+                k = j if j < len(op.reads) else j - len(op.reads)
+                raise InputError(
+                    "unknown tensor", file=file, path=f"{where}.{field_name}[{k}]", value=t,
+                    expected="a tensor declared under 'tensors'",
+                )
+        for j, a in enumerate(op.after):
+            if a not in index:
+                raise InputError("unknown op", file=file, path=f"{where}.after[{j}]", value=a, expected="an op name")
+            if index[a] >= i:
+                other = flat[index[a]][0]
+                cyc = op.name in other.after
+                raise InputError(
+                    "dependency cycle" if cyc else "waits for an op that the host issues later (would deadlock)",
+                    file=file,
+                    path=f"{where}.after[{j}]",
+                    value=a,
+                    expected="an op earlier in program order",
+                )
+    # Evaluate every bucket once so bad sizes surface at load time, not mid-run.
+    for i, b in enumerate(spec.distribution.buckets):
+        try:
+            build_graph(spec, wl.params_for(b), file)
+        except InputError as exc:
+            raise InputError(
+                f"{exc.problem} (in bucket {i}: {dict(b.params)})", file=exc.file, path=exc.path, value=exc.value,
+                expected=exc.expected,
+            ) from None
