@@ -176,8 +176,11 @@ class Simulation:
                         yield from self._enqueue(k, True)
                 i = j
                 continue
-            yield from self._busy(hw.eager_op_s, op.name, "dispatch", i)
-            yield from self._busy(hw.launch_s, op.name, "launch", i)
+            if op.host_s is not None:
+                yield from self._busy(op.host_s, op.name, "dispatch", i)
+            else:
+                yield from self._busy(hw.eager_op_s, op.name, "dispatch", i)
+                yield from self._busy(hw.launch_s, op.name, "launch", i)
             yield from self._enqueue(i, False)
             i += 1
 

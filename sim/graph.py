@@ -70,6 +70,7 @@ class Op:
     attrs: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     path: str = "default"
     replaces: tuple[str, ...] = ()
+    host_s: float | None = None  # measured host time of this op (replaces the mode's host cost)
 
     @property
     def is_kernel(self) -> bool:
