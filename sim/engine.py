@@ -201,7 +201,7 @@ class Simulation:
             if launch.graph_member:
                 # Inside a graph the per-kernel fixed cost is the graph's, not a stream launch's.
                 work = cost.time_s - cost.fixed_s + hw.graph_kernel_s
-                earliest = self.stream_busy_until[s]
+                earliest = max(self.stream_busy_until[s], launch.issued_s + hw.launch_latency_s)
             else:
                 earliest = launch.issued_s + hw.launch_latency_s
             if earliest > self.env.now:

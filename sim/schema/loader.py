@@ -24,6 +24,22 @@ def format_loc(loc: tuple[int | str, ...]) -> str:
     return out
 
 
+def _file_loc(loc: tuple[int | str, ...], data: Any) -> tuple[int | str, ...]:
+    """Drop the parts pydantic adds that are not keys of the file (tagged-union tags, validators)."""
+    out: list[int | str] = []
+    node = data
+    for part in loc:
+        if isinstance(part, str) and isinstance(node, dict) and part not in node:
+            if node.get("kind") == part or part.startswith("function-") or "[" in part:
+                continue
+        out.append(part)
+        try:
+            node = node[part]
+        except (KeyError, IndexError, TypeError):
+            node = None
+    return tuple(out)
+
+
 def _lookup(data: Any, loc: tuple[int | str, ...]) -> Any:
     cur = data
     for part in loc:
@@ -37,8 +53,7 @@ def _lookup(data: Any, loc: tuple[int | str, ...]) -> Any:
 def validation_to_input_error(exc: ValidationError, file: str, data: Any) -> InputError:
     """The first pydantic error as an InputError (file, key path, value, expectation)."""
     err = exc.errors(include_url=False)[0]
-    # Tagged unions add the tag name to the location; drop it so the path is the file's.
-    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+    loc = _file_loc(err["loc"], data)
     value = err.get("input")
     if err["type"] == "extra_forbidden":
         return InputError(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 Expr = int | float | str
 DType = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "uint8", "bool", "int32", "int64", "fp64"]
@@ -167,10 +167,11 @@ class WorkloadFile(Strict):
                     )
         return ops
 
-    @model_validator(mode="after")
-    def _names_unique(self) -> WorkloadFile:
+    @field_validator("ops", mode="after")
+    @classmethod
+    def _names_unique(cls, ops: list[Entry]) -> list[Entry]:
         seen: set[str] = set()
-        for op in self.ops:
+        for op in ops:
             if op.name in seen:
                 raise ValueError(f"op name {op.name!r} is used twice; op names must be unique")
             seen.add(op.name)
@@ -180,4 +181,4 @@ class WorkloadFile(Strict):
                     if o.name in inner:
                         raise ValueError(f"op name {o.name!r} is used twice in repeat block {op.name!r}")
                     inner.add(o.name)
-        return self
+        return ops

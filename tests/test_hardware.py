@@ -1,0 +1,93 @@
+"""Hardware profiles: every shipped profile loads, is plausible, carries provenance; occupancy rules."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import yaml
+
+from sim.errors import InfeasibleError
+from sim.hardware import Hardware, list_profiles, load_profile, occupancy
+from tests.conftest import ROOT
+
+SHIPPED = sorted((ROOT / "hardware_profiles").glob("*.yaml"))
+
+
+def test_shipped_profiles_exist() -> None:
+    names = {p.stem for p in SHIPPED}
+    assert {"h200-sxm", "h100-sxm", "a100-sxm-80gb", "l40s"} <= names
+    assert set(list_profiles()) >= names
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
+def test_profile_plausible(path) -> None:  # type: ignore[no-untyped-def]
+    hw = load_profile(str(path))
+    assert 10 <= hw.sm_count <= 400
+    assert 0.5e9 <= hw.clock_hz <= 3.5e9
+    assert 100e9 <= hw.hbm_sustained_bps <= hw.hbm_peak_bps <= 20e12
+    assert 50e-9 <= hw.mem_latency_s <= 3e-6
+    assert 10e12 <= hw.tensor_flops["bf16"] <= 5e15
+    assert hw.max_warps_per_sm * hw.warp_size == hw.max_threads_per_sm
+    assert 0 < hw.gemm_max_efficiency <= 1
+    assert 0 < hw.kernel_fixed_s < 20e-6
+    assert hw.eager_op_s > 0 and hw.launch_queue_depth >= 1
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
+def test_every_number_has_provenance(path) -> None:  # type: ignore[no-untyped-def]
+    doc = yaml.safe_load(path.read_text())
+
+    def walk(node, where):  # type: ignore[no-untyped-def]
+        if isinstance(node, dict):
+            if "value" in node or "fp32" in node or "sfu" in node or "int" in node:
+                assert node.get("source") in {"datasheet", "measured", "estimate", "published"}, where
+                if node["source"] == "measured":
+                    assert node.get("measured_on") and node.get("date"), where
+                return
+            for k, v in node.items():
+                walk(v, f"{where}.{k}")
+        elif isinstance(node, (int, float)) and not isinstance(node, bool):
+            raise AssertionError(f"bare number without provenance at {where}")
+
+    for key in ("sm", "memory", "compute", "gemm", "efficiency", "kernel", "host", "links"):
+        walk(doc[key], key)
+
+
+def test_no_copy_pasted_numbers_across_gpus() -> None:
+    """Distinct GPUs must differ in the numbers that define them (a copy-paste guard)."""
+    hws = [load_profile(str(p)) for p in SHIPPED if p.stem in {"h200-sxm", "h100-sxm", "a100-sxm-80gb", "l40s"}]
+    for a, b in itertools.combinations(hws, 2):
+        assert (a.hbm_peak_bps, a.hbm_capacity) != (b.hbm_peak_bps, b.hbm_capacity), (a.name, b.name)
+
+
+def test_occupancy_known_cases(h200: Hardware) -> None:
+    # 256 threads × 32 regs: 8 warps/block; registers allow 65536/(32*32)=64 warps → 8 blocks; warps limit 8.
+    occ = occupancy(h200, 256, 32, 0, grid=10_000)
+    assert (occ.blocks_per_sm, occ.warps_per_sm) == (8, 64)
+    # 128 regs/thread: 4096 regs per warp → 16 warps/SM → 2 blocks of 8 warps.
+    occ = occupancy(h200, 256, 128, 0, grid=10_000)
+    assert (occ.blocks_per_sm, occ.warps_per_sm, occ.limiter) == (2, 16, "registers")
+    # Allocation granularity: 33 regs round up to 40 per thread (1280 per warp, 256-register units).
+    occ = occupancy(h200, 128, 33, 0, grid=10_000)
+    assert occ.blocks_per_sm == (65536 // 1280) // 4
+    # Shared memory: 100 KB per block (+1 KB reserved) → 2 blocks per 228 KB SM.
+    occ = occupancy(h200, 128, 32, 100 * 1024, grid=10_000)
+    assert (occ.blocks_per_sm, occ.limiter) == (2, "shared_memory")
+    # Small blocks hit the 32-blocks-per-SM limit.
+    occ = occupancy(h200, 32, 16, 0, grid=10_000)
+    assert (occ.blocks_per_sm, occ.limiter) == (32, "blocks")
+    # Waves and tail: 132 SMs × 8 blocks = 1056 per wave.
+    occ = occupancy(h200, 256, 32, 0, grid=1057)
+    assert occ.waves == 2
+
+
+def test_occupancy_spills_and_infeasible(h200: Hardware) -> None:
+    occ = occupancy(h200, 128, 300, 0, grid=1)
+    assert occ.regs_per_thread == 255 and occ.spilled_regs_per_thread == 45
+    with pytest.raises(InfeasibleError, match="2048 threads"):
+        occupancy(h200, 2048, 32, 0, grid=1)
+    with pytest.raises(InfeasibleError, match="shared memory"):
+        occupancy(h200, 128, 32, 300 * 1024, grid=1)
+    with pytest.raises(InfeasibleError, match="fits on no SM"):
+        occupancy(h200, 1024, 255, 0, grid=1)
