@@ -52,6 +52,8 @@ class Hardware:
     warps_to_hide_latency: float
     op_costs: dict[str, tuple[float, float, float]]
     elementwise_instr_per_element: float
+    register_base: float
+    registers_per_element: float
     gemm_max_efficiency: float
     gemm_tile_m: int
     gemm_tile_n: int
@@ -77,6 +79,7 @@ class Hardware:
     network_bps: float
     network_latency_s: float
     comm_efficiency: float
+    libraries: dict[str, dict[str, float]] = field(default_factory=dict)
     source_file: str = ""
     measured: bool = field(default=False)
 
@@ -118,6 +121,8 @@ class Hardware:
             warps_to_hide_latency=comp.warps_to_hide_latency.value,
             op_costs={n: (c.fp32, c.sfu, c.int) for n, c in comp.op_costs.items()},
             elementwise_instr_per_element=comp.elementwise_instr_per_element.value,
+            register_base=comp.register_base_per_thread.value,
+            registers_per_element=comp.registers_per_element.value,
             gemm_max_efficiency=g.max_efficiency.value,
             gemm_tile_m=int(g.tile_m.value),
             gemm_tile_n=int(g.tile_n.value),
@@ -143,6 +148,7 @@ class Hardware:
             network_bps=ln.network_gbps.value * 1e9,
             network_latency_s=ln.network_latency_us.value * us,
             comm_efficiency=ln.comm_efficiency.value,
+            libraries={lib: {kind: q.value for kind, q in kinds.items()} for lib, kinds in f.libraries.items()},
             source_file=source_file,
             measured=any(
                 q.source == "measured"

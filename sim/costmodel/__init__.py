@@ -6,7 +6,7 @@ No simpy, no torch here. An op kind with no cost function raises UncostedOpError
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -53,12 +53,33 @@ def registered_kinds() -> tuple[str, ...]:
     return tuple(sorted(_REGISTRY))
 
 
+DEFAULT_LIBRARIES = frozenset({"torch", "cublas", "triton", "default"})
+
+
 def kernel_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
-    """Price one kernel op on one hardware profile."""
+    """Price one kernel op on one hardware profile.
+
+    A specialized kernel's `efficiency_scale` and another library's throughput (from the
+    profile's `libraries`) scale the kernel's body; its fixed cost stays.
+    """
     fn = _REGISTRY.get(op.kind)
     if fn is None:
         raise UncostedOpError(f"op '{op.name}' of kind '{op.kind}' has no cost function (known: {', '.join(registered_kinds())})")
-    return fn(op, graph, hw)
+    cost = fn(op, graph, hw)
+    scale = float(op.attrs.get("efficiency_scale", 1.0))
+    if op.library not in DEFAULT_LIBRARIES:
+        lib = hw.libraries.get(op.library)
+        if lib is None or op.kind not in lib:
+            raise UncostedOpError(
+                f"op '{op.name}': library '{op.library}' has no {op.kind} efficiency in hardware profile '{hw.name}'"
+                f" (libraries: {', '.join(sorted(hw.libraries)) or 'none'})"
+            )
+        scale *= lib[op.kind]
+    if scale != 1.0:
+        body = (cost.time_s - cost.fixed_s) / scale
+        cost = replace(cost, time_s=cost.fixed_s + body, compute_s=cost.compute_s / scale, memory_s=cost.memory_s / scale,
+                       bw_demand=min(1.0, cost.bw_demand * scale))
+    return cost
 
 
 # Register the families (imports for their side effect).

@@ -26,7 +26,15 @@ from sim.hardware import Hardware, occupancy
 # 128 threads per block, 4 elements per thread per iteration; registers are an estimate.
 DEFAULT_THREADS = 128
 DEFAULT_ELEMS_PER_THREAD = 4
-DEFAULT_REGS = 32
+
+
+def estimate_registers(hw: Hardware, elems_per_thread: int) -> int:
+    """Registers per thread of an elementwise kernel holding `elems_per_thread` elements.
+
+    Linear in the elements a thread holds (the profile's fit on compiled Triton kernels);
+    may exceed the per-thread limit, in which case the occupancy calculator reports spills.
+    """
+    return int(math.ceil(hw.register_base + hw.registers_per_element * elems_per_thread))
 
 
 def numel_of(op: Op, graph: Graph) -> int:
@@ -77,7 +85,7 @@ def streaming_cost(
     launch = op.launch or LaunchConfig()
     threads = launch.block or DEFAULT_THREADS
     ept = launch.elems_per_thread or DEFAULT_ELEMS_PER_THREAD
-    regs = launch.regs_per_thread or DEFAULT_REGS
+    regs = launch.regs_per_thread or estimate_registers(hw, ept)
     grid = launch.grid or max(1, math.ceil(numel / (threads * ept)))
     occ = occupancy(hw, threads, regs, launch.smem_per_block or 0, grid)
     total = bytes_read + bytes_written

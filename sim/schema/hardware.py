@@ -106,6 +106,10 @@ class ComputeSection(Strict):
     warps_to_hide_latency: PositiveQuantity = Field(description="resident warps per scheduler for full issue")
     op_costs: dict[str, OpCost] = Field(description="instructions per element of each named op, per unit")
     elementwise_instr_per_element: Quantity = Field(description="addressing/load/store/convert instructions per element")
+    register_base_per_thread: PositiveQuantity = Field(
+        description="registers an elementwise kernel needs besides its per-element values (estimator intercept)")
+    registers_per_element: PositiveQuantity = Field(
+        description="registers per element a thread holds (estimator slope; fitted on compiled Triton kernels)")
 
 
 class GemmSection(Strict):
@@ -170,6 +174,10 @@ class HardwareProfileFile(Strict):
     kernel: KernelSection
     host: HostSection
     links: LinksSection
+    libraries: dict[str, dict[str, PositiveQuantity]] = Field(
+        default_factory=dict,
+        description="throughput of alternative libraries per op kind, relative to the default (torch/cuBLAS)",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> HardwareProfileFile:

@@ -68,7 +68,46 @@ class DispatchArgs(Strict):
     fallback_path: str = "fallback"
 
 
-TRANSFORM_KEYS = ("fuse", "mode", "set_launch", "insert", "remove", "dispatch")
+class SpecializeArgs(Strict):
+    """A kernel variant for the buckets where `when` holds; other buckets keep the default path."""
+
+    op: str
+    when: str = "True"
+    launch: Launch | None = None
+    pad: dict[str, Expr] = Field(
+        default_factory=dict,
+        description="GEMM dims to pad, e.g. {k: 'round_up(k, 64)'}: the kernel runs the padded shape and a copy pads the operand",
+    )
+    efficiency: float | None = Field(default=None, gt=0, description="throughput scale vs the default kernel (an estimate you give)")
+    library: str | None = None
+    path: str = "specialized"
+
+
+class SwapArgs(Strict):
+    """Run ops on another library implementation (its efficiency comes from the profile's `libraries`)."""
+
+    ops: list[str] | None = None
+    kind: str | None = None
+    library: str
+
+    @model_validator(mode="after")
+    def _target(self) -> SwapArgs:
+        if (self.ops is None) == (self.kind is None):
+            raise ValueError("give exactly one of 'ops' or 'kind'")
+        return self
+
+
+class RelayoutArgs(Strict):
+    """Store `tensor` in another layout: a conversion kernel after its producer, and its consumers read the
+    converted copy (or, with `consumers_native`, consumers that understand the new layout read it directly)."""
+
+    tensor: str
+    conversion: Literal["transpose", "contiguous", "nchw_to_nhwc", "nhwc_to_nchw", "cast"] = "transpose"
+    consumers: list[str] = Field(min_length=1)
+    name: str | None = None
+
+
+TRANSFORM_KEYS = ("fuse", "mode", "set_launch", "insert", "remove", "dispatch", "specialize", "swap", "relayout")
 
 
 class TransformSpec(Strict):
@@ -80,6 +119,9 @@ class TransformSpec(Strict):
     insert: InsertArgs | None = None
     remove: RemoveArgs | None = None
     dispatch: DispatchArgs | None = None
+    specialize: SpecializeArgs | None = None
+    swap: SwapArgs | None = None
+    relayout: RelayoutArgs | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -86,4 +86,4 @@ def check_dataflow(original: Graph, graph: Graph, ctx: Context) -> None:
         written.update(op.writes)
 
 
-from sim.transforms import dispatch, edit, fuse, mode  # noqa: E402,F401
+from sim.transforms import dispatch, edit, fuse, mode, relayout, specialize, swap  # noqa: E402,F401
