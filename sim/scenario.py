@@ -69,12 +69,34 @@ def load_scenario(path: Path, hardware_override: list[str] | None = None) -> Sce
     return scn
 
 
-def variant_graph(scn: Scenario, v: Variant, v_index: int, graph: Graph, params: dict[str, float]) -> tuple[Graph, str]:
-    ctx = Context(scn.file, f"variants[{v_index}].transforms", params)
-    out = apply_all(graph, list(v.transforms), ctx)
-    check_dataflow(graph, out, Context(scn.file, f"variants[{v_index}].transforms", params))
-    path = "+".join(ctx.paths_taken) if ctx.paths_taken else "variant"
-    return out, path
+def _apply_path(scn: Scenario, specs: list[Any], where: str, graph: Graph, params: dict[str, float]) -> tuple[Graph, str]:
+    ctx = Context(scn.file, where, params)
+    out = apply_all(graph, specs, ctx)
+    check_dataflow(graph, out, Context(scn.file, where, params))
+    return out, "+".join(ctx.paths_taken) if ctx.paths_taken else "variant"
+
+
+def variant_graph(scn: Scenario, v: Variant, v_index: int, graph: Graph, params: dict[str, float],
+                  hw: Hardware | None = None) -> tuple[Graph, str]:
+    """The variant's graph for one bucket and the path it took.
+
+    A `choose` variant simulates each candidate path (needs `hw`) and keeps the fastest if
+    it beats the baseline by the margin; without `hw` (load-time checks) it only checks
+    that every path applies.
+    """
+    if v.choose is None:
+        return _apply_path(scn, list(v.transforms), f"variants[{v_index}].transforms", graph, params)
+    candidates = [(name, _apply_path(scn, list(specs), f"variants[{v_index}].choose.paths.{name}", graph, params)[0])
+                  for name, specs in v.choose.paths.items()]
+    if hw is None:
+        return candidates[0][1], candidates[0][0]
+    base_t = simulate(graph, price(graph, hw), hw).end_s
+    name, best, best_t = "fallback", graph, base_t
+    for cand_name, cand in candidates:
+        t = simulate(cand, price(cand, hw), hw).end_s
+        if t < best_t and t <= base_t * (1.0 - v.choose.min_gain):
+            name, best, best_t = cand_name, cand, t
+    return best, name
 
 
 def _cost_key(op: Op, graph: Graph) -> tuple[Any, ...]:
@@ -151,7 +173,7 @@ def run_scenario(scn: Scenario, *, keep_traces: bool = False) -> tuple[dict[str,
                 if vi == 0:
                     graph, path, costs = base_graph, "baseline", base_costs
                 else:
-                    graph, path = variant_graph(scn, v, vi - 1, base_graph, params)
+                    graph, path = variant_graph(scn, v, vi - 1, base_graph, params, hw)
                     costs = price(graph, hw)
                 trace = simulate(graph, costs, hw)
                 m = step_metrics(trace)

@@ -146,10 +146,25 @@ class TransformSpec(Strict):
 DispatchArgs.model_rebuild()
 
 
+class ChooseArgs(Strict):
+    """Let kernelsim pick the path per bucket: the fastest under the model, if it beats the
+    baseline by at least `min_gain` (else the bucket stays on the baseline: a fallback)."""
+
+    paths: dict[str, list[TransformSpec]] = Field(min_length=1)
+    min_gain: float = Field(default=0.0, ge=0, le=1)
+
+
 class Variant(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9_.+-]+$")
     description: str = ""
     transforms: list[TransformSpec] = Field(default_factory=list)
+    choose: ChooseArgs | None = None
+
+    @model_validator(mode="after")
+    def _one_form(self) -> Variant:
+        if self.choose is not None and self.transforms:
+            raise ValueError("give either 'transforms' or 'choose', not both")
+        return self
 
 
 class ScenarioFile(Strict):
