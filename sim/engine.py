@@ -15,30 +15,42 @@ The engine schedules; it never prices. Kernel costs come in precomputed (sim.cos
   proportion (two bandwidth-bound kernels side by side take as long as one after another).
 - A `sync` op blocks the host until every stream is idle; the step ends when the host is
   done and every stream has drained.
+
+Speed (benchmarks/bench_engine.py): the hot loop creates only the simpy events that carry
+the model: one timeout per host busy span, the launch-queue put/get, one timeout for the
+launch latency, one completion event per kernel and one wake-up timeout per change of the
+set of running kernels. Completion events of ops are created only when someone waits for
+them, the GPU's wake-up is a timeout with a callback (not a process per wake-up), and
+intervals are kept as tuples until the run ends.
 """
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Sequence
-from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Any
 
 import simpy
+from simpy.events import Timeout
 
 from sim.costmodel import KernelCost
-from sim.graph import Graph, Op
+from sim.graph import Graph
 from sim.hardware import Hardware
 from sim.trace import HOST_TRACK, Interval, Trace, stream_track
 
 _EPS = 1e-15
+_NO_ARGS: MappingProxyType[str, Any] = MappingProxyType({})
 
 
-@dataclass
 class _Job:
-    remaining_s: float
-    bw: float
-    sm: float
-    done: simpy.Event
+    __slots__ = ("remaining_s", "bw", "sm", "done")
+
+    def __init__(self, remaining_s: float, bw: float, sm: float, done: simpy.Event) -> None:
+        self.remaining_s = remaining_s
+        self.bw = bw
+        self.sm = sm
+        self.done = done
 
 
 class FluidGPU:
@@ -49,54 +61,64 @@ class FluidGPU:
         self.jobs: dict[int, _Job] = {}
         self._next_id = 0
         self._last = 0.0
-        self._generation = 0
+        self._wakeup: simpy.Event | None = None  # the one pending wake-up that still counts
 
     def _rate(self) -> float:
-        bw = sum(j.bw for j in self.jobs.values())
-        sm = sum(j.sm for j in self.jobs.values())
+        jobs = self.jobs
+        if len(jobs) == 1:  # the common case, and the same float as the sums below
+            for j in jobs.values():
+                return 1.0 / max(1.0, j.bw, j.sm)
+        bw = sum(j.bw for j in jobs.values())
+        sm = sum(j.sm for j in jobs.values())
         return 1.0 / max(1.0, bw, sm)
 
     def _advance(self) -> None:
-        dt = self.env.now - self._last
+        now = self.env.now
+        dt = now - self._last
         if dt > 0 and self.jobs:
             progress = dt * self._rate()
             for j in self.jobs.values():
                 j.remaining_s -= progress
-        self._last = self.env.now
+        self._last = now
 
     def _settle(self) -> None:
-        for jid in [jid for jid, j in self.jobs.items() if j.remaining_s <= _EPS * max(1.0, self.env.now)]:
-            self.jobs.pop(jid).done.succeed()
-        if self.jobs:
+        jobs = self.jobs
+        limit = _EPS * max(1.0, self.env.now)
+        done = [jid for jid, j in jobs.items() if j.remaining_s <= limit]
+        for jid in done:
+            jobs.pop(jid).done.succeed()
+        if jobs:
             rate = self._rate()
-            delay = max(0.0, min(j.remaining_s for j in self.jobs.values()) / rate)
-            self._generation += 1
-            self.env.process(self._wake(delay, self._generation))
+            if len(jobs) == 1:
+                for j in jobs.values():
+                    soonest = j.remaining_s
+            else:
+                soonest = min(j.remaining_s for j in jobs.values())
+            delay = max(0.0, soonest / rate)
+            # A timeout with a callback, not a process: a later settle supersedes it.
+            wake = Timeout(self.env, delay)
+            wake.callbacks.append(self._wake)
+            self._wakeup = wake
+        else:
+            self._wakeup = None
 
-    def _wake(self, delay: float, generation: int):
-        yield self.env.timeout(delay)
-        if generation == self._generation:
-            self._advance()
-            for j in self.jobs.values():
-                if j.remaining_s < 1e-12:
-                    j.remaining_s = 0.0
-            self._settle()
+    def _wake(self, event: simpy.Event) -> None:
+        if event is not self._wakeup:
+            return
+        self._advance()
+        for j in self.jobs.values():
+            if j.remaining_s < 1e-12:
+                j.remaining_s = 0.0
+        self._settle()
 
     def run(self, work_s: float, bw: float, sm: float) -> simpy.Event:
         """Start a kernel that would take `work_s` alone; the event fires when it is done."""
         self._advance()
-        ev = self.env.event()
+        ev = simpy.Event(self.env)
         self.jobs[self._next_id] = _Job(max(work_s, 0.0), bw, sm, ev)
         self._next_id += 1
         self._settle()
         return ev
-
-
-@dataclass(frozen=True)
-class _Launch:
-    op: int
-    issued_s: float
-    graph_member: bool
 
 
 class Simulation:
@@ -108,119 +130,172 @@ class Simulation:
         self.hw = hw
         self.env = simpy.Environment()
         self.gpu = FluidGPU(self.env)
-        self.intervals: list[Interval] = []
+        # (start_s, end_s, track, name, cat, op, args): made into Intervals when the run ends.
+        self._records: list[tuple[float, float, str, str, str, int, MappingProxyType[str, Any]]] = []
         self.deps = graph.dependencies()
-        self.done = [self.env.event() for _ in graph.ops]
+        self.finished = [False] * len(graph.ops)
+        self.waiters: dict[int, simpy.Event] = {}  # op → event, only for ops someone waits for
         streams = sorted({o.stream for o in graph.ops if o.is_kernel})
         self.queues = {s: simpy.Store(self.env, capacity=hw.launch_queue_depth) for s in streams}
         self.stream_busy_until = {s: 0.0 for s in streams}
         self.outstanding = {s: 0 for s in streams}
         self.idle_events: dict[int, simpy.Event] = {}
 
+    # -- ops' completion ----------------------------------------------------------------
+    def _finish(self, i: int) -> None:
+        self.finished[i] = True
+        ev = self.waiters.pop(i, None)
+        if ev is not None:
+            ev.succeed()
+
+    def _waiter(self, i: int) -> simpy.Event:
+        ev = self.waiters.get(i)
+        if ev is None:
+            ev = self.waiters[i] = simpy.Event(self.env)
+        return ev
+
     # -- host -------------------------------------------------------------------------
     def _host_interval(self, name: str, cat: str, start: float, op: int = -1) -> None:
-        if self.env.now > start:
-            self.intervals.append(Interval(HOST_TRACK, name, cat, start, self.env.now, op))
-
-    def _busy(self, seconds: float, name: str, cat: str, op: int = -1):
-        if seconds > 0:
-            start = self.env.now
-            yield self.env.timeout(seconds)
-            self._host_interval(name, cat, start, op)
-
-    def _enqueue(self, i: int, graph_member: bool):
-        op = self.graph.ops[i]
-        start = self.env.now
-        self.outstanding[op.stream] += 1
-        yield self.queues[op.stream].put(_Launch(i, self.env.now, graph_member))
-        self._host_interval(f"blocked: {op.name}", "blocked", start, i)
+        now = self.env.now
+        if now > start:
+            self._records.append((start, now, HOST_TRACK, name, cat, op, _NO_ARGS))
 
     def _wait_idle(self):
         for s in self.queues:
             if self.outstanding[s] > 0:
-                ev = self.env.event()
+                ev = simpy.Event(self.env)
                 self.idle_events[s] = ev
                 yield ev
 
     def host(self):
-        hw, ops = self.hw, self.graph.ops
+        hw, ops, env = self.hw, self.graph.ops, self.env
+        records, queues, outstanding = self._records, self.queues, self.outstanding
+        n = len(ops)
         i = 0
-        while i < len(ops):
+        while i < n:
             op = ops[i]
             if op.kind == "sync":
-                start = self.env.now
+                start = env.now
                 yield from self._wait_idle()
                 self._host_interval(f"sync: {op.name}", "sync", start, i)
-                yield from self._busy(hw.sync_s, op.name, "sync", i)
-                self.done[i].succeed()
+                if hw.sync_s > 0:
+                    start = env.now
+                    yield Timeout(env, hw.sync_s)
+                    self._host_interval(op.name, "sync", start, i)
+                self._finish(i)
                 i += 1
                 continue
             if op.kind == "host":
-                yield from self._busy(float(op.attrs["duration_us"]) * 1e-6, op.name, "host", i)
-                self.done[i].succeed()
+                seconds = float(op.attrs["duration_us"]) * 1e-6
+                if seconds > 0:
+                    start = env.now
+                    yield Timeout(env, seconds)
+                    self._host_interval(op.name, "host", start, i)
+                self._finish(i)
                 i += 1
                 continue
             if op.mode in ("compiled", "cuda_graph"):
                 j = i
-                while j < len(ops) and ops[j].mode == op.mode and ops[j].region == op.region and ops[j].is_kernel:
+                while j < n and ops[j].mode == op.mode and ops[j].region == op.region and ops[j].is_kernel:
                     j += 1
                 label = op.region or op.name
                 if op.mode == "compiled":
-                    yield from self._busy(hw.compiled_call_s, f"compiled call: {label}", "compiled_call", i)
+                    if hw.compiled_call_s > 0:
+                        start = env.now
+                        yield Timeout(env, hw.compiled_call_s)
+                        self._host_interval(f"compiled call: {label}", "compiled_call", start, i)
                     for k in range(i, j):
-                        yield from self._busy(hw.triton_launch_s, ops[k].name, "launch", k)
+                        if hw.triton_launch_s > 0:
+                            start = env.now
+                            yield Timeout(env, hw.triton_launch_s)
+                            self._host_interval(ops[k].name, "launch", start, k)
                         yield from self._enqueue(k, False)
                 else:
-                    yield from self._busy(hw.graph_launch_s, f"graph replay: {label}", "graph_launch", i)
+                    if hw.graph_launch_s > 0:
+                        start = env.now
+                        yield Timeout(env, hw.graph_launch_s)
+                        self._host_interval(f"graph replay: {label}", "graph_launch", start, i)
                     for k in range(i, j):
                         yield from self._enqueue(k, True)
                 i = j
                 continue
             if op.host_s is not None:
-                yield from self._busy(op.host_s, op.name, "dispatch", i)
+                if op.host_s > 0:
+                    start = env.now
+                    yield Timeout(env, op.host_s)
+                    self._host_interval(op.name, "dispatch", start, i)
             else:
-                yield from self._busy(hw.eager_op_s, op.name, "dispatch", i)
-                yield from self._busy(hw.launch_s, op.name, "launch", i)
-            yield from self._enqueue(i, False)
+                start = env.now
+                dispatched = start + hw.eager_op_s
+                launched = dispatched + hw.launch_s
+                if hw.eager_op_s > 0 and hw.launch_s > 0 and start + (launched - start) == launched:
+                    # One timeout for dispatch + launch when it lands on the same float as two would.
+                    yield Timeout(env, launched - start)
+                    if dispatched > start:
+                        records.append((start, dispatched, HOST_TRACK, op.name, "dispatch", i, _NO_ARGS))
+                    if launched > dispatched:
+                        records.append((dispatched, launched, HOST_TRACK, op.name, "launch", i, _NO_ARGS))
+                else:
+                    if hw.eager_op_s > 0:
+                        yield Timeout(env, hw.eager_op_s)
+                        if env.now > start:
+                            records.append((start, env.now, HOST_TRACK, op.name, "dispatch", i, _NO_ARGS))
+                    if hw.launch_s > 0:
+                        start = env.now
+                        yield Timeout(env, hw.launch_s)
+                        if env.now > start:
+                            records.append((start, env.now, HOST_TRACK, op.name, "launch", i, _NO_ARGS))
+            # _enqueue inlined (the hot path of eager mode). A put that fits is done at once and the
+            # host goes on; the stream still receives it when simpy processes the put.
+            start = env.now
+            outstanding[op.stream] += 1
+            put = queues[op.stream].put((i, start, False))
+            if not put.triggered:  # the queue is full: the host blocks
+                yield put
+                self._host_interval(f"blocked: {op.name}", "blocked", start, i)
             i += 1
+
+    def _enqueue(self, i: int, graph_member: bool):
+        op = self.graph.ops[i]
+        start = self.env.now
+        self.outstanding[op.stream] += 1
+        yield self.queues[op.stream].put((i, start, graph_member))
+        if self.env.now > start:
+            self._host_interval(f"blocked: {op.name}", "blocked", start, i)
 
     # -- device -----------------------------------------------------------------------
     def stream(self, s: int):
-        hw = self.hw
+        hw, env, gpu = self.hw, self.env, self.gpu
+        ops, costs, deps, finished = self.graph.ops, self.costs, self.deps, self.finished
         queue = self.queues[s]
+        track = stream_track(s)
+        records = self._records
+        latency = hw.launch_latency_s
+        args_by_cost: dict[int, MappingProxyType[str, Any]] = {}
         while True:
-            launch: _Launch = yield queue.get()
-            i = launch.op
-            op: Op = self.graph.ops[i]
-            pending = [self.done[d] for d in self.deps[i] if not self.done[d].triggered]
+            i, issued_s, graph_member = yield queue.get()
+            pending = [self._waiter(d) for d in deps[i] if not finished[d]]
             if pending:
-                yield self.env.all_of(pending)
-            cost = self.costs[i]
+                yield env.all_of(pending)
+            cost = costs[i]
             assert cost is not None
-            work = cost.time_s
-            if launch.graph_member:
+            if graph_member:
                 # Inside a graph the per-kernel fixed cost is the graph's, not a stream launch's.
                 work = cost.time_s - cost.fixed_s + hw.graph_kernel_s
-                earliest = max(self.stream_busy_until[s], launch.issued_s + hw.launch_latency_s)
+                earliest = max(self.stream_busy_until[s], issued_s + latency)
             else:
-                earliest = launch.issued_s + hw.launch_latency_s
-            if earliest > self.env.now:
-                yield self.env.timeout(earliest - self.env.now)
-            start = self.env.now
-            yield self.gpu.run(work, cost.bw_demand, cost.sm_demand)
-            self.intervals.append(
-                Interval(
-                    stream_track(s),
-                    op.name,
-                    cost.category,
-                    start,
-                    self.env.now,
-                    i,
-                    MappingProxyType({"limiter": cost.limiter, "alone_us": cost.time_s * 1e6}),
-                )
-            )
-            self.stream_busy_until[s] = self.env.now
-            self.done[i].succeed()
+                work = cost.time_s
+                earliest = issued_s + latency
+            if earliest > env.now:
+                yield Timeout(env, earliest - env.now)
+            start = env.now
+            yield gpu.run(work, cost.bw_demand, cost.sm_demand)
+            args = args_by_cost.get(id(cost))
+            if args is None:
+                args = args_by_cost[id(cost)] = MappingProxyType({"limiter": cost.limiter, "alone_us": cost.time_s * 1e6})
+            records.append((start, env.now, track, ops[i].name, cost.category, i, args))
+            self.stream_busy_until[s] = env.now
+            self._finish(i)
             self.outstanding[s] -= 1
             if self.outstanding[s] == 0 and s in self.idle_events:
                 self.idle_events.pop(s).succeed()
@@ -233,10 +308,24 @@ class Simulation:
         self.env.run()
         if not host.triggered or any(self.outstanding.values()):
             raise RuntimeError(f"simulation of '{self.graph.name}' deadlocked (a wait on an op that never ran)")
-        end = max([iv.end_s for iv in self.intervals] + [self.env.now])
-        ivs = tuple(sorted(self.intervals, key=lambda iv: (iv.start_s, iv.track != HOST_TRACK, iv.track, iv.op)))
+        records = self._records
+        end = max(max((r[1] for r in records), default=0.0), self.env.now)
+        # Order: start time, host before streams, track name, op; ties keep recording order.
+        order = sorted(range(len(records)), key=lambda k: (records[k][0], records[k][2] != HOST_TRACK,
+                                                           records[k][2], records[k][5]))
+        ivs = tuple(Interval(r[2], r[3], r[4], r[0], r[1], r[5], r[6]) for r in (records[k] for k in order))
         return Trace(graph=self.graph, hardware=self.hw.name, costs=self.costs, intervals=ivs, end_s=end)
 
 
 def simulate(graph: Graph, costs: Sequence[KernelCost | None], hw: Hardware) -> Trace:
-    return Simulation(graph, costs, hw).run()
+    """Simulate `graph` with its precomputed `costs` on `hw`."""
+    # A run allocates hundreds of thousands of small objects (events, records, intervals)
+    # and frees them at the end, with no cycles worth chasing meanwhile: the cyclic
+    # collector's passes over the growing heap cost about a third of a 10k-kernel run.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return Simulation(graph, costs, hw).run()
+    finally:
+        if gc_was_enabled:
+            gc.enable()

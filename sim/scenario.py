@@ -104,6 +104,54 @@ def _cost_key(op: Op, graph: Graph) -> tuple[Any, ...]:
     return (op.kind, tuple(sorted((k, str(v)) for k, v in op.attrs.items())), op.launch, shapes, op.library)
 
 
+def cost_signature(op: Op, graph: Graph) -> tuple[Any, ...]:
+    """Everything a cost function reads: kind, attributes, launch config, read and written shapes, library."""
+    return (
+        op.kind,
+        tuple(sorted((k, str(v)) for k, v in op.attrs.items())),
+        op.launch,
+        tuple((graph.tensors[t].shape, graph.tensors[t].dtype) for t in op.reads),
+        tuple((graph.tensors[t].shape, graph.tensors[t].dtype) for t in op.writes),
+        op.library,
+    )
+
+
+# Costs are pure functions of (op signature, hardware): a step repeats the same layers and a
+# sweep prices the same ops on the same profile over and over. The hardware part of the key is
+# the profile's full repr (every number), so profiles that differ anywhere never share entries;
+# it is computed once per Hardware object (kept alive here, so its id is never reused).
+_COST_CACHE: dict[tuple[str, tuple[Any, ...]], KernelCost] = {}
+_COST_CACHE_MAX = 200_000
+_HW_KEYS: dict[int, tuple[Hardware, str]] = {}
+
+
+def _hardware_key(hw: Hardware) -> str:
+    entry = _HW_KEYS.get(id(hw))
+    if entry is None or entry[0] is not hw:
+        if len(_HW_KEYS) >= 256:
+            _HW_KEYS.clear()
+        entry = _HW_KEYS[id(hw)] = (hw, repr(hw))
+    return entry[1]
+
+
+def cached_kernel_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
+    """kernel_cost, memoized by (hardware, cost_signature); errors are raised each time, never cached."""
+    key = (_hardware_key(hw), cost_signature(op, graph))
+    cost = _COST_CACHE.get(key)
+    if cost is None:
+        cost = kernel_cost(op, graph, hw)
+        if len(_COST_CACHE) >= _COST_CACHE_MAX:
+            _COST_CACHE.clear()
+        _COST_CACHE[key] = cost
+    return cost
+
+
+def clear_cost_cache() -> None:
+    """Forget every cached kernel cost (e.g. after changing a cost function in a session)."""
+    _COST_CACHE.clear()
+    _HW_KEYS.clear()
+
+
 def price(graph: Graph, hw: Hardware) -> tuple[KernelCost | None, ...]:
     """Kernel costs for every op (None for host-only ops)."""
     costs: list[KernelCost | None] = []
@@ -112,7 +160,7 @@ def price(graph: Graph, hw: Hardware) -> tuple[KernelCost | None, ...]:
             costs.append(None)
             continue
         try:
-            costs.append(kernel_cost(op, graph, hw))
+            costs.append(cached_kernel_cost(op, graph, hw))
         except InfeasibleError as exc:
             raise InfeasibleError(f"op '{op.name}' on {hw.name}: {exc}") from None
     return tuple(costs)
