@@ -35,6 +35,7 @@ import simpy
 from simpy.events import Timeout
 
 from sim.costmodel import KernelCost
+from sim.costmodel.host import eager_dispatch_s, host_op_s
 from sim.graph import Graph
 from sim.hardware import Hardware
 from sim.trace import HOST_TRACK, Interval, Trace, stream_track
@@ -186,7 +187,7 @@ class Simulation:
                 i += 1
                 continue
             if op.kind == "host":
-                seconds = float(op.attrs["duration_us"]) * 1e-6
+                seconds = op.host_s if op.host_s is not None else host_op_s(op, hw)
                 if seconds > 0:
                     start = env.now
                     yield Timeout(env, seconds)
@@ -226,9 +227,10 @@ class Simulation:
                     self._host_interval(op.name, "dispatch", start, i)
             else:
                 start = env.now
-                dispatched = start + hw.eager_op_s
+                dispatch_s = eager_dispatch_s(op, hw)
+                dispatched = start + dispatch_s
                 launched = dispatched + hw.launch_s
-                if hw.eager_op_s > 0 and hw.launch_s > 0 and start + (launched - start) == launched:
+                if dispatch_s > 0 and hw.launch_s > 0 and start + (launched - start) == launched:
                     # One timeout for dispatch + launch when it lands on the same float as two would.
                     yield Timeout(env, launched - start)
                     if dispatched > start:
@@ -236,8 +238,8 @@ class Simulation:
                     if launched > dispatched:
                         records.append((dispatched, launched, HOST_TRACK, op.name, "launch", i, _NO_ARGS))
                 else:
-                    if hw.eager_op_s > 0:
-                        yield Timeout(env, hw.eager_op_s)
+                    if dispatch_s > 0:
+                        yield Timeout(env, dispatch_s)
                         if env.now > start:
                             records.append((start, env.now, HOST_TRACK, op.name, "dispatch", i, _NO_ARGS))
                     if hw.launch_s > 0:

@@ -66,6 +66,9 @@ class Hardware:
     kernel_fixed_s: float
     launch_latency_s: float
     eager_op_s: float
+    eager_op_by_kind_s: dict[str, float]
+    framework_op_s: float
+    autograd_node_s: float
     launch_s: float
     compiled_call_s: float
     triton_launch_s: float
@@ -135,6 +138,9 @@ class Hardware:
             kernel_fixed_s=k.fixed_us.value * us,
             launch_latency_s=k.launch_latency_us.value * us,
             eager_op_s=h.eager_op_us.value * us,
+            eager_op_by_kind_s={kind: q.value * us for kind, q in h.eager_op_us_by_kind.items()},
+            framework_op_s=h.framework_op_us.value * us,
+            autograd_node_s=h.autograd_node_us.value * us,
             launch_s=h.launch_us.value * us,
             compiled_call_s=h.compiled_call_us.value * us,
             triton_launch_s=h.triton_launch_us.value * us,

@@ -143,6 +143,10 @@ class KernelSection(Strict):
 
 class HostSection(Strict):
     eager_op_us: Quantity = Field(description="framework dispatch per eager op (host)")
+    eager_op_us_by_kind: dict[str, Quantity] = Field(
+        default_factory=dict, description="framework dispatch per eager op of this kind (gemm, elementwise, ...)")
+    framework_op_us: Quantity = Field(description="a framework op that launches no kernel (view, transpose, t)")
+    autograd_node_us: Quantity = Field(description="autograd engine overhead per backward op")
     launch_us: Quantity = Field(description="driver launch call per kernel (host)")
     compiled_call_us: Quantity = Field(description="compiled-graph wrapper per call (host)")
     triton_launch_us: Quantity = Field(description="Triton launcher per kernel in a compiled graph (host)")

@@ -114,8 +114,11 @@ class CollectiveOp(OpBase):
 
 
 class HostOp(OpBase):
+    """Host-only time: an explicit duration and/or a count of framework ops that launch no kernel."""
+
     kind: Literal["host"]
-    duration_us: Expr
+    duration_us: Expr = 0
+    framework_ops: Expr = 0
 
 
 class SyncOp(OpBase):
