@@ -79,6 +79,74 @@ def cmd_profiles(args: argparse.Namespace, console: Console) -> int:
     return EXIT_OK
 
 
+# -- traces (import-trace, replay): sim/ingest and sim/replay ---------------------------------
+def cmd_import_trace(args: argparse.Namespace, console: Console) -> int:
+    from sim.ingest import import_trace, workload_yaml
+    from sim.outputs import write_text_atomic
+    from sim.replay import step_graph
+
+    out = _out_path(args.output, "-o")
+    trace = Path(args.trace)
+    step = import_trace(trace, args.step)
+    step_graph(step, trace)  # the workload must build through kernelsim's own schema and loader
+    write_text_atomic(out, workload_yaml(step, trace))
+    fam = step.family_counts()
+    console.print(f"{trace} · {step.events.step.name}: {sum(fam.values())} GPU activities "
+                  f"({', '.join(f'{k} {v}' for k, v in sorted(fam.items()))}), {len(step.unpriced())} unpriced, "
+                  f"measured step {step.measured_time_us:.1f} us")
+    for note in step.notes:
+        console.print(f"note: {note}")
+    console.print(f"wrote {out}")
+    return EXIT_OK
+
+
+def cmd_replay(args: argparse.Namespace, console: Console) -> int:
+    from sim.hardware import load_profile
+    from sim.outputs import dumps, write_json_atomic, write_text_atomic
+    from sim.replay import render_replay, replay
+
+    json_out = _out_path(args.json, "--json") if args.json else None
+    trace_out = _out_path(args.trace_out, "--trace") if args.trace_out else None
+    hw = load_profile(args.hardware, Path.cwd(), path="--hardware")
+    result, sim_trace = replay(Path(args.trace), hw, args.mode, args.step)
+    if trace_out is not None:
+        from sim.report.perfetto import trace_events
+
+        label = f"{result['step']} / {result['mode']} / {hw.name}"
+        write_text_atomic(trace_out, dumps(trace_events([(label, sim_trace)])))
+    if json_out is not None:
+        write_json_atomic(json_out, result)
+    if not args.quiet:
+        render_replay(result, console)
+    for p in (json_out, trace_out):
+        if p is not None:
+            console.print(f"wrote {p}")
+    return EXIT_OK
+
+
+def _add_trace_commands(sub: argparse._SubParsersAction) -> None:
+    i = sub.add_parser("import-trace", help="turn one step of a PyTorch profiler trace into a workload YAML",
+                       description="Import one step of a PyTorch profiler (Kineto) trace, plain or gzip JSON, "
+                                   "as a workload file (docs/traces.md).")
+    i.add_argument("trace", metavar="TRACE.json[.gz]", help="Chrome-format trace from torch.profiler")
+    i.add_argument("-o", "--output", required=True, metavar="WORKLOAD.yaml", help="workload file to write")
+    i.add_argument("--step", metavar="N", help="ProfilerStep#N, or a step index (default: the last step; "
+                                               "the whole trace when it has no ProfilerStep# markers)")
+    i.set_defaults(func=cmd_import_trace)
+    r = sub.add_parser("replay", help="replay a profiler trace's step: measured durations or the cost model",
+                       description="Replay one step of a PyTorch profiler trace through the engine and compare "
+                                   "with its measured step time (docs/traces.md).")
+    r.add_argument("trace", metavar="TRACE.json[.gz]", help="Chrome-format trace from torch.profiler")
+    r.add_argument("--hardware", required=True, metavar="PROFILE", help="hardware profile name or YAML path")
+    r.add_argument("--mode", choices=("measured", "predict"), default="measured",
+                   help="measured: the trace's own durations; predict: the cost model and the profile's host costs")
+    r.add_argument("--step", metavar="N", help="ProfilerStep#N or a step index (default: the last step)")
+    r.add_argument("--json", metavar="OUT", help="write the result as JSON (schema kernelsim.replay/v1)")
+    r.add_argument("--trace", dest="trace_out", metavar="OUT.json", help="write a Perfetto/Chrome trace of the replay")
+    r.add_argument("--quiet", action="store_true", help="print no tables")
+    r.set_defaults(func=cmd_replay)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="kernelsim", description=(
         "What-if simulator for GPU kernel decisions: predicts what fusing, specializing, re-laying-out or "
@@ -98,6 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.set_defaults(func=cmd_run)
     pr = sub.add_parser("profiles", help="list hardware profiles", description="List shipped and local hardware profiles.")
     pr.set_defaults(func=cmd_profiles)
+    _add_trace_commands(sub)
     return p
 
 

@@ -152,12 +152,36 @@ def clear_cost_cache() -> None:
     _HW_KEYS.clear()
 
 
-def price(graph: Graph, hw: Hardware) -> tuple[KernelCost | None, ...]:
-    """Kernel costs for every op (None for host-only ops)."""
+_MEASURED_CATEGORY = {"gemm": "compute", "attention": "compute", "collective": "comm", "layout": "layout"}
+
+
+def measured_cost(op: Op) -> KernelCost:
+    """An imported kernel's cost from its trace measurement (attrs `measured_us`, `device_gap_us`).
+
+    The measured duration already includes contention with concurrent kernels, so it
+    demands no shared bandwidth or SMs; the stream's idle gap before an already-queued
+    kernel is its fixed per-kernel cost.
+    """
+    gap_s = float(op.attrs.get("device_gap_us", 0.0)) * 1e-6
+    busy_s = float(op.attrs["measured_us"]) * 1e-6
+    category = _MEASURED_CATEGORY.get(str(op.attrs.get("family", op.kind)), "memory")
+    return KernelCost(time_s=busy_s + gap_s, compute_s=0.0, memory_s=0.0, fixed_s=gap_s, limiter="measured",
+                      category=category, hbm_bytes=0.0, bw_demand=0.0, sm_demand=0.0)
+
+
+def price(graph: Graph, hw: Hardware, *, measured: bool = False) -> tuple[KernelCost | None, ...]:
+    """Kernel costs for every op (None for host-only ops).
+
+    With `measured`, ops that carry a trace measurement (`measured_us`) use it; ops marked
+    `unpriced` (imported kernels whose shapes are unknown) always do.
+    """
     costs: list[KernelCost | None] = []
     for op in graph.ops:
         if not op.is_kernel:
             costs.append(None)
+            continue
+        if "measured_us" in op.attrs and (measured or op.attrs.get("unpriced")):
+            costs.append(measured_cost(op))
             continue
         try:
             costs.append(cached_kernel_cost(op, graph, hw))

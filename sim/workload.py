@@ -97,6 +97,11 @@ def build_op(raw: OpBase, env: dict[str, float], *, file: str, path: str, mode: 
                 raise InputError("must be >= 0", file=file, path=f"{path}.math.{name}", value=v)
             m[name] = float(v)
         attrs["math"] = MappingProxyType(m)
+    for key in ("measured_us", "device_gap_us", "family", "correlation", "trace_name"):
+        if data.get(key) is not None:
+            attrs[key] = data[key]
+    if raw.unpriced:
+        attrs["unpriced"] = True
     return Op(
         name=raw.name,
         kind=data["kind"],
@@ -110,6 +115,7 @@ def build_op(raw: OpBase, env: dict[str, float], *, file: str, path: str, mode: 
         library=raw.library,
         launch=build_launch(raw.launch, env, file=file, path=f"{path}.launch"),
         attrs=MappingProxyType(attrs),
+        host_s=raw.host_us * 1e-6 if raw.host_us is not None else None,
     )
 
 

@@ -20,7 +20,8 @@ def trace_events(traces: list[tuple[str, Trace]]) -> dict[str, Any]:
             events.append({"ph": "M", "pid": pid, "tid": tid, "name": "thread_name", "args": {"name": t}})
         launch_end: dict[int, float] = {}
         for iv in trace.intervals:
-            if iv.track == HOST_TRACK and iv.cat in ("launch", "graph_launch", "compiled_call") and iv.op >= 0:
+            # An op with measured host time (imported traces) has one "dispatch" interval that ends at its launch.
+            if iv.track == HOST_TRACK and iv.cat in ("dispatch", "launch", "graph_launch", "compiled_call") and iv.op >= 0:
                 launch_end[iv.op] = iv.end_s
         for iv in trace.intervals:
             args: dict[str, Any] = {"category": iv.cat}
@@ -29,6 +30,10 @@ def trace_events(traces: list[tuple[str, Trace]]) -> dict[str, Any]:
                 op = trace.graph.ops[iv.op]
                 cost = trace.costs[iv.op]
                 args.update({"kind": op.kind, "phase": op.phase, "path": op.path})
+                # Ops imported from a profiler trace: their family and the kernel's name there.
+                for key in ("family", "trace_name", "measured_us", "unpriced"):
+                    if key in op.attrs:
+                        args[key] = op.attrs[key]
                 if cost is not None:
                     args.update({"hbm_bytes": cost.hbm_bytes, "flops": cost.flops})
             events.append(

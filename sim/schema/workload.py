@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 Expr = int | float | str
 DType = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "uint8", "bool", "int32", "int64", "fp64"]
@@ -56,6 +56,21 @@ class OpBase(Strict):
     region: str | None = None
     launch: Launch | None = None
     library: str = "torch"
+    # Measurements carried by ops imported from a profiler trace (sim.ingest); all optional.
+    measured_us: float | None = Field(default=None, ge=0, description="the kernel's measured device time")
+    device_gap_us: float | None = Field(
+        default=None, ge=0, description="measured stream idle time before this already-queued kernel")
+    host_us: float | None = Field(default=None, ge=0, description="measured host time before issuing this op")
+    family: str | None = Field(default=None, description="kernel family recognised from the trace's kernel name")
+    correlation: int | None = Field(default=None, description="the trace's launch correlation id")
+    trace_name: str | None = Field(default=None, description="the kernel's name in the trace")
+    unpriced: bool = Field(default=False, description="shapes unknown: always use measured_us, never the cost model")
+
+    @model_validator(mode="after")
+    def _unpriced_needs_measurement(self) -> OpBase:
+        if self.unpriced and self.measured_us is None:
+            raise ValueError(f"op {self.name!r}: 'unpriced: true' needs 'measured_us'")
+        return self
 
 
 class GemmOp(OpBase):

@@ -1,0 +1,331 @@
+"""Turn one step of a Kineto trace into a kernelsim workload (a plain dict in the workload schema).
+
+The host timeline becomes ops in program order (the order of the runtime calls):
+- every GPU activity (kernel, memcpy, memset) is one op; its `host_us` is the host time
+  from the previous issue point to the start of the runtime call that launched it (a
+  CUDA-graph launch issues all its kernels at once: the first carries the host time);
+- host time not covered by any CPU op (Python between ops, data loading) longer than
+  GAP_MIN_US becomes a `host` op, so that predict mode can keep it while it replaces
+  per-op dispatch by the profile's;
+- cudaStreamSynchronize/cudaDeviceSynchronize/cudaEventSynchronize, and a memcpy whose
+  runtime call returned only after the copy ended (a blocking copy), become `sync` ops;
+- a cudaStreamWaitEvent makes the next kernel on the waiting stream wait (`after`) for
+  the last kernel that the recorded stream had been given when the event was recorded;
+- the stream's idle time before a kernel that was already queued (launched before its
+  predecessor ended) is the device's per-kernel overhead: `device_gap_us`.
+Work of earlier steps still running when the step starts is a `prior_work` op per stream.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+import statistics
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sim.ingest.families import kernel_family
+from sim.ingest.kineto import CpuOp, GpuActivity, RuntimeCall, StepEvents
+from sim.ingest.shapes import infer_op
+
+GAP_MIN_US = 5.0  # shorter gaps between ops are per-op dispatch (the profile's eager cost)
+SYNC_CALLS = frozenset({"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize",
+                        "cuStreamSynchronize", "cuCtxSynchronize", "cuEventSynchronize"})
+RECORD_CALLS = frozenset({"cudaEventRecord", "cudaEventRecordWithFlags", "cuEventRecord", "cuEventRecordWithFlags"})
+WAIT_CALLS = frozenset({"cudaStreamWaitEvent", "cuStreamWaitEvent"})
+GRAPH_CALLS = frozenset({"cudaGraphLaunch", "cuGraphLaunch"})
+TRITON_CALLS = frozenset({"cuLaunchKernel", "cuLaunchKernelEx"})
+PRIOR_FAMILY = "prior_work"
+
+
+@dataclass
+class ImportedOp:
+    """An op of the imported workload with what replay needs to know about it."""
+
+    doc: dict[str, Any]
+    family: str | None = None  # None for host and sync ops
+    measured_us: float = 0.0
+    launch_api: str = ""
+    first_of_cpu_op: bool = True  # the first kernel launched under its top-level CPU op
+
+
+@dataclass
+class ImportedStep:
+    events: StepEvents
+    ops: list[ImportedOp]
+    tensors: dict[str, dict[str, Any]]
+    launch_latency_us: float | None
+    sync_return_us: float | None
+    training: bool
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def measured_time_us(self) -> float:
+        return self.events.measured_time_us
+
+    def family_counts(self) -> Counter[str]:
+        return Counter(o.family for o in self.ops if o.family and o.family != PRIOR_FAMILY)
+
+    def unpriced(self) -> list[ImportedOp]:
+        return [o for o in self.ops if o.doc.get("unpriced") and o.family != PRIOR_FAMILY]
+
+
+def _name_part(s: str) -> str:
+    s = re.sub(r"[^A-Za-z0-9_]+", "_", s.split("::")[-1]).strip("_")
+    return (s or "op")[:40]
+
+
+class _Coverage:
+    """Union of CPU op intervals over all threads: how much of (a, b) the host spent inside ops."""
+
+    def __init__(self, ops: list[CpuOp]) -> None:
+        merged: list[list[float]] = []
+        for o in sorted(ops, key=lambda o: o.ts):
+            if merged and o.ts <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], o.end)
+            else:
+                merged.append([o.ts, o.end])
+        self.starts = [m[0] for m in merged]
+        self.ends = [m[1] for m in merged]
+        self.cum = [0.0]
+        for a, b in merged:
+            self.cum.append(self.cum[-1] + b - a)
+
+    def _upto(self, t: float) -> float:
+        k = bisect.bisect_right(self.starts, t)
+        if k == 0:
+            return 0.0
+        return self.cum[k - 1] + min(t, self.ends[k - 1]) - self.starts[k - 1]
+
+    def uncovered(self, a: float, b: float) -> float:
+        return max(0.0, (b - a) - (self._upto(b) - self._upto(a)))
+
+
+def _stacks(cpu_ops: list[CpuOp], calls: list[RuntimeCall]) -> dict[int, list[CpuOp]]:
+    """For each runtime call (by event index): the CPU ops enclosing it on its thread, outermost first."""
+    by_tid: dict[int, list[CpuOp]] = {}
+    for o in cpu_ops:
+        by_tid.setdefault(o.tid, []).append(o)
+    state: dict[int, tuple[list[CpuOp], int, list[CpuOp]]] = {}
+    out: dict[int, list[CpuOp]] = {}
+    for r in calls:
+        ops, ptr, stack = state.get(r.tid, (by_tid.get(r.tid, []), 0, []))
+        while ptr < len(ops) and ops[ptr].ts <= r.ts:
+            o = ops[ptr]
+            while stack and stack[-1].end < o.ts:
+                stack.pop()
+            stack.append(o)
+            ptr += 1
+        while stack and stack[-1].end < r.ts:
+            stack.pop()
+        state[r.tid] = (ops, ptr, stack)
+        out[r.index] = [o for o in stack if o.end >= r.end - 1.0]
+    return out
+
+
+def _phase(stack: list[CpuOp]) -> str:
+    names = " ".join(o.name for o in stack)
+    if "Optimizer" in names or "optimizer" in names:
+        return "optimizer"
+    if "Backward" in names or "autograd::engine" in names:
+        return "backward"
+    return "forward"
+
+
+def build_step(ev: StepEvents) -> ImportedStep:
+    t0 = ev.step.ts
+    stacks = _stacks(ev.cpu_ops, ev.runtime)
+    cover = _Coverage(ev.cpu_ops)
+    sync_by_corr: dict[int, list[Any]] = {}
+    for s in ev.syncs:
+        sync_by_corr.setdefault(s.correlation, []).append(s)
+    waiter_of_record = {s.wait_on_record_corr: s for s in ev.syncs if s.wait_on_record_corr > 0}
+    last_launched_stream: int | None = None
+    training = any("Backward" in o.name or "autograd::engine" in o.name for o in ev.cpu_ops)
+
+    ops: list[ImportedOp] = []
+    tensors: dict[str, dict[str, Any]] = {}
+    act_of_op: dict[str, GpuActivity] = {}
+    call_of_op: dict[str, RuntimeCall] = {}
+    last_op_on_stream: dict[int, str] = {}
+    op_stream: dict[str, int] = {}
+    recorded: dict[int, str | None] = {}  # cudaEventRecord correlation → last op on the recorded stream
+    last_record: int | None = None
+    pending_waits: list[tuple[int | None, str | None]] = []  # (waiting stream or None = next kernel's, op)
+    notes: list[str] = []
+    heuristic_waits = 0
+    counter = 0
+    cursor = t0
+    last_top: int | None = None
+
+    for stream, busy_end in sorted(ev.prior_busy.items()):
+        name = f"prior_work_s{stream}"
+        ops.append(ImportedOp({"name": name, "kind": "elementwise", "stream": stream, "unpriced": True,
+                               "measured_us": round(busy_end - t0, 3), "host_us": 0.0, "family": PRIOR_FAMILY},
+                              family=PRIOR_FAMILY, measured_us=busy_end - t0))
+        last_op_on_stream[stream] = name
+        op_stream[name] = stream
+        notes.append(f"stream {stream} was still running earlier steps' work for {busy_end - t0:.1f} us")
+
+    def host_before(at: float) -> tuple[float, float]:
+        """(host time since the cursor, the part of it outside any CPU op)."""
+        total = max(0.0, at - cursor)
+        return total, cover.uncovered(cursor, at) if total > 0 else 0.0
+
+    def emit_host(duration: float, label: str) -> None:
+        nonlocal counter
+        counter += 1
+        ops.append(ImportedOp({"name": f"host{counter:04d}_{label}", "kind": "host",
+                               "duration_us": round(duration, 3)}))
+
+    for r in ev.runtime:
+        acts = ev.launches.get(r.correlation)
+        if acts:
+            total, gap = host_before(r.ts)
+            if gap >= GAP_MIN_US:
+                emit_host(gap, "gap")
+                total -= gap
+            stack = stacks.get(r.index, [])
+            top = stack[0].index if stack else None
+            first_of_top = top is None or top != last_top
+            last_top = top
+            inner = _name_part(stack[-1].name) if stack else _name_part(r.name)
+            for j, act in enumerate(acts):
+                counter += 1
+                family = kernel_family(act.name, act.cat)
+                name = f"k{counter:04d}_{family}_{inner}"
+                inf = infer_op(family, stack, act, name)
+                doc: dict[str, Any] = {"name": name}
+                if inf is not None:
+                    doc.update(inf.fields)
+                    if inf.reads:
+                        doc["reads"] = inf.reads
+                    if inf.writes:
+                        doc["writes"] = inf.writes
+                    tensors.update(inf.tensors)
+                else:
+                    doc["kind"] = "copy" if family == "copy" else "elementwise"
+                    doc["unpriced"] = True
+                doc["stream"] = act.stream
+                after: list[str] = []
+                still: list[tuple[int | None, str | None]] = []
+                for ws, dep in pending_waits:
+                    if ws is None or ws == act.stream:
+                        if dep is not None and dep not in after and op_stream.get(dep) != act.stream:
+                            after.append(dep)
+                    else:
+                        still.append((ws, dep))
+                pending_waits = still
+                if after:
+                    doc["after"] = after
+                doc["phase"] = _phase(stack)
+                launch = {k: v for k, v in (("grid", act.grid), ("block", act.block), ("regs_per_thread", act.regs),
+                                            ("smem_per_block", act.smem)) if v is not None}
+                if act.cat == "kernel" and launch.get("grid") and launch.get("block"):
+                    doc["launch"] = launch
+                doc["measured_us"] = round(act.end - act.ts, 3)
+                doc["host_us"] = round(total, 3) if j == 0 else 0.0
+                doc["family"] = family
+                doc["correlation"] = r.correlation
+                doc["trace_name"] = act.name[:300]
+                ops.append(ImportedOp(doc, family=family, measured_us=act.end - act.ts, launch_api=r.name,
+                                      first_of_cpu_op=first_of_top and j == 0))
+                act_of_op[name] = act
+                call_of_op[name] = r
+                last_op_on_stream[act.stream] = name
+                op_stream[name] = act.stream
+                last_launched_stream = act.stream
+            cursor = max(cursor, r.ts)
+            blocking = [a for a in acts if a.cat != "kernel" and r.end >= a.end - 1.0 and r.name not in GRAPH_CALLS]
+            if blocking:
+                counter += 1
+                ops.append(ImportedOp({"name": f"sync{counter:04d}_{_name_part(r.name)}", "kind": "sync"}))
+                cursor = max(cursor, r.end)
+        elif r.name in SYNC_CALLS:
+            total, _ = host_before(r.ts)
+            if total > 0:
+                emit_host(total, "before_sync")
+            counter += 1
+            ops.append(ImportedOp({"name": f"sync{counter:04d}_{_name_part(r.name)}", "kind": "sync"}))
+            cursor = max(cursor, r.end)
+        elif r.name in RECORD_CALLS:
+            waiter = waiter_of_record.get(r.correlation)
+            rec_stream: int | None = waiter.wait_on_stream if waiter is not None and waiter.wait_on_stream >= 0 else None
+            if rec_stream is None:
+                rec_stream = last_launched_stream  # without CUDA sync records: the stream last launched to
+            recorded[r.correlation] = last_op_on_stream.get(rec_stream) if rec_stream is not None else None
+            last_record = r.correlation
+        elif r.name in WAIT_CALLS:
+            recs = sync_by_corr.get(r.correlation, [])
+            if recs and recs[0].wait_on_record_corr in recorded:
+                pending_waits.append((recs[0].stream, recorded[recs[0].wait_on_record_corr]))
+            elif last_record is not None:
+                heuristic_waits += 1
+                pending_waits.append((None, recorded.get(last_record)))
+    if heuristic_waits:
+        notes.append(f"{heuristic_waits} cudaStreamWaitEvent(s) matched by heuristics (the trace has no cuda_sync "
+                     "records: capture with enable_cuda_sync_events=True to make them exact)")
+    # Nothing after the last GPU launch changes the step time (it ends with the last GPU activity).
+    while ops and ops[-1].family is None:
+        ops.pop()
+
+    latency, sync_ret = _device_timing(ev, ops, act_of_op, call_of_op)
+    return ImportedStep(events=ev, ops=ops, tensors=tensors, launch_latency_us=latency, sync_return_us=sync_ret,
+                        training=training, notes=notes)
+
+
+def _device_timing(ev: StepEvents, ops: list[ImportedOp], act_of_op: dict[str, GpuActivity],
+                   call_of_op: dict[str, RuntimeCall]) -> tuple[float | None, float | None]:
+    """Fill `device_gap_us` per kernel; estimate launch latency and sync return time from the trace."""
+    prev_end: dict[int, float] = dict(ev.prior_busy)
+    latencies: list[float] = []
+    seen_calls: set[int] = set()
+    ordered = sorted((act_of_op[o.doc["name"]].ts, i) for i, o in enumerate(ops) if o.doc["name"] in act_of_op)
+    for _, i in ordered:
+        o = ops[i]
+        act, call = act_of_op[o.doc["name"]], call_of_op[o.doc["name"]]
+        dep_end = max((act_of_op[d].end for d in o.doc.get("after", []) if d in act_of_op), default=0.0)
+        pe = prev_end.get(act.stream)
+        if pe is not None and call.end <= pe and dep_end <= pe:
+            gap = act.ts - pe
+            if gap > 0:
+                o.doc["device_gap_us"] = round(gap, 3)
+        elif (pe is None or pe < call.ts) and dep_end < call.ts and call.index not in seen_calls:
+            latencies.append(act.ts - call.ts)
+        seen_calls.add(call.index)
+        prev_end[act.stream] = max(pe or 0.0, act.end)
+    sync_returns: list[float] = []
+    gpu_ends = sorted(g.end for g in ev.gpu)
+    for r in ev.runtime:
+        if r.name in SYNC_CALLS:
+            k = bisect.bisect_right(gpu_ends, r.end) - 1
+            idle = max(r.ts, gpu_ends[k]) if k >= 0 else r.ts
+            sync_returns.append(r.end - idle)
+    latency = statistics.median(latencies) if latencies else None
+    sync_ret = statistics.median(sync_returns) if sync_returns else None
+    return latency, sync_ret
+
+
+def workload_doc(step: ImportedStep, source: Path) -> dict[str, Any]:
+    """The workload file for an imported step (schema kernelsim.workload/v1)."""
+    ev = step.events
+    fam = step.family_counts()
+    desc = (f"imported from {source.name}, {ev.step.name}: measured step {step.measured_time_us:.1f} us, "
+            f"{sum(fam.values())} GPU activities ({', '.join(f'{k} {v}' for k, v in sorted(fam.items()))}), "
+            f"{len(step.unpriced())} unpriced")
+    if step.launch_latency_us is not None:
+        desc += f"; measured launch latency {step.launch_latency_us:.2f} us"
+    stem = re.sub(r"[^A-Za-z0-9_]+", "_", source.name.split(".")[0]) or "trace"
+    return {
+        "schema": "kernelsim.workload/v1",
+        "name": stem,
+        "kind": "training" if step.training else "serving",
+        "description": desc,
+        "mode": "eager",
+        "parameters": {},
+        "distribution": {"buckets": [{"params": {}, "weight": 1.0, "name": ev.step.name.replace("#", "")}]},
+        "tensors": step.tensors,
+        "ops": [o.doc for o in step.ops],
+    }

@@ -1,0 +1,260 @@
+"""Shapes of an imported kernel from the CPU op that launched it (`Input Dims`, `Input type`).
+
+`infer_op(family, stack, activity)` returns the workload op fields (kind and its sizes)
+plus the tensors it reads and writes, or None when the shapes cannot be told (no
+`record_shapes`, a Triton kernel, an op this module does not know). None means the
+kernel keeps its measured duration and is counted as unpriced — never a silent zero.
+
+The stack is the chain of CPU ops enclosing the launch (outermost first); the innermost
+op that this module recognises for the kernel's family wins.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sim.ingest.kineto import CpuOp, GpuActivity
+
+# PyTorch's `Input type` strings → kernelsim dtypes.
+TORCH_DTYPES = {
+    "float": "fp32", "double": "fp64", "c10::half": "fp16", "c10::bfloat16": "bf16", "long int": "int64",
+    "int": "int32", "bool": "bool", "unsigned char": "uint8", "signed char": "int8", "c10::float8_e4m3fn": "fp8",
+    "c10::float8_e5m2": "fp8", "c10::float8_e4m3fnuz": "fp8", "c10::float8_e5m2fnuz": "fp8", "short int": "int32",
+}
+
+GEMM_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::_scaled_mm", "aten::addmv", "aten::mv",
+            "aten::linear", "aten::_addmm_activation"}
+ATTENTION_OPS = {  # op → (index of is_causal in its arguments, direction)
+    "aten::_scaled_dot_product_flash_attention": (4, "forward"),
+    "aten::_scaled_dot_product_efficient_attention": (5, "forward"),
+    "aten::_scaled_dot_product_cudnn_attention": (6, "forward"),
+    "aten::_flash_attention_forward": (6, "forward"),
+    "aten::_efficient_attention_forward": (7, "forward"),
+    "aten::_scaled_dot_product_flash_attention_backward": (11, "backward"),
+    "aten::_scaled_dot_product_efficient_attention_backward": (8, "backward"),
+    "aten::_scaled_dot_product_cudnn_attention_backward": (11, "backward"),
+    "aten::_flash_attention_backward": (10, "backward"),
+    "aten::_efficient_attention_backward": (11, "backward"),
+}
+# Elementwise math per element, in the hardware profile's `op_costs` names (estimates).
+ELEMENTWISE_MATH: dict[str, dict[str, float]] = {
+    "add": {"add": 1}, "sub": {"add": 1}, "rsub": {"add": 1}, "mul": {"mul": 1}, "div": {"div": 1},
+    "gelu": {"gelu": 1}, "gelu_backward": {"gelu_backward": 1}, "relu": {"select": 1},
+    "threshold_backward": {"select": 1}, "native_dropout": {"rng": 1, "mul": 1, "select": 1},
+    "native_dropout_backward": {"mul": 1}, "dropout": {"rng": 1, "mul": 1, "select": 1},
+    "tanh": {"tanh": 1}, "exp": {"exp": 1}, "sigmoid": {"exp": 1, "div": 1}, "silu": {"exp": 1, "div": 1, "mul": 1},
+    "silu_backward": {"exp": 1, "div": 1, "mul": 3}, "rsqrt": {"rsqrt": 1}, "sqrt": {"rsqrt": 1, "mul": 1},
+    "addcmul": {"fma": 1}, "addcdiv": {"div": 1, "add": 1}, "lerp": {"fma": 2}, "fill": {}, "zero": {},
+    "where": {"select": 1}, "masked_fill": {"select": 1}, "neg": {"mul": 1}, "pow": {"exp": 2},
+    "_foreach_add": {"add": 1}, "_foreach_mul": {"mul": 1}, "embedding": {}, "index_select": {},
+}
+REDUCTION_MATH: dict[str, dict[str, float]] = {
+    "sum": {"add": 1}, "mean": {"add": 1}, "amax": {"select": 1}, "max": {"select": 1}, "min": {"select": 1},
+    "norm": {"fma": 1}, "_softmax": {"exp": 1, "add": 1, "div": 1}, "softmax": {"exp": 1, "add": 1, "div": 1},
+    "_log_softmax": {"exp": 1, "add": 2}, "_softmax_backward_data": {"fma": 2},
+    "_log_softmax_backward_data": {"exp": 1, "fma": 1}, "native_layer_norm": {"add": 3, "mul": 3, "rsqrt": 1},
+    "layer_norm": {"add": 3, "mul": 3, "rsqrt": 1}, "native_layer_norm_backward": {"fma": 6},
+    "_fused_rms_norm": {"fma": 2, "rsqrt": 1}, "rms_norm": {"fma": 2, "rsqrt": 1},
+    "nll_loss_forward": {"add": 1}, "nll_loss_backward": {}, "argmax": {"select": 1}, "cumsum": {"add": 1},
+}
+COPY_OPS = {"copy_", "_to_copy", "to", "clone", "contiguous", "_copy_from", "copy", "index_put_", "cat",
+            "fill_", "zero_", "zeros", "zeros_like", "ones", "full", "empty_like", "new_zeros", "embedding"}
+
+
+@dataclass
+class Inferred:
+    fields: dict[str, Any]  # kind and its size fields, as in a workload file
+    tensors: dict[str, dict[str, Any]] = field(default_factory=dict)  # name → {shape, dtype}
+    reads: list[str] = field(default_factory=list)
+    writes: list[str] = field(default_factory=list)
+
+
+def _short(name: str) -> str:
+    base = name.split("::")[-1]
+    return base[:-1] if base.endswith("_") and base not in ("copy_", "fill_", "zero_", "index_put_") else base
+
+
+def _dtype(t: Any) -> str | None:
+    return TORCH_DTYPES.get(str(t).lower()) if isinstance(t, str) else None
+
+
+def _tensors(op: CpuOp) -> list[tuple[tuple[int, ...], str]]:
+    """The op's tensor inputs with a known dtype, in order: (shape, dtype); scalars have shape ()."""
+    dims, types = op.input_dims or [], op.input_types or []
+    out = []
+    for j, d in enumerate(dims):
+        dt = _dtype(types[j]) if j < len(types) else None
+        if dt is None or not isinstance(d, list) or not all(isinstance(x, int) and x >= 0 for x in d):
+            continue
+        out.append((tuple(d), dt))
+    return out
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    n = 1
+    for x in shape:
+        n *= x
+    return n
+
+
+def _broadcast(shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
+    rank = max(len(s) for s in shapes)
+    out = [1] * rank
+    for s in shapes:
+        for k, x in enumerate(s):
+            pos = rank - len(s) + k
+            out[pos] = max(out[pos], x)
+    return tuple(out)
+
+
+def _decl(inf: Inferred, prefix: str, role: str, shape: tuple[int, ...], dtype: str) -> str | None:
+    if not shape or _numel(shape) == 0:
+        return None
+    name = f"{prefix}.{role}{len(inf.tensors)}"
+    inf.tensors[name] = {"shape": list(shape), "dtype": dtype}
+    (inf.writes if role == "out" else inf.reads).append(name)
+    return name
+
+
+def _gemm(op: CpuOp) -> dict[str, Any] | None:
+    ts = [t for t in _tensors(op) if t[0]]
+    short = op.name
+    try:
+        if short in ("aten::mm", "aten::_scaled_mm"):
+            (a, dt), (b, _) = ts[0], ts[1]
+            m, k, n, batch = a[0], a[1], b[1], 1
+        elif short in ("aten::addmm", "aten::_addmm_activation"):
+            (a, dt), (b, _) = ts[1], ts[2]
+            m, k, n, batch = a[0], a[1], b[1], 1
+        elif short == "aten::bmm":
+            (a, dt), (b, _) = ts[0], ts[1]
+            batch, m, k, n = a[0], a[1], a[2], b[2]
+        elif short == "aten::baddbmm":
+            (a, dt), (b, _) = ts[1], ts[2]
+            batch, m, k, n = a[0], a[1], a[2], b[2]
+        elif short in ("aten::addmv", "aten::mv"):
+            (a, dt) = ts[1] if short == "aten::addmv" else ts[0]
+            m, k, n, batch = a[0], a[1], 1, 1
+        elif short == "aten::linear":
+            (x, dt), (w, _) = ts[0], ts[1]
+            m, k, n, batch = _numel(x[:-1]), x[-1], w[0], 1
+        else:
+            return None
+    except (IndexError, ValueError):
+        return None
+    if min(m, n, k, batch) < 1 or len(a if short != "aten::linear" else x) < 1:
+        return None
+    if short == "aten::_scaled_mm":
+        dt = "fp8"
+    if dt not in ("fp32", "tf32", "bf16", "fp16", "fp8", "int8"):
+        return None
+    return {"kind": "gemm", "m": m, "n": n, "k": k, "batch": batch, "dtype": dt}
+
+
+def _attention(op: CpuOp) -> dict[str, Any] | None:
+    causal_at, direction = ATTENTION_OPS[op.name]
+    ts = [t for t in _tensors(op) if len(t[0]) == 4]
+    if direction == "backward":
+        ts = ts[1:]  # grad_out first
+    if len(ts) < 3:
+        return None
+    (q, dt), (k, _) = ts[0], ts[1]
+    causal = False
+    if op.concrete and causal_at < len(op.concrete):
+        causal = str(op.concrete[causal_at]).strip().lower() == "true"
+    return {"kind": "attention", "batch": q[0], "heads": q[1], "seq_q": q[2], "seq_kv": k[2], "head_dim": q[3],
+            "causal": causal, "direction": direction, "dtype": dt if dt in ("bf16", "fp16", "fp8", "fp32") else "bf16"}
+
+
+def _streaming(op: CpuOp, kind: str, prefix: str, math: dict[str, float]) -> Inferred | None:
+    ts = _tensors(op)
+    shapes = [s for s, _ in ts if s]
+    if not shapes:
+        return None
+    inf = Inferred({"kind": kind})
+    for s, dt in ts:
+        _decl(inf, prefix, "in", s, dt)
+    big = max(ts, key=lambda t: _numel(t[0]))
+    if kind == "reduction":
+        first = ts[0][0] if ts[0][0] else big[0]
+        cols = first[-1]
+        rows = max(1, _numel(first) // max(1, cols))
+        inf.fields.update({"rows": rows, "cols": cols})
+        _decl(inf, prefix, "out", first, ts[0][1])
+    else:
+        out = _broadcast(shapes)
+        _decl(inf, prefix, "out", out, big[1])
+    if math:
+        inf.fields["math"] = dict(math)
+    return inf
+
+
+def infer_op(family: str, stack: list[CpuOp], act: GpuActivity, prefix: str) -> Inferred | None:
+    """Workload fields for one GPU activity, or None when its shapes are unknown."""
+    if act.cat in ("gpu_memcpy", "gpu_memset"):
+        name = act.name.lower()
+        direction = "h2d" if "htod" in name else "d2h" if "dtoh" in name else "d2d"
+        if act.bytes is None:
+            return None
+        nbytes = act.bytes
+        if act.cat == "gpu_memcpy" and direction == "d2d":
+            nbytes *= 2  # read and write
+        engine = "copy_engine" if act.cat == "gpu_memcpy" else "sm"
+        return Inferred({"kind": "copy", "bytes": nbytes, "engine": engine, "direction": direction})
+    for op in reversed(stack):
+        short = _short(op.name)
+        if family == "gemm" and op.name in GEMM_OPS:
+            fields = _gemm(op)
+            if fields is not None:
+                return Inferred(fields)
+        elif family == "attention" and op.name in ATTENTION_OPS:
+            fields = _attention(op)
+            if fields is not None:
+                return Inferred(fields)
+        elif family == "elementwise" and short in ELEMENTWISE_MATH:
+            return _streaming(op, "elementwise", prefix, ELEMENTWISE_MATH[short])
+        elif family == "reduction" and short in REDUCTION_MATH:
+            return _streaming(op, "reduction", prefix, REDUCTION_MATH[short])
+        elif family == "copy" and (short in COPY_OPS or op.name.split("::")[-1] in COPY_OPS):
+            inf = _streaming(op, "elementwise", prefix, {})
+            if inf is None:
+                return None
+            nbytes = sum(_numel(tuple(t["shape"])) * _BYTES[t["dtype"]] for t in inf.tensors.values())
+            return Inferred({"kind": "copy", "bytes": nbytes, "engine": "sm", "direction": "d2d"})
+        elif family == "layout" and short in ("transpose", "permute", "contiguous", "clone", "copy_", "_to_copy"):
+            inf = _streaming(op, "layout", prefix, {})
+            if inf is not None:
+                inf.fields = {"kind": "layout", "transform": "transpose"}
+                return inf
+        elif family == "collective":
+            fields = _collective(op)
+            if fields is not None:
+                return Inferred(fields)
+    return None
+
+
+_BYTES = {"fp64": 8, "int64": 8, "fp32": 4, "tf32": 4, "int32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1,
+          "uint8": 1, "bool": 1}
+_COLLECTIVES = {"allreduce": "all_reduce", "all_reduce": "all_reduce", "allgather": "all_gather",
+                "all_gather": "all_gather", "_allgather_base": "all_gather", "all_gather_into_tensor": "all_gather",
+                "reduce_scatter": "reduce_scatter", "_reduce_scatter_base": "reduce_scatter",
+                "reduce_scatter_tensor": "reduce_scatter", "all_to_all": "all_to_all", "alltoall": "all_to_all",
+                "alltoall_base": "all_to_all", "broadcast": "broadcast", "send": "send_recv", "recv": "send_recv"}
+_COMM_DTYPES = {"Float": 4, "BFloat16": 2, "Half": 2, "Double": 8, "Long": 8, "Int": 4, "Byte": 1, "Char": 1}
+
+
+def _collective(op: CpuOp) -> dict[str, Any] | None:
+    """NCCL arguments that PyTorch records on `record_param_comms` / `nccl:*` ops."""
+    a = op.args
+    name = str(a.get("Collective name", "")).lower()
+    kind = _COLLECTIVES.get(name)
+    nelems = a.get("In msg nelems") or a.get("In msg size")
+    ranks = a.get("Group size")
+    esize = _COMM_DTYPES.get(str(a.get("dtype", "")), None)
+    if kind is None or not isinstance(nelems, int) or not isinstance(ranks, int) or ranks < 2 or esize is None:
+        return None
+    nbytes = nelems * esize
+    if kind == "all_gather":
+        nbytes = max(nbytes, int(a.get("Out msg nelems", 0) or 0) * esize)
+    return {"kind": "collective", "collective": kind, "bytes": nbytes, "ranks": ranks}

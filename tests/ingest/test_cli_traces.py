@@ -1,0 +1,65 @@
+"""`kernelsim import-trace` and `kernelsim replay`: outputs, a scenario over an imported trace,
+and malformed traces → exit 2, a message naming the event, no traceback, no output file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sim.cli import main
+from tests.conftest import write_yaml
+from tests.ingest.conftest import MALFORMED
+from tests.ingest.test_import import MALFORMED_CASES
+
+
+def test_import_then_run_a_scenario_on_it(synth_gz: Path, tmp_path: Path) -> None:
+    wl = tmp_path / "imported.yaml"
+    assert main(["import-trace", str(synth_gz), "-o", str(wl), "--step", "2"]) == 0
+    scn = write_yaml(tmp_path / "scn.yaml", {
+        "schema": "kernelsim.scenario/v1", "name": "trace_whatif", "workload": "imported.yaml",
+        "hardware": ["h200-sxm"],
+        "variants": [{"name": "cuda_graph", "description": "replay the step as one CUDA graph",
+                      "transforms": [{"mode": {"mode": "cuda_graph"}}]}],
+    })
+    out = tmp_path / "run.json"
+    assert main(["run", str(scn), "--json", str(out), "--quiet"]) == 0
+    res = json.loads(out.read_text())
+    base, graph = res["hardware"][0]["variants"]
+    assert base["buckets"][0]["kernels"] == 12
+    assert graph["weighted_time_us"] > 0
+
+
+def test_replay_json_and_perfetto(synth_gz: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out, tr = tmp_path / "r.json", tmp_path / "t.json"
+    assert main(["replay", str(synth_gz), "--hardware", "h200-sxm", "--mode", "predict", "--json", str(out),
+                 "--trace", str(tr)]) == 0
+    assert "unpriced (shapes unknown, kept at measured time): 2 kernels" in capsys.readouterr().out
+    res = json.loads(out.read_text())
+    assert res["schema"] == "kernelsim.replay/v1" and res["step"] == "ProfilerStep#3"
+    for f in res["families"].values():
+        assert set(f) >= {"kernels", "measured_us", "predicted_us"}
+    events = json.loads(tr.read_text())["traceEvents"]
+    kernels = [e for e in events if e["ph"] == "X" and e["args"].get("family")]
+    assert len(kernels) == 12 and all("limiter" in e["args"] and "trace_name" in e["args"] for e in kernels)
+    assert sum(1 for e in events if e["ph"] == "s") == sum(1 for e in events if e["ph"] == "f") > 0
+
+
+@pytest.mark.parametrize(("name", "message"), MALFORMED_CASES, ids=[c[0] for c in MALFORMED_CASES])
+@pytest.mark.parametrize("command", ["import-trace", "replay"])
+def test_malformed_trace_exits_2_without_output(name: str, message: str, command: str, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out.file"
+    args = [command, str(MALFORMED / name)]
+    args += ["-o", str(out)] if command == "import-trace" else ["--hardware", "h200-sxm", "--json", str(out)]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and name in err
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_bad_step_and_bad_mode_exit_2(synth_gz: Path, tmp_path: Path) -> None:
+    assert main(["import-trace", str(synth_gz), "-o", str(tmp_path / "w.yaml"), "--step", "42"]) == 2
+    assert main(["replay", str(synth_gz), "--hardware", "h200-sxm", "--mode", "guess"]) == 2
+    assert list(tmp_path.iterdir()) == []
