@@ -102,8 +102,8 @@ def sweep_scenario(points: int, folder: Path) -> Path:
     base["workload"] = str(ROOT / "workloads" / "mlp_bias_gelu_dropout.yaml")
     profiles = ["h200-sxm", "h100-sxm", "a100-sxm-80gb", "l40s"]
     per_profile = max(1, points // len(profiles))
-    n_hidden = max(1, int(round(per_profile ** 0.5)))
-    n_ffn = max(1, per_profile // n_hidden)
+    n_ffn = next(d for d in range(int(per_profile ** 0.5), 0, -1) if per_profile % d == 0)
+    n_hidden = per_profile // n_ffn
     base["sweep"] = {
         "hardware": profiles,
         "params": {"hidden": [1024 + 128 * i for i in range(n_hidden)], "ffn": [4096 + 512 * i for i in range(n_ffn)]},

@@ -6,9 +6,11 @@ Exit codes: 0 success, 2 bad input (a clear message, nothing written), 1 interna
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -43,7 +45,9 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     if args.trace_bucket is not None and not 0 <= args.trace_bucket < len(scn.buckets):
         raise InputError("--trace-bucket out of range", value=args.trace_bucket,
                          expected=f"0..{len(scn.buckets) - 1}")
-    result, traces = run_scenario(scn, keep_traces=trace_out is not None)
+    plots_dir = _out_dir(args.plots, "--plots") if args.plots else None
+    report_dir = _out_dir(args.report, "--report") if args.report else None
+    result, traces = run_scenario(scn, keep_traces=trace_out is not None or bool(plots_dir or report_dir))
     # Everything computed: now write outputs (each atomically).
     if trace_out is not None:
         bi = args.trace_bucket
@@ -60,7 +64,63 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         console.print(f"wrote {json_out}")
     if trace_out is not None:
         console.print(f"wrote {trace_out} (open it at https://ui.perfetto.dev)")
+    _write_run_plots_and_report(scn, result, traces, plots_dir, report_dir, args.trace_bucket, console)
     return EXIT_OK
+
+
+def _out_dir(value: str, flag: str) -> Path:
+    p = Path(value)
+    if p.exists() and not p.is_dir():
+        raise InputError(f"{flag} names a file, expected a folder", value=value)
+    return p
+
+
+def _write_run_plots_and_report(scn: Any, result: dict[str, Any], traces: dict[Any, Any], plots_dir: Path | None,
+                                report_dir: Path | None, bucket: int | None, console: Console) -> None:
+    """`run --plots DIR` and `--report DIR` (the report embeds the plots; without --plots they go in DIR/plots)."""
+    if plots_dir is None and report_dir is None:
+        return
+    from sim.outputs import write_text_atomic
+    from sim.report.html import render_page, run_tables
+    from sim.report.plots import write_run_plots
+
+    target = plots_dir if plots_dir is not None else Path(report_dir or ".") / "plots"
+    infos = write_run_plots(result, traces, target, timeline_bucket=bucket)
+    console.print(f"wrote {len(infos)} plots to {target}")
+    if report_dir is not None:
+        page = render_page(f"kernelsim: {result['scenario']}", run_tables(result), infos, target,
+                           Path(scn.file).read_text(encoding="utf-8"), scn.file)
+        write_text_atomic(report_dir / "index.html", page)
+        console.print(f"wrote {report_dir / 'index.html'}")
+
+
+def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
+    from sim.outputs import write_text_atomic
+    from sim.report.html import render_page, sweep_tables
+    from sim.report.plots import write_sweep_plots
+    from sim.sweep import load_sweep, run_sweep
+    from sim.sweep.tables import render_sweep_summary
+
+    plan = load_sweep(Path(args.scenario))
+    out = _out_dir(args.out or f"sweep_{plan.scenario.spec.name}", "--out")
+    plots_dir = None if args.no_plots else _out_dir(args.plots, "--plots") if args.plots else out / "plots"
+    report_dir = _out_dir(args.report, "--report") if args.report else None
+    err = Console(stderr=True)
+    outcome = run_sweep(plan, out, workers=args.workers, executor=args.executor, scheduler=args.scheduler,
+                        resume=args.resume, progress=not args.quiet, console=err)
+    manifest = json.loads((out / "sweep.json").read_text(encoding="utf-8"))
+    infos = write_sweep_plots(outcome.records, plan.axes, list(plan.variants), plots_dir) if plots_dir else []
+    if report_dir is not None:
+        page = render_page(f"kernelsim sweep: {plan.scenario.spec.name}", sweep_tables(manifest), infos, plots_dir,
+                           plan.text, str(plan.file))
+        write_text_atomic(report_dir / "index.html", page)
+    render_sweep_summary(plan, outcome, console)
+    console.print(f"wrote {', '.join(str(f) for f in outcome.files)}")
+    if plots_dir is not None:
+        console.print(f"wrote {len(infos)} plots to {plots_dir}")
+    if report_dir is not None:
+        console.print(f"wrote {report_dir / 'index.html'}")
+    return EXIT_OK if outcome.summary["counts"]["ok"] or not plan.points else EXIT_INPUT
 
 
 def cmd_profiles(args: argparse.Namespace, console: Console) -> int:
@@ -163,9 +223,26 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--trace-bucket", type=int, metavar="INDEX",
                    help="bucket index for --trace (default: the heaviest bucket)")
     r.add_argument("--quiet", action="store_true", help="print no tables")
+    r.add_argument("--plots", metavar="DIR", help="write plots (PNG) and plots.json to DIR")
+    r.add_argument("--report", metavar="DIR", help="write a self-contained HTML report, DIR/index.html")
     r.set_defaults(func=cmd_run)
     pr = sub.add_parser("profiles", help="list hardware profiles", description="List shipped and local hardware profiles.")
     pr.set_defaults(func=cmd_profiles)
+    sw = sub.add_parser("sweep", help="run a scenario's sweep grid (hardware × parameters) on all cores or Dask",
+                        description="Expand the scenario's `sweep:` axes and run every point; docs/sweeps.md.")
+    sw.add_argument("scenario", help="scenario YAML file with a `sweep:` section")
+    sw.add_argument("--workers", type=int, metavar="N", help="processes (default: all cores)")
+    sw.add_argument("--executor", choices=["local", "dask"], default="local",
+                    help="local process pool, or dask.distributed (extra: kernelsim[distributed])")
+    sw.add_argument("--scheduler", metavar="ADDRESS", help="with --executor dask: an existing scheduler "
+                    "(default: start a LocalCluster)")
+    sw.add_argument("--out", metavar="DIR", help="output folder (default: ./sweep_<scenario name>)")
+    sw.add_argument("--resume", action="store_true", help="skip points already finished in --out")
+    sw.add_argument("--plots", metavar="DIR", help="plots folder (default: OUT/plots)")
+    sw.add_argument("--no-plots", action="store_true", help="write no plots")
+    sw.add_argument("--report", metavar="DIR", help="write a self-contained HTML report, DIR/index.html")
+    sw.add_argument("--quiet", action="store_true", help="no progress bar")
+    sw.set_defaults(func=cmd_sweep)
     _add_trace_commands(sub)
     return p
 

@@ -6,6 +6,8 @@ shape documented in docs/json.md; reports render them.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +37,13 @@ class Scenario:
     buckets: tuple[Bucket, ...]
 
 
+def with_parameters(workload: Workload, values: Mapping[str, float]) -> Workload:
+    """The workload with parameter defaults replaced or added (scenario knobs, sweep values)."""
+    params = dict(workload.spec.parameters)
+    params.update(values)
+    return dataclasses.replace(workload, spec=workload.spec.model_copy(update={"parameters": params}))
+
+
 def load_scenario(path: Path, hardware_override: list[str] | None = None) -> Scenario:
     spec = load_yaml_model(path, ScenarioFile)
     base = path.parent
@@ -45,6 +54,8 @@ def load_scenario(path: Path, hardware_override: list[str] | None = None) -> Sce
         raise InputError("workload file not found", file=str(path), path="workload", value=spec.workload,
                          expected="a path relative to the scenario file")
     workload = load_workload(wl_path)
+    if spec.parameters:
+        workload = with_parameters(workload, spec.parameters)
     if hardware_override:
         hws = tuple(load_profile(h, Path.cwd(), path="--hardware") for h in hardware_override)
     else:

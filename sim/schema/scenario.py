@@ -167,6 +167,34 @@ class Variant(Strict):
         return self
 
 
+class SweepSpec(Strict):
+    """Axes of `kernelsim sweep`: the grid is hardware × each parameter axis, in the order written.
+
+    Every point simulates baseline plus the selected variants on every bucket of one profile.
+    """
+
+    hardware: list[str] | None = Field(
+        default=None, min_length=1, description="profile names or YAML paths (default: the scenario's `hardware`)"
+    )
+    params: dict[str, list[float | int]] = Field(
+        default_factory=dict,
+        description="parameter axes: a workload parameter or a scenario knob → values; a value replaces the"
+        " parameter everywhere (its default and every bucket's value)",
+    )
+    variants: list[str] | None = Field(
+        default=None, min_length=1, description="the variants each point simulates (default all; baseline always)"
+    )
+
+    @model_validator(mode="after")
+    def _non_empty_axes(self) -> SweepSpec:
+        for name, values in self.params.items():
+            if not values:
+                raise ValueError(f"sweep axis {name!r} has no values")
+            if len(set(values)) != len(values):
+                raise ValueError(f"sweep axis {name!r} repeats a value")
+        return self
+
+
 class ScenarioFile(Strict):
     schema_: Literal["kernelsim.scenario/v1"] = Field(alias="schema")
     name: str
@@ -176,6 +204,12 @@ class ScenarioFile(Strict):
     distribution: list[Bucket] | None = None
     min_gain: float = Field(default=0.01, ge=0, le=1)
     variants: list[Variant] = Field(default_factory=list)
+    parameters: dict[str, float | int] = Field(
+        default_factory=dict,
+        description="scenario knobs for transform expressions (e.g. a BLOCK size), and overrides of the"
+        " workload's parameter defaults; buckets still set their own values",
+    )
+    sweep: SweepSpec | None = Field(default=None, description="axes for `kernelsim sweep` (docs/sweeps.md)")
 
     @model_validator(mode="after")
     def _unique_variants(self) -> ScenarioFile:

@@ -1,0 +1,44 @@
+"""Run one sweep point: a pure function of (scenario, profile, point), safe in any process or Dask worker."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sim.errors import InfeasibleError, KernelsimError
+from sim.hardware import Hardware
+from sim.scenario import Scenario, run_scenario
+from sim.sweep.grid import POINT_SCHEMA, Point, point_scenario
+
+
+def run_point(scn: Scenario, hardware: dict[str, Hardware], variants: tuple[str, ...], point: Point) -> dict[str, Any]:
+    """The point's record: its result (kernelsim.run/v1 with one profile), or why it could not run.
+
+    An infeasible configuration (a launch that fits no SM, ...) is a result, not a failure:
+    status `infeasible`. A parameter value that makes the workload or a transform invalid
+    is status `invalid`. Both carry the reason and are counted by the sweep.
+    """
+    record: dict[str, Any] = {"schema": POINT_SCHEMA, **point.as_dict()}
+    try:
+        result, _ = run_scenario(point_scenario(scn, hardware[point.hardware], dict(point.params), variants))
+    except InfeasibleError as exc:
+        return {**record, "status": "infeasible", "reason": str(exc)}
+    except KernelsimError as exc:
+        return {**record, "status": "invalid", "reason": str(exc)}
+    return {**record, "status": "ok", "result": result}
+
+
+# -- process-pool workers: the plan is sent once per process, then points are small tasks. -----------
+_WORKER_STATE: dict[str, Any] = {}
+
+
+def init_worker(scn: Scenario, hardware: dict[str, Hardware], variants: tuple[str, ...]) -> None:
+    _WORKER_STATE.update(scn=scn, hardware=hardware, variants=variants)
+
+
+def run_point_in_worker(point: Point) -> dict[str, Any]:
+    s = _WORKER_STATE
+    return run_point(s["scn"], s["hardware"], s["variants"], point)
+
+
+def run_points_in_worker(points: list[Point]) -> list[dict[str, Any]]:
+    return [run_point_in_worker(p) for p in points]

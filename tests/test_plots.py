@@ -1,0 +1,78 @@
+"""Plots for every shipped scenario: files written, non-empty, with the expected number of series."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sim.report.html import render_page, run_tables
+from sim.report.metrics import TERMS
+from sim.report.plots import breakdown_figure, gain_figure, timeline_figure, write_run_plots
+from sim.scenario import load_scenario, run_scenario
+from tests.conftest import ROOT
+
+SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
+def test_run_plots_for_shipped_scenario(path: Path, tmp_path: Path) -> None:
+    scn = load_scenario(path)
+    result, traces = run_scenario(scn, keep_traces=True)
+    infos = write_run_plots(result, traces, tmp_path)
+    sidecar = json.loads((tmp_path / "plots.json").read_text())["plots"]
+    assert [p["file"] for p in sidecar] == [i.file for i in infos]
+    for info in infos:
+        png = tmp_path / info.file
+        assert png.is_file() and png.stat().st_size > 1000
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    by_kind: dict[str, list[int]] = {}
+    for p in sidecar:
+        by_kind.setdefault(p["kind"], []).append(p["series"])
+    n_hw = len(result["hardware"])
+    n_var = len(result["hardware"][0]["variants"])  # baseline included
+    assert by_kind["breakdown"] == [len(TERMS) * n_var] * n_hw
+    assert by_kind["gain"] == [n_var - 1] * n_hw
+    with_micro = sum(1 for hw in result["hardware"]
+                     if any(v["micro"]["gain"] is not None for v in hw["variants"] if v["name"] != "baseline"))
+    assert by_kind["micro_vs_step"] == [with_micro]
+    assert len(by_kind["timeline"]) == 1 and by_kind["timeline"][0] >= 2  # host work and kernels at least
+
+
+def test_figures_hold_the_series_they_report() -> None:
+    scn = load_scenario(ROOT / "scenarios" / "bias_gelu_dropout.yaml")
+    result, traces = run_scenario(scn, keep_traces=True)
+    hw = result["hardware"][0]
+    fig, n = breakdown_figure(hw)
+    assert len(fig.axes) == len(hw["variants"])
+    assert sum(len(ax.containers) for ax in fig.axes) == n == len(TERMS) * len(hw["variants"])
+    assert all(len(c) == len(hw["variants"][0]["buckets"]) for ax in fig.axes for c in ax.containers)
+    fig, n = gain_figure(hw)
+    assert len(fig.axes[0].containers) == n == len(hw["variants"]) - 1
+    chosen = [(v, t) for (h, v, b), t in traces.items() if h == hw["name"] and b == 0]
+    fig, n = timeline_figure(chosen)
+    assert len(fig.axes) == len(chosen)
+    cats = {iv.cat for _, t in chosen for iv in t.intervals}
+    assert n == len(cats)
+
+
+def test_html_report_is_self_contained(tmp_path: Path) -> None:
+    path = ROOT / "scenarios" / "bias_gelu_dropout.yaml"
+    scn = load_scenario(path)
+    result, traces = run_scenario(scn, keep_traces=True)
+    infos = write_run_plots(result, traces, tmp_path)
+    page = render_page("t", run_tables(result), infos, tmp_path, path.read_text(), str(path))
+    assert page.count("data:image/png;base64,") == len(infos)
+    assert "fused_b1024" in page and "simpy" in page and "matplotlib" in page
+    assert 'src="http' not in page and "<script" not in page
+
+
+def test_cli_run_plots_and_report(tmp_path: Path) -> None:
+    from sim.cli import main
+
+    code = main(["run", str(ROOT / "scenarios" / "serving_decode.yaml"), "--quiet", "--plots", str(tmp_path / "p"),
+                 "--report", str(tmp_path / "r")])
+    assert code == 0
+    assert (tmp_path / "p" / "plots.json").is_file()
+    assert (tmp_path / "r" / "index.html").stat().st_size > 10_000
