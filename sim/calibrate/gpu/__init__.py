@@ -1,0 +1,1 @@
+"""GPU measurement harness (torch/triton imported lazily): microbenchmarks, validation workloads and traces."""
