@@ -1,0 +1,64 @@
+"""The fast paths of the engine and of pricing keep the results: not timed (see benchmarks/bench_engine.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import sys
+
+from sim.engine import simulate
+from sim.hardware import Hardware
+from sim.scenario import cost_signature, price
+from sim.trace import HOST_TRACK
+from tests.conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from bench_engine import synthetic_graph  # noqa: E402
+
+
+def _key(trace):  # type: ignore[no-untyped-def]
+    return trace.end_s, [(iv.track, iv.name, iv.cat, iv.start_s, iv.end_s, iv.op, dict(iv.args))
+                         for iv in trace.intervals]
+
+
+def test_synthetic_graph_runs_every_kernel_once_and_restores_gc(h200: Hardware) -> None:
+    g = synthetic_graph(2000)
+    costs = price(g, h200)
+    assert gc.isenabled()
+    trace = simulate(g, costs, h200)
+    assert gc.isenabled()
+    kernels = [iv for iv in trace.intervals if iv.track != HOST_TRACK]
+    assert sorted(iv.op for iv in kernels) == [i for i, o in enumerate(g.ops) if o.is_kernel]
+    assert {iv.track for iv in kernels} == {"stream 0", "stream 1"}
+    assert _key(simulate(g, costs, h200)) == _key(trace)  # deterministic, bit for bit
+
+
+def test_full_launch_queue_and_zero_host_cost_paths(h200: Hardware) -> None:
+    g = synthetic_graph(300)
+    for hw in (dataclasses.replace(h200, launch_queue_depth=1),
+               dataclasses.replace(h200, eager_op_s=0.0, launch_s=0.0, launch_queue_depth=2)):
+        trace = simulate(g, price(g, hw), hw)
+        kernels = [iv for iv in trace.intervals if iv.track != HOST_TRACK]
+        assert len(kernels) == g.kernel_count()
+        by_stream: dict[str, list[tuple[float, float]]] = {}
+        for iv in kernels:
+            by_stream.setdefault(iv.track, []).append((iv.start_s, iv.end_s))
+        for spans in by_stream.values():  # streams run in order: no overlap on one stream
+            spans.sort()
+            assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:], strict=False))
+    blocked = [iv for iv in simulate(g, price(g, dataclasses.replace(h200, launch_queue_depth=1)),
+                                     dataclasses.replace(h200, launch_queue_depth=1)).intervals
+               if iv.cat == "blocked"]
+    assert blocked  # a one-deep queue makes the host wait
+
+
+def test_cost_cache_shares_identical_ops_and_separates_profiles(h200: Hardware) -> None:
+    g = synthetic_graph(100)
+    costs = price(g, h200)
+    layer0 = [i for i, o in enumerate(g.ops) if o.name.startswith("layer0.")]
+    layer1 = [i for i, o in enumerate(g.ops) if o.name.startswith("layer1.")]
+    assert all(costs[a] is costs[b] for a, b in zip(layer0, layer1, strict=True))
+    slower = dataclasses.replace(h200, hbm_sustained_bps=h200.hbm_sustained_bps / 2)
+    other = price(g, slower)
+    assert other[layer0[3]] is not costs[layer0[3]]
+    assert cost_signature(g.ops[layer0[0]], g) == cost_signature(g.ops[layer1[0]], g)
