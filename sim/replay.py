@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from sim.costmodel.host import eager_dispatch_s
 from sim.engine import simulate
 from sim.graph import Graph
 from sim.hardware import Hardware
@@ -56,7 +57,7 @@ def predicted_host(graph: Graph, step: ImportedStep, hw: Hardware) -> Graph:
             elif imp.launch_api in TRITON_CALLS:
                 host = hw.triton_launch_s
             else:
-                host = (hw.eager_op_s if imp.first_of_cpu_op else 0.0) + hw.launch_s
+                host = (eager_dispatch_s(op, hw) if imp.first_of_cpu_op else 0.0) + hw.launch_s
             op = op.with_(host_s=host)
         ops.append(op)
     return graph.with_ops(ops)
@@ -134,6 +135,7 @@ def summarize(step: ImportedStep, trace: Trace, path: Path, hw: Hardware, mode: 
         "host_gaps": sum(1 for o in step.ops if o.doc["kind"] == "host"),
         "syncs": sum(1 for o in step.ops if o.doc["kind"] == "sync"),
         "prior_work_us": round(prior_us, 3),
+        "device_gaps_us": round(sum(float(o.doc.get("device_gap_us", 0.0)) for o in step.ops), 3),
         "launch_latency_us": round(trace_latency(step, hw, mode), 3),
         "notes": step.notes + [f"{n} events of unknown category {c!r} ignored"
                                for c, n in sorted(ev.unknown_categories.items())],

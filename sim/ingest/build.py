@@ -38,6 +38,8 @@ WAIT_CALLS = frozenset({"cudaStreamWaitEvent", "cuStreamWaitEvent"})
 GRAPH_CALLS = frozenset({"cudaGraphLaunch", "cuGraphLaunch"})
 TRITON_CALLS = frozenset({"cuLaunchKernel", "cuLaunchKernelEx"})
 PRIOR_FAMILY = "prior_work"
+# Used when the step has no clean sample of a plain kernel launch (e.g. only a CUDA-graph launch).
+DEFAULT_LAUNCH_LATENCY_US = 5.0
 
 
 @dataclass
@@ -80,7 +82,7 @@ def _name_part(s: str) -> str:
 class _Coverage:
     """Union of CPU op intervals over all threads: how much of (a, b) the host spent inside ops."""
 
-    def __init__(self, ops: list[CpuOp]) -> None:
+    def __init__(self, ops: list[CpuOp | RuntimeCall]) -> None:
         merged: list[list[float]] = []
         for o in sorted(ops, key=lambda o: o.ts):
             if merged and o.ts <= merged[-1][1]:
@@ -137,13 +139,26 @@ def _phase(stack: list[CpuOp]) -> str:
 def build_step(ev: StepEvents) -> ImportedStep:
     t0 = ev.step.ts
     stacks = _stacks(ev.cpu_ops, ev.runtime)
-    cover = _Coverage(ev.cpu_ops)
+    cover = _Coverage([*ev.cpu_ops, *ev.runtime])
+    latency, api_offset = _launch_latency(ev)
     sync_by_corr: dict[int, list[Any]] = {}
     for s in ev.syncs:
         sync_by_corr.setdefault(s.correlation, []).append(s)
     waiter_of_record = {s.wait_on_record_corr: s for s in ev.syncs if s.wait_on_record_corr > 0}
-    last_launched_stream: int | None = None
     training = any("Backward" in o.name or "autograd::engine" in o.name for o in ev.cpu_ops)
+
+    # A CPU op that launches several kernels of one family (an attention backward and its
+    # helpers, a split-K GEMM and its reduction) gives its shapes to the longest one only;
+    # the others keep their measured time (pricing each as the whole op would count it twice).
+    shaped: dict[tuple[int, str], GpuActivity] = {}
+    for r in ev.runtime:
+        enclosing = stacks.get(r.index)
+        if not enclosing:
+            continue
+        for act in ev.launches.get(r.correlation, []):
+            key = (enclosing[-1].index, kernel_family(act.name, act.cat))
+            if key not in shaped or act.end - act.ts > shaped[key].end - shaped[key].ts:
+                shaped[key] = act
 
     ops: list[ImportedOp] = []
     tensors: dict[str, dict[str, Any]] = {}
@@ -151,9 +166,12 @@ def build_step(ev: StepEvents) -> ImportedStep:
     call_of_op: dict[str, RuntimeCall] = {}
     last_op_on_stream: dict[int, str] = {}
     op_stream: dict[str, int] = {}
-    recorded: dict[int, str | None] = {}  # cudaEventRecord correlation → last op on the recorded stream
+    # cudaEventRecord correlation → (recorded stream if known, each stream's last op at that moment)
+    recorded: dict[int, tuple[int | None, dict[int, str]]] = {}
     last_record: int | None = None
-    pending_waits: list[tuple[int | None, str | None]] = []  # (waiting stream or None = next kernel's, op)
+    # (waiting stream or None = the next kernel's, recorded stream or None = guess, snapshot)
+    pending_waits: list[tuple[int | None, int | None, dict[int, str]]] = []
+    op_seq: dict[str, int] = {}
     notes: list[str] = []
     heuristic_waits = 0
     counter = 0
@@ -183,7 +201,9 @@ def build_step(ev: StepEvents) -> ImportedStep:
     for r in ev.runtime:
         acts = ev.launches.get(r.correlation)
         if acts:
-            total, gap = host_before(r.ts)
+            # The issue point: where the engine's (single) launch latency must start for this API.
+            issue = r.ts + min(api_offset.get(r.name, 0.0), r.end - r.ts)
+            total, gap = host_before(issue)
             if gap >= GAP_MIN_US:
                 emit_host(gap, "gap")
                 total -= gap
@@ -196,7 +216,8 @@ def build_step(ev: StepEvents) -> ImportedStep:
                 counter += 1
                 family = kernel_family(act.name, act.cat)
                 name = f"k{counter:04d}_{family}_{inner}"
-                inf = infer_op(family, stack, act, name)
+                helper = bool(stack) and shaped.get((stack[-1].index, family)) is not act
+                inf = None if helper else infer_op(family, stack, act, name)
                 doc: dict[str, Any] = {"name": name}
                 if inf is not None:
                     doc.update(inf.fields)
@@ -210,13 +231,18 @@ def build_step(ev: StepEvents) -> ImportedStep:
                     doc["unpriced"] = True
                 doc["stream"] = act.stream
                 after: list[str] = []
-                still: list[tuple[int | None, str | None]] = []
-                for ws, dep in pending_waits:
-                    if ws is None or ws == act.stream:
-                        if dep is not None and dep not in after and op_stream.get(dep) != act.stream:
-                            after.append(dep)
-                    else:
-                        still.append((ws, dep))
+                still: list[tuple[int | None, int | None, dict[int, str]]] = []
+                for ws, rs, snapshot in pending_waits:
+                    if ws is not None and ws != act.stream:
+                        still.append((ws, rs, snapshot))
+                        continue
+                    if rs is not None:
+                        dep = snapshot.get(rs)
+                    else:  # the recorded stream is unknown: the other stream launched to most recently
+                        others = [n for st_, n in snapshot.items() if st_ != act.stream]
+                        dep = max(others, key=lambda n: op_seq.get(n, -1), default=None)
+                    if dep is not None and dep not in after and op_stream.get(dep) != act.stream:
+                        after.append(dep)
                 pending_waits = still
                 if after:
                     doc["after"] = after
@@ -236,8 +262,8 @@ def build_step(ev: StepEvents) -> ImportedStep:
                 call_of_op[name] = r
                 last_op_on_stream[act.stream] = name
                 op_stream[name] = act.stream
-                last_launched_stream = act.stream
-            cursor = max(cursor, r.ts)
+                op_seq[name] = counter
+            cursor = max(cursor, issue)
             blocking = [a for a in acts if a.cat != "kernel" and r.end >= a.end - 1.0 and r.name not in GRAPH_CALLS]
             if blocking:
                 counter += 1
@@ -252,50 +278,67 @@ def build_step(ev: StepEvents) -> ImportedStep:
             cursor = max(cursor, r.end)
         elif r.name in RECORD_CALLS:
             waiter = waiter_of_record.get(r.correlation)
-            rec_stream: int | None = waiter.wait_on_stream if waiter is not None and waiter.wait_on_stream >= 0 else None
-            if rec_stream is None:
-                rec_stream = last_launched_stream  # without CUDA sync records: the stream last launched to
-            recorded[r.correlation] = last_op_on_stream.get(rec_stream) if rec_stream is not None else None
+            rec_stream = waiter.wait_on_stream if waiter is not None and waiter.wait_on_stream >= 0 else None
+            recorded[r.correlation] = (rec_stream, dict(last_op_on_stream))
             last_record = r.correlation
         elif r.name in WAIT_CALLS:
             recs = sync_by_corr.get(r.correlation, [])
+            waiting = recs[0].stream if recs and recs[0].stream >= 0 else None
             if recs and recs[0].wait_on_record_corr in recorded:
-                pending_waits.append((recs[0].stream, recorded[recs[0].wait_on_record_corr]))
+                rec_stream, snapshot = recorded[recs[0].wait_on_record_corr]
+                if rec_stream is None and recs[0].wait_on_stream >= 0:
+                    rec_stream = recs[0].wait_on_stream
             elif last_record is not None:
+                rec_stream, snapshot = recorded[last_record]
+            else:
+                continue
+            if rec_stream is None or waiting is None:
                 heuristic_waits += 1
-                pending_waits.append((None, recorded.get(last_record)))
+            pending_waits.append((waiting, rec_stream, snapshot))
     if heuristic_waits:
-        notes.append(f"{heuristic_waits} cudaStreamWaitEvent(s) matched by heuristics (the trace has no cuda_sync "
-                     "records: capture with enable_cuda_sync_events=True to make them exact)")
+        notes.append(f"{heuristic_waits} cudaStreamWaitEvent(s) matched by heuristics (no cuda_sync record names "
+                     "both streams: the waiting stream is the next kernel's, the recorded one the other stream "
+                     "launched to last)")
     # Nothing after the last GPU launch changes the step time (it ends with the last GPU activity).
     while ops and ops[-1].family is None:
         ops.pop()
 
-    latency, sync_ret = _device_timing(ev, ops, act_of_op, call_of_op)
+    if latency is None or not any(k not in GRAPH_CALLS for k in api_offset):
+        notes.append(f"no clean sample of a plain kernel launch: launch latency {DEFAULT_LAUNCH_LATENCY_US} us "
+                     "assumed")
+        latency = DEFAULT_LAUNCH_LATENCY_US if latency is None else latency
+    sync_ret = _device_timing(ev, ops, act_of_op, call_of_op, latency, api_offset)
+    if len(api_offset) > 1:
+        notes.append("launch latency by API (runtime call start to GPU start, idle stream): " + ", ".join(
+            f"{k} {v + (latency or 0.0):.1f} us" for k, v in sorted(api_offset.items())))
     return ImportedStep(events=ev, ops=ops, tensors=tensors, launch_latency_us=latency, sync_return_us=sync_ret,
                         training=training, notes=notes)
 
 
 def _device_timing(ev: StepEvents, ops: list[ImportedOp], act_of_op: dict[str, GpuActivity],
-                   call_of_op: dict[str, RuntimeCall]) -> tuple[float | None, float | None]:
-    """Fill `device_gap_us` per kernel; estimate launch latency and sync return time from the trace."""
+                   call_of_op: dict[str, RuntimeCall], latency: float | None,
+                   api_offset: dict[str, float]) -> float | None:
+    """Fill `device_gap_us` per kernel; estimate the sync return time from the trace.
+
+    A kernel's gap is the time it started after everything the replay knows of allowed it:
+    its predecessor on the stream, the kernels it waits for, and its launch (issue point
+    plus launch latency). For a kernel queued behind another that is the device's
+    per-kernel overhead; for one on an idle stream it is SMs held by another stream's
+    kernel (or a dependency the trace does not show).
+    """
     prev_end: dict[int, float] = dict(ev.prior_busy)
-    latencies: list[float] = []
-    seen_calls: set[int] = set()
+    base = latency if latency is not None else DEFAULT_LAUNCH_LATENCY_US
     ordered = sorted((act_of_op[o.doc["name"]].ts, i) for i, o in enumerate(ops) if o.doc["name"] in act_of_op)
     for _, i in ordered:
         o = ops[i]
         act, call = act_of_op[o.doc["name"]], call_of_op[o.doc["name"]]
-        dep_end = max((act_of_op[d].end for d in o.doc.get("after", []) if d in act_of_op), default=0.0)
-        pe = prev_end.get(act.stream)
-        if pe is not None and call.end <= pe and dep_end <= pe:
-            gap = act.ts - pe
-            if gap > 0:
-                o.doc["device_gap_us"] = round(gap, 3)
-        elif (pe is None or pe < call.ts) and dep_end < call.ts and call.index not in seen_calls:
-            latencies.append(act.ts - call.ts)
-        seen_calls.add(call.index)
-        prev_end[act.stream] = max(pe or 0.0, act.end)
+        dep_end = max((act_of_op[d].end for d in o.doc.get("after", []) if d in act_of_op), default=float("-inf"))
+        pe = prev_end.get(act.stream, float("-inf"))
+        launched = call.ts + min(api_offset.get(call.name, 0.0), call.end - call.ts) + base
+        gap = act.ts - max(pe, dep_end, launched)
+        if gap > 0.0005:
+            o.doc["device_gap_us"] = round(gap, 3)
+        prev_end[act.stream] = max(pe, act.end)
     sync_returns: list[float] = []
     gpu_ends = sorted(g.end for g in ev.gpu)
     for r in ev.runtime:
@@ -303,9 +346,32 @@ def _device_timing(ev: StepEvents, ops: list[ImportedOp], act_of_op: dict[str, G
             k = bisect.bisect_right(gpu_ends, r.end) - 1
             idle = max(r.ts, gpu_ends[k]) if k >= 0 else r.ts
             sync_returns.append(r.end - idle)
-    latency = statistics.median(latencies) if latencies else None
-    sync_ret = statistics.median(sync_returns) if sync_returns else None
-    return latency, sync_ret
+    return statistics.median(sync_returns) if sync_returns else None
+
+
+def _launch_latency(ev: StepEvents) -> tuple[float | None, dict[str, float]]:
+    """The launch latency (runtime call start → GPU start on an idle GPU): the smallest median over
+    plain launch APIs; and for every API how much later than that its work starts (a graph
+    launch's kernels start near the end of its long call, a kernel launch's a few microseconds
+    after its start)."""
+    # Only clean samples: the whole GPU idle from the call to the start (no stream order, no
+    # cross-stream wait, no SMs held by another stream's kernel in between).
+    busy_until = max(ev.prior_busy.values(), default=float("-inf"))
+    by_call = {r.correlation: r for r in ev.runtime}
+    samples: dict[str, list[float]] = {}
+    first_seen: set[int] = set()
+    for act in ev.gpu:
+        call = by_call[act.correlation]
+        if call.correlation not in first_seen and busy_until < call.ts:
+            samples.setdefault(call.name, []).append(act.ts - call.ts)
+        first_seen.add(call.correlation)
+        busy_until = max(busy_until, act.end)
+    medians = {k: statistics.median(v) for k, v in samples.items()}
+    plain = {k: v for k, v in medians.items() if k not in GRAPH_CALLS}
+    if not medians:
+        return None, {}
+    base = min(plain.values()) if plain else DEFAULT_LAUNCH_LATENCY_US
+    return base, {k: max(0.0, v - base) for k, v in medians.items()}
 
 
 def workload_doc(step: ImportedStep, source: Path) -> dict[str, Any]:

@@ -18,11 +18,12 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     for family, pattern in (
         ("collective", r"nccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|sendrecv"),
         ("triton", r"^triton_|^triton__|\btriton\b"),
-        ("attention", r"flash|fmha|attention|attn|sdpa|mha_|_mha|cudnn_.*(mha|sdpa)"),
+        ("attention", r"flash|fmha|attention|attn|sdpa|mha_|_mha|cudnn_.*(mha|sdpa)|"
+                      r"cudnn::fusion::(compute_dot_do_o|convert_dq)"),
         ("copy", r"^memcpy|^memset|copy_kernel|copy_device_to_device|\bcopy\b|fill_kernel|zero_kernel|cat_array"),
         ("layout", r"transpose|permute|nchw|nhwc|im2col|col2im"),
         ("gemm", r"gemm|cutlass|cublas|nvjet|xmma|sm\d+_xmma|\bmma\b|matmul|gemv|dot_kernel|splitkreduce|s\d+gemm|wgrad|dgrad"),
-        ("reduction", r"reduce|layer_norm|layernorm|rms_?norm|softmax|batch_norm|group_norm|norm_kernel|"
+        ("reduction", r"reduce|layer_norm|gammabetabackward|layernorm|rms_?norm|softmax|batch_norm|group_norm|norm_kernel|"
                       r"cross_entropy|nll_loss|argmax|argmin|cumsum|scan|topk|sort"),
         ("elementwise", r"elementwise|vectorized|unrolled|pointwise|fused_dropout|dropout|gelu|relu|silu|"
                         r"activation|binary|unary|addcmul|adam|sgd|foreach|multi_tensor_apply|index|scatter|gather"),

@@ -46,7 +46,7 @@ ELEMENTWISE_MATH: dict[str, dict[str, float]] = {
     "tanh": {"tanh": 1}, "exp": {"exp": 1}, "sigmoid": {"exp": 1, "div": 1}, "silu": {"exp": 1, "div": 1, "mul": 1},
     "silu_backward": {"exp": 1, "div": 1, "mul": 3}, "rsqrt": {"rsqrt": 1}, "sqrt": {"rsqrt": 1, "mul": 1},
     "addcmul": {"fma": 1}, "addcdiv": {"div": 1, "add": 1}, "lerp": {"fma": 2}, "fill": {}, "zero": {},
-    "where": {"select": 1}, "masked_fill": {"select": 1}, "neg": {"mul": 1}, "pow": {"exp": 2},
+    "fill_": {}, "zero_": {}, "where": {"select": 1}, "masked_fill": {"select": 1}, "neg": {"mul": 1}, "pow": {"exp": 2},
     "_foreach_add": {"add": 1}, "_foreach_mul": {"mul": 1}, "embedding": {}, "index_select": {},
 }
 REDUCTION_MATH: dict[str, dict[str, float]] = {
@@ -58,7 +58,7 @@ REDUCTION_MATH: dict[str, dict[str, float]] = {
     "_fused_rms_norm": {"fma": 2, "rsqrt": 1}, "rms_norm": {"fma": 2, "rsqrt": 1},
     "nll_loss_forward": {"add": 1}, "nll_loss_backward": {}, "argmax": {"select": 1}, "cumsum": {"add": 1},
 }
-COPY_OPS = {"copy_", "_to_copy", "to", "clone", "contiguous", "_copy_from", "copy", "index_put_", "cat",
+COPY_OPS = {"copy_", "index_copy", "index_copy_", "_to_copy", "to", "clone", "contiguous", "_copy_from", "copy", "index_put_", "cat",
             "fill_", "zero_", "zeros", "zeros_like", "ones", "full", "empty_like", "new_zeros", "embedding"}
 
 
@@ -220,7 +220,11 @@ def infer_op(family: str, stack: list[CpuOp], act: GpuActivity, prefix: str) -> 
             inf = _streaming(op, "elementwise", prefix, {})
             if inf is None:
                 return None
-            nbytes = sum(_numel(tuple(t["shape"])) * _BYTES[t["dtype"]] for t in inf.tensors.values())
+            sizes = [_numel(tuple(t["shape"])) * _BYTES[t["dtype"]] for t in inf.tensors.values()]
+            if short.startswith(("index_copy", "index_put")):
+                # NB: the destination (first input) is touched only where the source lands.
+                sizes = [2 * sizes[-2]] if len(sizes) >= 2 else sizes
+            nbytes = sum(sizes)
             return Inferred({"kind": "copy", "bytes": nbytes, "engine": "sm", "direction": "d2d"})
         elif family == "layout" and short in ("transpose", "permute", "contiguous", "clone", "copy_", "_to_copy"):
             inf = _streaming(op, "layout", prefix, {})

@@ -135,3 +135,15 @@ def test_trace_without_steps_is_one_span(tmp_path: Path) -> None:
     assert step.events.step.name == "whole trace"
     with pytest.raises(InputError, match="no ProfilerStep# markers"):
         import_trace(p, "1")
+
+
+def test_helper_kernels_of_one_cpu_op_are_not_priced_twice() -> None:
+    """An SDPA backward launches its main kernel and cuDNN helpers: only the longest gets the shapes."""
+    path = MALFORMED.parent / "traces" / "transformer_eager.json.gz"
+    if not path.exists():
+        pytest.skip("real trace fixture not captured yet")
+    step = import_trace(path)
+    attn = [o.doc for o in step.ops if o.family == "attention"]
+    backward = [d for d in attn if d.get("direction") == "backward" or d.get("phase") == "backward"]
+    assert sum(1 for d in backward if d["kind"] == "attention") == 1
+    assert all(d.get("unpriced") for d in backward if d["kind"] != "attention")
