@@ -35,7 +35,7 @@ import simpy
 from simpy.events import Timeout
 
 from sim.costmodel import KernelCost
-from sim.costmodel.host import eager_dispatch_s, host_op_s
+from sim.costmodel.host import compiled_call_s, eager_dispatch_s, host_op_s
 from sim.graph import Graph
 from sim.hardware import Hardware
 from sim.trace import HOST_TRACK, Interval, Trace, stream_track
@@ -201,14 +201,15 @@ class Simulation:
                     j += 1
                 label = op.region or op.name
                 if op.mode == "compiled":
-                    if hw.compiled_call_s > 0:
+                    call_s = compiled_call_s(op, hw)
+                    if call_s > 0:
                         start = env.now
-                        yield Timeout(env, hw.compiled_call_s)
+                        yield Timeout(env, call_s)
                         self._host_interval(f"compiled call: {label}", "compiled_call", start, i)
                     for k in range(i, j):
-                        if hw.triton_launch_s > 0:
+                        if hw.compiled_kernel_s > 0:
                             start = env.now
-                            yield Timeout(env, hw.triton_launch_s)
+                            yield Timeout(env, hw.compiled_kernel_s)
                             self._host_interval(ops[k].name, "launch", start, k)
                         yield from self._enqueue(k, False)
                 else:

@@ -40,10 +40,12 @@ class Hardware:
     hbm_peak_bps: float
     hbm_sustained_bps: float
     mem_latency_s: float
+    bw_knee_exponent: float
     per_sm_max_bps: float
     l2_bytes: float
     l2_bps: float
     spill_bps: float
+    l1_bytes_per_sm: float
     tensor_flops: dict[str, float]
     fp32_lanes_per_sm: float
     sfu_lanes_per_sm: float
@@ -69,9 +71,13 @@ class Hardware:
     eager_op_by_kind_s: dict[str, float]
     framework_op_s: float
     autograd_node_s: float
+    backward_call_s: float
     launch_s: float
     compiled_call_s: float
     triton_launch_s: float
+    compiled_kernel_s: float
+    compiled_backward_call_s: float
+    python_function_s: float
     graph_launch_s: float
     graph_kernel_s: float
     sync_s: float
@@ -83,6 +89,7 @@ class Hardware:
     network_latency_s: float
     comm_efficiency: float
     libraries: dict[str, dict[str, float]] = field(default_factory=dict)
+    corrections: dict[str, tuple[tuple[tuple[float, ...], float], ...]] = field(default_factory=dict)
     source_file: str = ""
     measured: bool = field(default=False)
 
@@ -112,10 +119,12 @@ class Hardware:
             hbm_peak_bps=mem.hbm_peak_gbps.value * 1e9,
             hbm_sustained_bps=mem.hbm_sustained_gbps.value * 1e9,
             mem_latency_s=mem.latency_ns.value * 1e-9,
+            bw_knee_exponent=mem.bandwidth_knee_exponent.value,
             per_sm_max_bps=mem.per_sm_max_gbps.value * 1e9,
             l2_bytes=mem.l2_bytes.value,
             l2_bps=mem.l2_gbps.value * 1e9,
             spill_bps=mem.spill_gbps.value * 1e9,
+            l1_bytes_per_sm=mem.l1_bytes_per_sm.value,
             tensor_flops={d: q.value * 1e12 for d, q in comp.tensor_tflops.items()},
             fp32_lanes_per_sm=comp.fp32_lanes_per_sm.value,
             sfu_lanes_per_sm=comp.sfu_lanes_per_sm.value,
@@ -141,9 +150,13 @@ class Hardware:
             eager_op_by_kind_s={kind: q.value * us for kind, q in h.eager_op_us_by_kind.items()},
             framework_op_s=h.framework_op_us.value * us,
             autograd_node_s=h.autograd_node_us.value * us,
+            backward_call_s=h.backward_call_us.value * us,
             launch_s=h.launch_us.value * us,
             compiled_call_s=h.compiled_call_us.value * us,
             triton_launch_s=h.triton_launch_us.value * us,
+            compiled_kernel_s=h.compiled_kernel_us.value * us,
+            compiled_backward_call_s=h.compiled_backward_call_us.value * us,
+            python_function_s=h.python_function_us.value * us,
             graph_launch_s=h.graph_launch_us.value * us,
             graph_kernel_s=h.graph_kernel_us.value * us,
             sync_s=h.sync_us.value * us,
@@ -155,6 +168,7 @@ class Hardware:
             network_latency_s=ln.network_latency_us.value * us,
             comm_efficiency=ln.comm_efficiency.value,
             libraries={lib: {kind: q.value for kind, q in kinds.items()} for lib, kinds in f.libraries.items()},
+            corrections={name: tuple((tuple(p.x), p.ratio) for p in t.points) for name, t in f.corrections.items()},
             source_file=source_file,
             measured=any(
                 q.source == "measured"

@@ -15,7 +15,7 @@ from sim.schema.workload import Bucket, Launch, OpBase, RepeatBlock, WorkloadFil
 
 # Op fields that are not dimension expressions.
 _META_FIELDS = frozenset(OpBase.model_fields) | {"kind", "math", "dtype", "layout", "causal", "direction",
-                                                 "engine", "transform", "collective"}
+                                                 "engine", "transform", "collective", "axis"}
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ def build_op(raw: OpBase, env: dict[str, float], *, file: str, path: str, mode: 
         if v < 0:
             raise InputError("must be >= 0", file=file, path=f"{path}.{key}", value=v, expected="a non-negative size")
         attrs[key] = v
-    for key in ("dtype", "layout", "causal", "direction", "engine", "transform", "collective"):
+    for key in ("dtype", "layout", "causal", "direction", "engine", "transform", "collective", "axis"):
         if key in data:
             attrs[key] = data[key]
     if "math" in data:

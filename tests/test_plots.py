@@ -64,7 +64,7 @@ def test_html_report_is_self_contained(tmp_path: Path) -> None:
     infos = write_run_plots(result, traces, tmp_path)
     page = render_page("t", run_tables(result), infos, tmp_path, path.read_text(), str(path))
     assert page.count("data:image/png;base64,") == len(infos)
-    assert "fused_b1024" in page and "simpy" in page and "matplotlib" in page
+    assert "fused_b2048" in page and "simpy" in page and "matplotlib" in page
     assert 'src="http' not in page and "<script" not in page
 
 

@@ -1,38 +1,83 @@
 """Flash-style attention: forward, backward, causal or not, and decode over a KV cache.
 
-FLOPs: forward 4·b·h·sq·skv·d (QKᵀ and PV), halved when causal with sq = skv; backward
-2.5× forward (five matmuls to two). Bytes: the op's tensors once (Q, K, V, O and their
-gradients). Decode (sq = 1) is therefore bound by reading the cache. Efficiency per
-direction comes from the profile (measured on the device where calibrated).
+Prefill/training (query length > 1): work is tiles of 128 queries × 128 keys. FLOPs are
+4·b·h·sq·skv·d forward (QKᵀ and PV) and 2.5× that backward (five matmuls to two). A causal
+mask skips the tiles above the diagonal, but a tile on it is computed whole: the computed
+share is (n+1)/(2n) for n tiles per side, not ½. Each query tile's pipeline is filled and
+drained once, so short key lengths run below peak: efficiency × skv / (skv + k_half) (the
+same prologue/epilogue cost as a GEMM's K loop). Few query tiles leave SMs idle.
+
+Decode (query length 1) streams the K/V cache. The kernel runs one block per (batch, head)
+and splits the keys into more blocks when that is too few to fill the GPU; its bandwidth
+is the sustained bandwidth times the share of SMs its grid fills, corrected near calibrated
+shapes by the measured/model ratio (the library picks kernels by shape).
 """
 
 from __future__ import annotations
 
+import math
 from types import MappingProxyType
 
 from sim.costmodel import KernelCost, register
+from sim.costmodel.corrections import interpolate
 from sim.costmodel.elementwise import io_bytes
 from sim.costmodel.gemm import _peak
 from sim.graph import Graph, Op
 from sim.hardware import Hardware
 
+TILE = 128
+# NB: decode kernels (FlashDecoding-style; cuDNN's SDPA decode path) run a block per
+# (batch, head) and split the keys in chunks of 1024 until about two blocks per SM
+# (estimate of the library's heuristic). What the library does beyond that per shape is in
+# the profile's calibrated `corrections.attention_decode` table.
+DECODE_KV_CHUNK = 1024
+
+
+def causal_share(sq: int, skv: int) -> float:
+    n = max(1, math.ceil(max(sq, skv) / TILE))
+    return (n + 1) / (2 * n)
+
+
+def decode_model_s(hw: Hardware, nbytes: float, heads: int, skv: int) -> tuple[float, int, int]:
+    """Analytic decode time before the calibrated correction: (seconds, grid, kv splits)."""
+    splits = max(1, min(math.ceil(2 * hw.sm_count / heads), math.ceil(skv / DECODE_KV_CHUNK)))
+    grid = heads * splits
+    fill = min(1.0, grid / hw.sm_count)
+    return hw.kernel_fixed_s + hw.mem_latency_s + nbytes / (hw.hbm_sustained_bps * fill), grid, splits
+
+
+def _decode_cost(op: Op, graph: Graph, hw: Hardware, b: int, h: int, skv: int) -> KernelCost:
+    r, w = io_bytes(op, graph)
+    model_s, grid, splits = decode_model_s(hw, r + w, b * h, skv)
+    corr = interpolate(hw.corrections.get("attention_decode", ()), (b * h, skv))
+    time = hw.kernel_fixed_s + (model_s - hw.kernel_fixed_s) * corr
+    return KernelCost(
+        time_s=time, compute_s=0.0, memory_s=time - hw.kernel_fixed_s, fixed_s=hw.kernel_fixed_s,
+        limiter="hbm" if grid >= hw.sm_count else "tail", category="memory",
+        hbm_bytes=r + w, flops=4.0 * b * h * skv * float(op.attrs["head_dim"]),
+        bw_demand=min(1.0, (r + w) / time / hw.hbm_sustained_bps), sm_demand=min(1.0, grid / hw.sm_count),
+        detail=MappingProxyType({"grid": grid, "kv_splits": splits, "correction": round(corr, 4)}),
+    )
+
 
 @register("attention")
 def attention_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
-    b, h = op.attrs["batch"], op.attrs["heads"]
-    sq, skv, d = op.attrs["seq_q"], op.attrs["seq_kv"], op.attrs["head_dim"]
+    b, h = int(op.attrs["batch"]), int(op.attrs["heads"])
+    sq, skv, d = int(op.attrs["seq_q"]), int(op.attrs["seq_kv"]), int(op.attrs["head_dim"])
     causal = bool(op.attrs.get("causal", False))
     fwd = op.attrs.get("direction", "forward") == "forward"
+    if sq == 1 and fwd:
+        return _decode_cost(op, graph, hw, b, h, skv)
     flops = 4.0 * b * h * sq * skv * d
     if causal and sq > 1:
-        flops *= 0.5
+        flops *= causal_share(sq, skv)
     if not fwd:
         flops *= 2.5
     eff = hw.attention_fwd_eff if fwd else hw.attention_bwd_eff
-    # Work is spread over (batch × heads × query tiles of 128); few tiles leave SMs idle.
-    tiles = b * h * max(1, -(-int(sq) // 128))
+    ramp = skv / (skv + hw.gemm_k_half)
+    tiles = b * h * max(1, math.ceil(sq / TILE))
     fill = min(1.0, tiles / hw.sm_count)
-    compute_s = flops / (_peak(hw, op.attrs.get("dtype", "bf16")) * eff * fill)
+    compute_s = flops / (_peak(hw, op.attrs.get("dtype", "bf16")) * eff * ramp * fill)
     r, w = io_bytes(op, graph)
     hbm = r + w
     memory_s = hbm / hw.hbm_sustained_bps + hw.mem_latency_s
@@ -50,5 +95,5 @@ def attention_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
         flops=flops,
         bw_demand=min(1.0, hbm / time / hw.hbm_sustained_bps),
         sm_demand=fill,
-        detail=MappingProxyType({"tiles": tiles, "fill": round(fill, 4), "efficiency": eff}),
+        detail=MappingProxyType({"tiles": tiles, "fill": round(fill, 4), "efficiency": eff, "ramp": round(ramp, 4)}),
     )

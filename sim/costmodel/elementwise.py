@@ -22,10 +22,16 @@ from sim.graph import DTYPE_BYTES, Graph, LaunchConfig, Op
 from sim.hardware import Hardware, occupancy
 
 # NB: defaults for library kernels whose launch config a workload does not give.
-# PyTorch's vectorized elementwise kernels (aten/src/ATen/native/cuda/CUDALoops.cuh):
-# 128 threads per block, 4 elements per thread per iteration; registers are an estimate.
+# PyTorch's vectorized elementwise kernels (aten/src/ATen/native/cuda/CUDALoops.cuh) run
+# 128 threads per block, each thread one 16-byte vector per input (8 bf16 elements; the
+# H200 kernel traces show grid = numel / 1024 for bf16). Registers come from the estimator.
 DEFAULT_THREADS = 128
-DEFAULT_ELEMS_PER_THREAD = 4
+VECTOR_BYTES = 16
+
+
+def default_elems_per_thread(graph: Graph, op: Op) -> int:
+    widest = max((DTYPE_BYTES[graph.tensors[t].dtype] for t in op.reads + op.writes), default=2)
+    return max(1, int(VECTOR_BYTES // widest))
 
 
 def estimate_registers(hw: Hardware, elems_per_thread: int) -> int:
@@ -80,36 +86,55 @@ def streaming_cost(
     math_ops: Mapping[str, float],
     category: str | None = None,
     bandwidth_factor: float = 1.0,
+    inflight_cap: float | None = None,
+    default_grid: int | None = None,
 ) -> KernelCost:
-    """Cost of a kernel that streams `numel` elements once with the op's launch config."""
+    """Cost of a kernel that streams `numel` elements once with the op's launch config.
+
+    `inflight_cap` bounds the bytes a thread keeps in flight (a loop with a carried
+    dependency issues one vector, waits, then the next); `default_grid` is the library's
+    grid when the op gives none (e.g. one block per row).
+    """
     launch = op.launch or LaunchConfig()
     threads = launch.block or DEFAULT_THREADS
-    ept = launch.elems_per_thread or DEFAULT_ELEMS_PER_THREAD
+    grid = launch.grid or default_grid
+    if launch.elems_per_thread:
+        ept = launch.elems_per_thread  # elements a thread holds at once (one iteration)
+    elif grid:
+        # A fixed grid (grid-stride loop, one block per row): each iteration moves one vector.
+        ept = min(default_elems_per_thread(graph, op), max(1, math.ceil(numel / (grid * threads))))
+    else:
+        ept = default_elems_per_thread(graph, op)
     regs = launch.regs_per_thread or estimate_registers(hw, ept)
-    grid = launch.grid or max(1, math.ceil(numel / (threads * ept)))
+    grid = grid or max(1, math.ceil(numel / (threads * ept)))
     occ = occupancy(hw, threads, regs, launch.smem_per_block or 0, grid)
     total = bytes_read + bytes_written
-    # Bytes in flight per thread: the loads it issues before it needs them. A grid-stride
-    # kernel (grid given) keeps one iteration's loads in flight.
+    # Bytes in flight per thread: the loads of one iteration, issued before they are needed.
     inflight = ept * inflight_per_elem
+    if inflight_cap is not None:
+        inflight = min(inflight, inflight_cap)
     mem_s, mem_lim, bw_share = stream_time(hw, total / bandwidth_factor, occ, max(inflight, 1.0))
     fp32, sfu, integer = instructions(hw, math_ops, op.name)
-    overhead = hw.elementwise_instr_per_element
     warps_per_scheduler = occ.warps_per_sm / hw.schedulers_per_sm
     hide = min(1.0, warps_per_scheduler / hw.warps_to_hide_latency)
-    sms = occ.active_sms
-    rate = sms * hw.clock_hz * hide
+    rate = occ.active_sms * hw.clock_hz * hide
+    # Each unit's cycles per element add up: the measured fused kernels (erf and Philox in
+    # one thread) take the sum of their parts, not the slowest part.
     unit_times = {
         "fp32": numel * fp32 / (hw.fp32_lanes_per_sm * rate),
         "sfu": numel * sfu / (hw.sfu_lanes_per_sm * rate),
         "int": numel * integer / (hw.int_lanes_per_sm * rate),
-        "issue": numel * (fp32 + sfu + integer + overhead)
+        "issue": numel * hw.elementwise_instr_per_element
         / (hw.schedulers_per_sm * hw.issue_per_scheduler * hw.warp_size * rate),
     }
     comp_lim = max(unit_times, key=lambda k: unit_times[k])
-    comp_s = unit_times[comp_lim]
-    spill_bytes = (occ.spilled_regs_per_thread * 4 + (launch.spill_bytes_per_thread or 0)) * occ.threads_per_block * grid
-    spill_s = 2 * spill_bytes / hw.spill_bps
+    comp_s = sum(unit_times.values())
+    spill_per_thread = occ.spilled_regs_per_thread * 4 + (launch.spill_bytes_per_thread or 0)
+    spill_bytes = spill_per_thread * occ.threads_per_block * grid
+    # Spilled values of every resident thread stay in L1 when they fit; else they go to memory.
+    footprint = spill_per_thread * occ.threads_per_block * occ.blocks_per_sm + (launch.smem_per_block or 0) * occ.blocks_per_sm
+    spill_bw = hw.spill_bps if footprint <= hw.l1_bytes_per_sm else hw.hbm_sustained_bps
+    spill_s = 2 * spill_bytes / spill_bw
     body = max(mem_s, comp_s)
     time = hw.kernel_fixed_s + body + spill_s
     if spill_s > body:
@@ -128,7 +153,7 @@ def streaming_cost(
         fixed_s=hw.kernel_fixed_s,
         limiter=limiter,
         category=cat,
-        hbm_bytes=total + 2 * spill_bytes,
+        hbm_bytes=total + (2 * spill_bytes if spill_bw == hw.hbm_sustained_bps else 0.0),
         flops=numel * 2 * fp32,
         bw_demand=min(1.0, (total / time) / hw.hbm_sustained_bps) if time > 0 else 0.0,
         sm_demand=min(1.0, occ.grid / (hw.sm_count * occ.blocks_per_sm)),
@@ -145,6 +170,7 @@ def streaming_cost(
                 "waves": occ.waves,
                 "bw_share": round(bw_share, 4),
                 "spill_bytes": spill_bytes,
+                "latency_hiding": round(hide, 4),
             }
         ),
     )

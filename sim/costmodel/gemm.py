@@ -19,34 +19,32 @@ import math
 from types import MappingProxyType
 
 from sim.costmodel import KernelCost, register
+from sim.costmodel.corrections import interpolate
 from sim.errors import KernelsimError
 from sim.graph import DTYPE_BYTES, Graph, Op
 from sim.hardware import Hardware
 
 
 def _peak(hw: Hardware, dtype: str) -> float:
-    key = "tf32" if dtype == "fp32" and "tf32" in hw.tensor_flops else dtype
-    if key not in hw.tensor_flops:
+    """Peak FLOP/s of a GEMM in `dtype`: tensor cores, or the FP32 pipes for plain fp32 (no TF32)."""
+    if dtype == "fp32":
+        return 2.0 * hw.fp32_lanes_per_sm * hw.sm_count * hw.clock_hz
+    if dtype not in hw.tensor_flops:
         raise KernelsimError(f"hardware profile '{hw.name}' has no tensor-core rate for dtype '{dtype}'")
-    return hw.tensor_flops[key]
+    return hw.tensor_flops[dtype]
+
+
+def _aligned(n: int, k: int, dtype: str) -> bool:
+    item = DTYPE_BYTES[dtype]
+    return (k * item) % 16 == 0 and (n * item) % 16 == 0
 
 
 def correction(hw: Hardware, m: int, n: int, k: int, dtype: str) -> float:
-    """Inverse-distance-weighted measured/model ratio of the nearest calibrated shapes."""
-    pts = [p for p in hw.gemm_correction if p[3] == dtype]
-    if not pts:
-        return 1.0
-    x = (math.log2(max(m, 1)), math.log2(n), math.log2(k))
-    scored = []
-    for pm, pn, pk, _, ratio in pts:
-        d2 = (x[0] - math.log2(max(pm, 1))) ** 2 + (x[1] - math.log2(pn)) ** 2 + (x[2] - math.log2(pk)) ** 2
-        if d2 < 1e-12:
-            return ratio
-        scored.append((d2, ratio))
-    scored.sort()
-    near = scored[:4]
-    wsum = sum(1.0 / d for d, _ in near)
-    return sum(r / d for d, r in near) / wsum
+    """The calibrated measured/model ratio near (m, n, k), among shapes of the same dtype and alignment."""
+    aligned = _aligned(n, k, dtype)
+    pts = [((pm, pn, pk), ratio) for pm, pn, pk, pd, ratio in hw.gemm_correction
+           if pd == dtype and _aligned(pn, pk, dtype) == aligned]
+    return interpolate(pts, (m, n, k)) if pts else 1.0
 
 
 def gemm_terms(hw: Hardware, m: int, n: int, k: int, batch: int, dtype: str) -> dict[str, float]:
@@ -65,7 +63,7 @@ def gemm_terms(hw: Hardware, m: int, n: int, k: int, batch: int, dtype: str) -> 
     tile_eff = (m * n) / (math.ceil(m / tm) * tm * math.ceil(n / tn) * tn)
     k_slice = k / split
     k_eff = k_slice / (k_slice + hw.gemm_k_half)
-    aligned = (k * item) % 16 == 0 and (n * item) % 16 == 0
+    aligned = _aligned(n, k, dtype)
     align_eff = 1.0 if aligned else hw.gemm_misaligned_factor
     eff = hw.gemm_max_efficiency * wave_eff * tile_eff * k_eff * align_eff
     compute_s = flops / (_peak(hw, dtype) * eff)

@@ -1,5 +1,5 @@
-"""Host-side costs of eager ops: framework dispatch by op kind, autograd's per-node overhead in
-the backward pass, framework ops that launch no kernel. Pure functions of (op, profile)."""
+"""Host-side costs of eager ops: framework dispatch by op kind; and of `host` ops: framework ops
+that launch no kernel, autograd engine starts and backward nodes. Pure functions of (op, profile)."""
 
 from __future__ import annotations
 
@@ -8,15 +8,27 @@ from sim.hardware import Hardware
 
 
 def eager_dispatch_s(op: Op, hw: Hardware) -> float:
-    """Framework time of one eager op before its driver launch (host.launch_us is separate)."""
-    base = hw.eager_op_by_kind_s.get(op.kind, hw.eager_op_s)
-    if op.phase == "backward":
-        base += hw.autograd_node_s
-    return base
+    """Framework time of one eager op before its driver launch (host.launch_us is separate).
+
+    Autograd's per-node cost is not added here: a backward node may launch several kernels
+    (MmBackward launches two GEMMs), so workloads declare nodes with `host` ops."""
+    if op.library == "triton":  # a Triton kernel launched from Python (e.g. in an autograd.Function)
+        return hw.triton_launch_s
+    return hw.eager_op_by_kind_s.get(op.kind, hw.eager_op_s)
 
 
 def host_op_s(op: Op, hw: Hardware) -> float:
-    """A `host` op: an explicit duration, plus `framework_ops` kernel-less framework ops."""
+    """A `host` op: an explicit duration, `framework_ops` kernel-less framework ops,
+    `backward_calls` starts of the autograd engine, `autograd_nodes` backward nodes and
+    `function_calls` torch.autograd.Function calls."""
     seconds = float(op.attrs.get("duration_us", 0.0)) * 1e-6
     seconds += float(op.attrs.get("framework_ops", 0.0)) * hw.framework_op_s
+    seconds += float(op.attrs.get("backward_calls", 0.0)) * hw.backward_call_s
+    seconds += float(op.attrs.get("autograd_nodes", 0.0)) * hw.autograd_node_s
+    seconds += float(op.attrs.get("function_calls", 0.0)) * hw.python_function_s
     return seconds
+
+
+def compiled_call_s(op: Op, hw: Hardware) -> float:
+    """The wrapper call of a compiled region: AOTAutograd's backward graph costs more than a forward."""
+    return hw.compiled_backward_call_s if op.phase == "backward" else hw.compiled_call_s

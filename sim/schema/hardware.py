@@ -82,11 +82,15 @@ class MemorySection(Strict):
     hbm_capacity_bytes: PositiveQuantity
     hbm_peak_gbps: PositiveQuantity
     hbm_sustained_gbps: PositiveQuantity = Field(description="best achievable streaming bandwidth (large copies)")
-    latency_ns: PositiveQuantity = Field(description="loaded DRAM latency used in Little's law")
+    latency_ns: PositiveQuantity = Field(description="unloaded DRAM latency used in Little's law")
+    bandwidth_knee_exponent: PositiveQuantity = Field(
+        description="n of the smooth minimum (X^-n + B^-n)^(-1/n) between Little's-law and sustained bandwidth: "
+        "queueing makes loaded latency grow as bandwidth nears its ceiling")
     per_sm_max_gbps: PositiveQuantity = Field(description="most one SM can stream")
     l2_bytes: PositiveQuantity
     l2_gbps: PositiveQuantity
-    spill_gbps: PositiveQuantity = Field(description="bandwidth of local-memory (spill) traffic")
+    spill_gbps: PositiveQuantity = Field(description="bandwidth of local-memory (spill) traffic that stays in L1")
+    l1_bytes_per_sm: PositiveQuantity = Field(description="combined L1/shared-memory capacity per SM")
 
 
 class OpCost(Provenance):
@@ -130,6 +134,19 @@ class GemmPoint(Strict):
     ratio: float
 
 
+class CorrectionPoint(Strict):
+    x: list[float] = Field(min_length=1)
+    ratio: float = Field(gt=0)
+
+
+class CorrectionTable(Strict):
+    """Measured / model time at calibrated points, interpolated in log space near them."""
+
+    dims: list[str] = Field(min_length=1)
+    points: list[CorrectionPoint]
+    provenance: Provenance
+
+
 class EfficiencySection(Strict):
     attention_fwd: PositiveQuantity
     attention_bwd: PositiveQuantity
@@ -147,9 +164,13 @@ class HostSection(Strict):
         default_factory=dict, description="framework dispatch per eager op of this kind (gemm, elementwise, ...)")
     framework_op_us: Quantity = Field(description="a framework op that launches no kernel (view, transpose, t)")
     autograd_node_us: Quantity = Field(description="autograd engine overhead per backward op")
+    backward_call_us: Quantity = Field(description="fixed host cost of one .backward() call (engine start, thread hand-off)")
     launch_us: Quantity = Field(description="driver launch call per kernel (host)")
     compiled_call_us: Quantity = Field(description="compiled-graph wrapper per call (host)")
-    triton_launch_us: Quantity = Field(description="Triton launcher per kernel in a compiled graph (host)")
+    triton_launch_us: Quantity = Field(description="Triton kernel launched from Python, e.g. in an autograd.Function (host)")
+    compiled_kernel_us: Quantity = Field(description="host cost per kernel a compiled graph's wrapper launches")
+    compiled_backward_call_us: Quantity = Field(description="compiled backward graph call (AOTAutograd) per step (host)")
+    python_function_us: Quantity = Field(description="a torch.autograd.Function call, forward or backward (host)")
     graph_launch_us: Quantity = Field(description="CUDA graph replay call (host)")
     graph_kernel_us: Quantity = Field(description="device time of an empty kernel inside a CUDA graph (replaces kernel.fixed_us there)")
     sync_us: Quantity = Field(description="host cost of a stream/device synchronize once work is done")
@@ -178,6 +199,8 @@ class HardwareProfileFile(Strict):
     kernel: KernelSection
     host: HostSection
     links: LinksSection
+    corrections: dict[str, CorrectionTable] = Field(
+        default_factory=dict, description="calibrated residual tables of families whose library picks kernels by shape")
     libraries: dict[str, dict[str, PositiveQuantity]] = Field(
         default_factory=dict,
         description="throughput of alternative libraries per op kind, relative to the default (torch/cuBLAS)",

@@ -25,6 +25,11 @@ class FuseArgs(Strict):
     recompute: list[str] = Field(
         default_factory=list, description="tensors the fused kernel recomputes instead of reading them"
     )
+    math: dict[str, Expr] | None = Field(
+        default=None,
+        description="the fused kernel's own math per element (e.g. its RNG differs from the library's); "
+        "default: the members' math, weighted by their element counts",
+    )
     extra_reads: list[str] = Field(
         default_factory=list, description="tensors the fused kernel reads to recompute what was dropped"
     )

@@ -93,6 +93,7 @@ class ReductionOp(OpBase):
     kind: Literal["reduction"]
     rows: Expr
     cols: Expr
+    axis: Literal["cols", "rows"] = Field(default="cols", description="the axis reduced: cols (row-wise, e.g. layer norm) or rows (column sums, e.g. bias gradients)")
     passes: Expr = 1
     math: dict[str, Expr] = Field(default_factory=dict)
 
@@ -134,6 +135,9 @@ class HostOp(OpBase):
     kind: Literal["host"]
     duration_us: Expr = 0
     framework_ops: Expr = 0
+    backward_calls: Expr = 0
+    autograd_nodes: Expr = 0
+    function_calls: Expr = 0
 
 
 class SyncOp(OpBase):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
+from sim import expr
 from sim.graph import Graph, Op
 from sim.schema.scenario import FuseArgs
 from sim.transforms import Context, register
@@ -97,15 +98,15 @@ def fuse(graph: Graph, args: FuseArgs, ctx: Context) -> Graph:
             numels.append(graph.tensors[t].numel)
     numel = max(numels)
     math: dict[str, float] = {}
-    for o, n in zip(ops, numels, strict=True):
-        for name, count in o.attrs.get("math", {}).items():
-            math[name] = math.get(name, 0.0) + count * n / numel
+    if args.math is not None:
+        for name, raw in args.math.items():
+            math[name] = float(expr.evaluate_at(raw, ctx.params, file=ctx.file, path=f"{ctx.path}.math.{name}"))
+    else:
+        for o, n in zip(ops, numels, strict=True):
+            for name, count in o.attrs.get("math", {}).items():
+                math[name] = math.get(name, 0.0) + count * n / numel
     for name, raw in args.recompute_math.items():
-        val = raw if isinstance(raw, int | float) else None
-        if val is None:
-            from sim import expr
-
-            val = expr.evaluate_at(raw, ctx.params, file=ctx.file, path=f"{ctx.path}.recompute_math.{name}")
+        val = expr.evaluate_at(raw, ctx.params, file=ctx.file, path=f"{ctx.path}.recompute_math.{name}")
         math[name] = math.get(name, 0.0) + float(val)
     attrs: dict[str, object] = {"math": MappingProxyType(math)}
     if red is not None:

@@ -1,8 +1,9 @@
 """mode: set the execution mode (eager, compiled, cuda_graph) of a region, of named ops, or of all.
 
 The host costs of each mode are the engine's (per-op dispatch, per-call wrapper and
-per-kernel launcher, per-graph replay); this pass only relabels ops. Ops given by name
-become one region so that they run as one compiled call or one graph.
+per-kernel launcher, per-graph replay). Ops given by name, or every op, become one region
+so that they run as one compiled call or one graph. A CUDA graph replays kernels only: the
+host ops inside the region (framework ops, autograd nodes) are removed.
 """
 
 from __future__ import annotations
@@ -23,11 +24,18 @@ def set_mode(graph: Graph, args: ModeArgs, ctx: Context) -> Graph:
         regions = sorted({o.region for o in graph.ops if o.region})
         raise ctx.error("no op is in this region", ".region", args.region, "one of: " + (", ".join(regions) or "none declared"))
     selected = set(args.ops) if args.ops is not None else None
-    region_label = args.region or (f"{args.mode}:{'+'.join(args.ops)}" if args.ops else None)
+    if args.region is not None:
+        region_label: str | None = args.region
+    elif args.ops is not None:
+        region_label = f"{args.mode}:{'+'.join(args.ops)}"
+    else:
+        region_label = args.mode  # the whole step is one compiled call / one graph
     out = []
     for o in graph.ops:
         hit = (selected is None or o.name in selected) and (args.region is None or o.region == args.region)
+        if hit and o.kind == "host" and args.mode == "cuda_graph":
+            continue  # a graph replay runs no framework code: the host work inside the region is gone
         if hit and o.kind != "sync":
-            o = o.with_(mode=args.mode, region=region_label if args.ops is not None else o.region)
+            o = o.with_(mode=args.mode, region=region_label)
         out.append(o)
     return graph.with_ops(out)

@@ -1,0 +1,244 @@
+"""Microbenchmark records as kernelsim ops: each measured kernel becomes a one-op graph that the
+cost model prices, so predictions and measurements can be compared record by record.
+
+The mapping says what each benchmark kernel does (bytes, math per element, launch config);
+it is the description a user would write, not a fit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from sim.costmodel import KernelCost, kernel_cost
+from sim.graph import Graph, LaunchConfig, Op, Tensor
+from sim.hardware import Hardware
+
+TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "uint8": "uint8", "bool": "bool"}
+
+# Math per element of each benchmark kernel (names priced by the profile's op_costs).
+ELEMENTWISE_MATH: dict[str, dict[str, float]] = {
+    "copy": {},
+    "bias_add": {"add": 1},
+    "gelu": {"gelu": 1},
+    "dropout": {"rng": 1, "select": 1, "mul": 1},
+    "dropout_mask": {"rng": 1, "select": 1, "mul": 1},
+    "mul_mask_scale": {"mul": 1},
+    "bias_gelu_dropout_fwd": {"add": 1, "gelu": 1, "rng": 1, "select": 1, "mul": 1},
+    "bias_gelu_dropout_fwd_mask": {"add": 1, "gelu": 1, "rng": 1, "select": 1, "mul": 1},
+    "bias_gelu_dropout_bwd": {"add": 1, "gelu_backward": 1, "rng": 1, "select": 1, "mul": 2},
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    """One measured kernel and the ops that describe it."""
+
+    family: str
+    label: str
+    graph: Graph
+    measured_us: float
+    record: dict[str, Any]
+
+    def predict(self, hw: Hardware) -> list[KernelCost]:
+        return [kernel_cost(op, self.graph, hw) for op in self.graph.ops]
+
+    def predicted_us(self, hw: Hardware) -> float:
+        return sum(c.time_s for c in self.predict(hw)) * 1e6
+
+
+def _graph(ops: list[Op], tensors: list[Tensor]) -> Graph:
+    return Graph(name="case", kind="training", params=MappingProxyType({}),
+                 tensors=MappingProxyType({t.name: t for t in tensors}), ops=tuple(ops))
+
+
+def _triton_launch(rec: dict[str, Any], numel: int) -> LaunchConfig:
+    warps = int(rec.get("num_warps", 4))
+    threads = 32 * warps
+    block = int(rec.get("BLOCK", 1024))
+    grid = rec.get("grid")
+    spills = int(rec.get("n_spills") or 0)
+    return LaunchConfig(
+        block=threads,
+        elems_per_thread=max(1, block // threads),
+        regs_per_thread=int(rec["n_regs"]) if rec.get("n_regs") else None,
+        spill_bytes_per_thread=spills if spills else None,
+        grid=int(grid[0]) if isinstance(grid, list) and grid else None,
+        smem_per_block=int(rec.get("shared_bytes") or 0),
+    )
+
+
+def _elementwise(rec: dict[str, Any], family: str) -> Case | None:
+    kernel = rec.get("kernel", "")
+    numel = int(rec["numel"])
+    if kernel in ELEMENTWISE_MATH:
+        math = dict(ELEMENTWISE_MATH[kernel])
+    elif kernel.startswith(("erf_x", "rand_x", "fma_x")):
+        k = int(rec.get("k") or kernel.split("_x")[1])
+        unit = {"erf": "erf", "rand": "rng", "fma": "fma"}[kernel.split("_x")[0]]
+        math = {unit: float(k)}
+    else:
+        return None
+    tensors = [Tensor("x", (numel,), "bf16"), Tensor("y", (numel,), "bf16")]
+    reads, writes = ["x"], ["y"]
+    if kernel.startswith("bias"):
+        hidden = int(rec.get("hidden", 4096))
+        tensors.append(Tensor("b", (hidden,), "bf16"))
+        reads.append("b")
+    if kernel == "bias_gelu_dropout_bwd":
+        tensors.append(Tensor("g", (numel,), "bf16"))
+        reads.append("g")
+    if kernel.endswith("_mask") or kernel == "dropout_mask":
+        tensors.append(Tensor("m", (numel,), "uint8" if rec.get("mask_dtype") == "uint8" else "bool"))
+        writes.append("m")
+    if kernel == "mul_mask_scale":
+        tensors.append(Tensor("m", (numel,), "bool"))
+        reads.append("m")
+    launch = _triton_launch(rec, numel) if rec.get("impl", "triton") == "triton" else None
+    if launch is None and kernel == "bias_add":
+        # PyTorch broadcasts the bias with the non-vectorized elementwise_kernel<128, 4>: a
+        # 2-byte load per element and a broadcast offset computed per element.
+        launch = LaunchConfig(block=128, elems_per_thread=4)
+        math["broadcast_index"] = 1
+    if launch is None and kernel in ("dropout", "dropout_mask"):
+        # PyTorch's fused_dropout_kernel_vec: grid-stride over 8 blocks of 256 threads per SM,
+        # one curand Philox call yields 4 random numbers (4 elements).
+        launch = LaunchConfig(block=256, grid=8 * 132)
+        math["rng"] = 0.25
+    ops = [Op(name=kernel, kind="elementwise", reads=tuple(reads), writes=tuple(writes), launch=launch,
+              library="triton" if launch else "torch",
+              attrs=MappingProxyType({"math": MappingProxyType(math), "numel": numel}))]
+    if kernel == "mul_mask_scale":  # x * mask, then * scale: two kernels with a bf16 intermediate
+        tensors.append(Tensor("t", (numel,), "bf16"))
+        ops = [ops[0].with_(name="mul_mask", writes=("t",)),
+               ops[0].with_(name="mul_scale", reads=("t",), writes=("y",))]
+    impl = rec.get("impl", "triton")
+    label = f"{kernel} {impl} n={numel}" + (f" B={rec.get('BLOCK')} w={rec.get('num_warps')}" if launch else "")
+    return Case(family, label, _graph(ops, tensors), float(rec["time_us"]), rec)
+
+
+def cases_from_raw(groups: dict[str, list[dict[str, Any]]]) -> list[Case]:
+    """Every record the cost model can describe, as a Case with its family."""
+    out: list[Case] = []
+    for rec in groups.get("copy", []):
+        if rec.get("bench") != "copy":
+            continue
+        numel = int(rec["numel"])
+        t = [Tensor("x", (numel,), "bf16"), Tensor("y", (numel,), "bf16")]
+        launch = _triton_launch(rec, numel) if rec.get("impl") == "triton_copy" else None
+        op = Op(name="copy", kind="copy", reads=("x",), writes=("y",), launch=launch)
+        out.append(Case("copy", f"copy {rec['impl']} {rec['bytes']}B", _graph([op], t), float(rec["time_us"]), rec))
+    for rec in groups.get("elementwise", []):
+        family = "fused_elementwise" if rec.get("kernel", "").startswith("bias_gelu") else "elementwise"
+        case = _elementwise(rec, family)
+        if case is not None:
+            out.append(case)
+    for rec in groups.get("register_sweep", []):
+        case = _elementwise({**rec, "impl": "triton"}, "register_sweep")
+        if case is not None:
+            out.append(case)
+    for rec in groups.get("reduction", []):
+        case = _reduction(rec)
+        if case is not None:
+            out.append(case)
+    for rec in groups.get("layout", []):
+        case = _layout(rec)
+        if case is not None:
+            out.append(case)
+    for rec in groups.get("gemm", []):
+        if rec.get("bench") == "gemm":
+            out.append(_gemm(rec))
+    for rec in groups.get("attention", []):
+        case = _attention(rec)
+        if case is not None:
+            out.append(case)
+    return out
+
+
+def _reduction(rec: dict[str, Any]) -> Case | None:
+    bench = rec.get("bench")
+    rows, cols = int(rec["rows"]), int(rec["cols"])
+    dt = TORCH_DTYPES.get(str(rec.get("dtype", "bfloat16")), "bf16")
+    x = Tensor("x", (rows, cols), dt)
+    if bench in ("layernorm_fwd", "softmax_fwd"):
+        tensors = [x, Tensor("y", (rows, cols), dt)]
+        # layer norm: statistics pass + normalize pass; softmax: max, sum of exp, normalize.
+        math = {"add": 3, "mul": 3} if bench == "layernorm_fwd" else {"exp": 2, "add": 2, "mul": 1}
+        passes = 2 if bench == "layernorm_fwd" else 3
+        op = Op(name=bench, kind="reduction", reads=("x",), writes=("y",),
+                attrs=MappingProxyType({"rows": rows, "cols": cols, "passes": passes, "math": MappingProxyType(math)}))
+    elif bench == "layernorm_bwd":
+        tensors = [x, Tensor("gy", (rows, cols), dt), Tensor("gx", (rows, cols), dt)]
+        op = Op(name=bench, kind="reduction", reads=("x", "gy"), writes=("gx",),
+                attrs=MappingProxyType({"rows": rows, "cols": cols, "passes": 2,
+                                        "math": MappingProxyType({"add": 4, "mul": 5})}))
+    elif bench == "sum_dim0":
+        tensors = [x, Tensor("s", (cols,), dt)]
+        op = Op(name=bench, kind="reduction", reads=("x",), writes=("s",),
+                attrs=MappingProxyType({"rows": rows, "cols": cols, "axis": "rows",
+                                        "math": MappingProxyType({"add": 1})}))
+    else:
+        return None
+    return Case("reduction", f"{bench} {rows}x{cols}", _graph([op], tensors), float(rec["time_us"]), rec)
+
+
+def _layout(rec: dict[str, Any]) -> Case | None:
+    bench = rec.get("bench")
+    if bench == "transpose_contiguous":
+        n = int(rec["rows"]) * int(rec["cols"])
+        tensors = [Tensor("x", (n,), "bf16"), Tensor("y", (n,), "bf16")]
+        transform = "transpose"
+    elif bench in ("nchw_to_nhwc", "nhwc_to_nchw"):
+        n = 1
+        for d in rec["shape"]:
+            n *= int(d)
+        tensors = [Tensor("x", (n,), "bf16"), Tensor("y", (n,), "bf16")]
+        transform = bench
+    elif bench == "cast":
+        n = int(rec["numel"])
+        tensors = [Tensor("x", (n,), TORCH_DTYPES[rec["src_dtype"]]), Tensor("y", (n,), TORCH_DTYPES[rec["dst_dtype"]])]
+        transform = "cast"
+    else:
+        return None
+    op = Op(name=bench, kind="layout", reads=("x",), writes=("y",), attrs=MappingProxyType({"transform": transform}))
+    return Case("layout", f"{bench} {rec.get('bytes')}B", _graph([op], tensors), float(rec["time_us"]), rec)
+
+
+def _gemm(rec: dict[str, Any]) -> Case:
+    from sim.calibrate.raw import kernel_time_us
+
+    dt = "tf32" if rec.get("tf32") else TORCH_DTYPES.get(str(rec["dtype"]), "bf16")
+    m, n, k = int(rec["m"]), int(rec["n"]), int(rec["k"])
+    op = Op(name="gemm", kind="gemm", attrs=MappingProxyType({"m": m, "n": n, "k": k, "dtype": dt}))
+    label = f"gemm {dt} {rec.get('layout', 'nn')} {m}x{n}x{k}"
+    return Case("gemm", label, _graph([op], []), kernel_time_us(rec), rec)
+
+
+def _attention(rec: dict[str, Any]) -> Case | None:
+    bench = rec.get("bench")
+    b, h, d = int(rec["batch"]), int(rec["heads"]), int(rec["head_dim"])
+    causal = bool(rec.get("causal", False))
+    if bench in ("sdpa_fwd", "sdpa_fwd_bwd"):
+        s = int(rec["seq"])
+        q = Tensor("q", (b, h, s, d), "bf16")
+        tensors = [q, Tensor("k", (b, h, s, d), "bf16"), Tensor("v", (b, h, s, d), "bf16"), Tensor("o", (b, h, s, d), "bf16")]
+        fwd = Op(name="attn_fwd", kind="attention", reads=("q", "k", "v"), writes=("o",),
+                 attrs=MappingProxyType({"batch": b, "heads": h, "seq_q": s, "seq_kv": s, "head_dim": d,
+                                         "causal": causal, "direction": "forward", "dtype": "bf16"}))
+        ops = [fwd]
+        if bench == "sdpa_fwd_bwd":
+            tensors += [Tensor(f"g{x}", (b, h, s, d), "bf16") for x in "qkvo"]
+            ops.append(fwd.with_(name="attn_bwd", reads=("q", "k", "v", "o", "go"), writes=("gq", "gk", "gv"),
+                                 attrs={**fwd.attrs, "direction": "backward"}))
+        label = f"{bench} b{b} h{h} s{s} d{d}{' causal' if causal else ''}"
+        return Case("attention", label, _graph(ops, tensors), float(rec["time_us"]), rec)
+    if bench == "sdpa_decode":
+        length = int(rec["kv_len"])
+        tensors = [Tensor("q", (b, h, 1, d), "bf16"), Tensor("k", (b, h, length, d), "bf16"),
+                   Tensor("v", (b, h, length, d), "bf16"), Tensor("o", (b, h, 1, d), "bf16")]
+        op = Op(name="attn_decode", kind="attention", reads=("q", "k", "v"), writes=("o",),
+                attrs=MappingProxyType({"batch": b, "heads": h, "seq_q": 1, "seq_kv": length, "head_dim": d,
+                                        "causal": False, "direction": "forward", "dtype": "bf16"}))
+        return Case("attention", f"decode b{b} h{h} L{length} d{d}", _graph([op], tensors), float(rec["time_us"]), rec)
+    return None

@@ -1,0 +1,185 @@
+"""Host costs of PyTorch eager ops, autograd nodes and compiled calls, on tiny tensors (host-bound).
+
+    python3 -m sim.calibrate.gpu.host_costs --out DIR
+
+Writes DIR/host_costs.json = {"meta", "group": "host_costs", "records"}. Each record is the
+host time per call (perf_counter over back-to-back calls without synchronizing, median of
+repeats) of one aten op as the workloads issue it, or of a forward+backward through a chain
+of N differentiable ops (the backward's per-node cost is the slope over N), or of a
+torch.compile'd function with K separate kernels (graph breaks force K kernels).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from typing import Any
+
+from . import common
+
+
+def _per_call(fn: Any, n: int = 300, repeats: int = 5) -> float:
+    return float(common.host_loop(fn, n=n, repeats=repeats)["enqueue_us_per_call"])
+
+
+def run(out_dir: str) -> dict[str, Any]:
+    import torch
+    import torch.nn.functional as F
+
+    dev = "cuda"
+    bf = torch.bfloat16
+    records: list[dict[str, Any]] = []
+    x = torch.randn(64, 64, device=dev, dtype=bf)
+    w = torch.randn(64, 64, device=dev, dtype=bf)
+    b = torch.randn(64, device=dev, dtype=bf)
+    cache = torch.randn(64, 64, device=dev, dtype=bf)
+    idx = torch.tensor([0], device=dev)
+    row = torch.randn(1, 64, device=dev, dtype=bf)
+    ops = {
+        "mm": lambda: x @ w,
+        "addmm_linear": lambda: F.linear(x, w, b),
+        "add_broadcast": lambda: x + b,
+        "gelu": lambda: F.gelu(x),
+        "native_dropout": lambda: torch.native_dropout(x, 0.1, True),
+        "sum_dim0": lambda: x.sum(0),
+        "layer_norm": lambda: F.layer_norm(x, (64,), b, b),
+        "softmax": lambda: torch.softmax(x, -1),
+        "t": lambda: x.t(),
+        "view": lambda: x.view(16, 256),
+        "transpose": lambda: x.transpose(0, 1),
+        "index_copy_": lambda: cache.index_copy_(0, idx, row),
+    }
+    q = torch.randn(1, 4, 64, 64, device=dev, dtype=bf)
+    ops["sdpa"] = lambda: F.scaled_dot_product_attention(q, q, q, is_causal=True)
+    for name, fn in ops.items():
+        fn()
+        records.append({"bench": "eager_op", "op": name, "host_us_per_op": _per_call(fn)})
+        common.log(f"eager {name}: {records[-1]['host_us_per_op']:.1f} us")
+    # autograd: forward + backward of a chain of N gelu ops; slope over N minus the forward slope
+    xs = torch.randn(64, 64, device=dev, dtype=bf, requires_grad=True)
+    g = torch.randn(64, 64, device=dev, dtype=bf)
+
+    def chain(n: int, backward: bool) -> Any:
+        def fn() -> None:
+            y = xs
+            for _ in range(n):
+                y = F.gelu(y)
+            if backward:
+                y.backward(g)
+                xs.grad = None
+        return fn
+
+    for n in (1, 4, 16):
+        for bwd in (False, True):
+            fn = chain(n, bwd)
+            fn()
+            records.append({"bench": "autograd_chain", "ops": n, "backward": bwd, "host_us_per_call": _per_call(fn, n=100)})
+            common.log(f"chain n={n} backward={bwd}: {records[-1]['host_us_per_call']:.1f} us")
+    # torch.compile with K separate kernels (graph breaks between steps keep them apart)
+    import torch._dynamo
+
+    for k in (1, 3):
+        def body(t: Any, k: int = k) -> Any:
+            for _ in range(k):
+                t = torch.sin(t) * 2.0
+                t = t.contiguous().sum(0, keepdim=True) + t  # reduction + broadcast: a kernel boundary
+            return t
+
+        cf = torch.compile(body)
+        t = torch.randn(64, 64, device=dev)
+        for _ in range(3):
+            cf(t)
+        torch.cuda.synchronize()
+        prof_kernels = None
+        try:
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+                cf(t)
+                torch.cuda.synchronize()
+            prof_kernels = sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
+        except Exception as exc:  # noqa: BLE001 - recorded, not fatal
+            prof_kernels = f"profiler failed: {exc}"
+        records.append({"bench": "compiled_call", "blocks": k, "kernels_per_call": prof_kernels,
+                        "host_us_per_call": _per_call(lambda cf=cf, t=t: cf(t), n=200)})
+        common.log(f"compiled blocks={k}: {records[-1]}")
+    # torch.compile training path: a chain of k matmuls is k extern (cuBLAS) kernels forward and
+    # 2k backward; host time per forward call and per forward+backward step, for k = 1 and 4.
+    for k in (1, 4):
+        ws = [torch.randn(64, 64, device=dev, requires_grad=True) for _ in range(k)]
+        xin = torch.randn(64, 64, device=dev, requires_grad=True)
+
+        def chain_fn(x: Any, *w: Any) -> Any:
+            for wi in w:
+                x = x @ wi
+            return x
+
+        cf = torch.compile(chain_fn)
+        go = torch.randn(64, 64, device=dev)
+
+        def fwd_only(cf: Any = cf, ws: Any = ws, xin: Any = xin) -> None:
+            with torch.no_grad():
+                cf(xin, *ws)
+
+        def train(cf: Any = cf, ws: Any = ws, xin: Any = xin, go: Any = go) -> None:
+            cf(xin, *ws).backward(go)
+            for t in [xin, *ws]:
+                t.grad = None
+
+        for _ in range(3):
+            fwd_only()
+            train()
+        torch.cuda.synchronize()
+        records.append({"bench": "compiled_chain", "matmuls": k, "forward_host_us": _per_call(fwd_only, n=200),
+                        "train_step_host_us": _per_call(train, n=100)})
+        def eager_step(ws: Any = ws, xin: Any = xin, go: Any = go) -> None:
+            chain_fn(xin, *ws).backward(go)
+            for t in [xin, *ws]:
+                t.grad = None
+
+        records[-1]["eager_train_step_host_us"] = _per_call(eager_step, n=100)
+        common.log(f"compiled chain k={k}: {records[-1]}")
+    # A custom autograd.Function launching one Triton kernel forward and one backward.
+    try:
+        from . import triton_kernels as K
+
+        class OneKernel(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx: Any, t: Any) -> Any:
+                K.launch_empty(t)
+                return t.view_as(t)
+
+            @staticmethod
+            def backward(ctx: Any, g: Any) -> Any:
+                K.launch_empty(g)
+                return g
+
+        ta = torch.randn(64, 64, device=dev, requires_grad=True)
+        gb = torch.randn(64, 64, device=dev)
+
+        def fn_step() -> None:
+            OneKernel.apply(ta).backward(gb)
+            ta.grad = None
+
+        fn_step()
+        records.append({"bench": "autograd_function", "host_us_per_step": _per_call(fn_step, n=200)})
+        common.log(f"autograd.Function step: {records[-1]}")
+    except Exception as exc:  # noqa: BLE001 - recorded, not fatal
+        records.append({"bench": "autograd_function", "error": str(exc)})
+    doc = {"meta": common.collect_meta({"command": os.environ.get("KS_COMMAND", "python3 -m sim.calibrate.gpu.host_costs")}),
+           "group": "host_costs", "mode": "full", "status": "complete", "records": records}
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "host_costs.json"), "w") as fh:
+        json.dump(doc, fh, indent=1)
+    return doc
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--out", required=True)
+    ns = ap.parse_args()
+    run(ns.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,95 @@
+"""Raw calibration data: one JSON file per benchmark group, `{"meta", "group", "records"}`.
+
+Written on a GPU by `sim.calibrate.gpu` (torch/triton); read here on any machine.
+calibration/README.md documents every group's record fields.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sim.errors import InputError
+
+
+@dataclass(frozen=True)
+class RawGroup:
+    group: str
+    file: str
+    meta: dict[str, Any]
+    records: tuple[dict[str, Any], ...]
+
+
+@dataclass
+class RawData:
+    """All groups found in one raw folder."""
+
+    root: Path
+    groups: dict[str, RawGroup] = field(default_factory=dict)
+
+    def records(self, group: str, bench: str | None = None) -> list[dict[str, Any]]:
+        g = self.groups.get(group)
+        if g is None:
+            return []
+        return [r for r in g.records if bench is None or r.get("bench") == bench]
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        for g in self.groups.values():
+            return g.meta
+        return {}
+
+    def file_of(self, group: str) -> str:
+        g = self.groups.get(group)
+        return g.file if g else ""
+
+
+def load_raw(root: Path) -> RawData:
+    """Read every `*.json` group file under `root`; malformed files are input errors."""
+    if not root.is_dir():
+        raise InputError("raw calibration folder not found", file=str(root), expected="a folder of <group>.json files")
+    data = RawData(root=root)
+    for path in sorted(root.glob("*.json")):
+        try:
+            doc = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise InputError(f"cannot read raw data: {exc}", file=str(path)) from None
+        if not isinstance(doc, dict) or "records" not in doc or "group" not in doc:
+            raise InputError("not a raw calibration file", file=str(path), expected="an object with 'group' and 'records'")
+        if not isinstance(doc["records"], list):
+            raise InputError("'records' must be a list", file=str(path), path="records")
+        data.groups[str(doc["group"])] = RawGroup(
+            group=str(doc["group"]),
+            file=path.name,
+            meta=dict(doc.get("meta") or {}),
+            records=tuple(r for r in doc["records"] if isinstance(r, dict)),
+        )
+    if not data.groups:
+        raise InputError("no raw calibration files found", file=str(root), expected="<group>.json files")
+    return data
+
+
+def record_id(rec: dict[str, Any]) -> str:
+    """A stable identity of a record's inputs (not its measurements)."""
+    keys = ("bench", "impl", "kernel", "m", "n", "k", "dtype", "layout", "tag", "numel", "bytes", "rows", "cols",
+            "batch", "heads", "seq", "head_dim", "causal", "kv_len", "BLOCK", "num_warps", "tokens", "ctas", "shape",
+            "hidden", "src_dtype", "dst_dtype")
+    ident = json.dumps({k: rec.get(k) for k in keys if k in rec}, sort_keys=True)
+    return hashlib.sha1(ident.encode()).hexdigest()[:12]
+
+
+def held_out(rec: dict[str, Any], share: float = 0.3) -> bool:
+    """Deterministic split: about `share` of records (by input identity) are held out of every fit."""
+    return int(record_id(rec), 16) % 1000 < share * 1000
+
+
+def kernel_time_us(rec: dict[str, Any]) -> float:
+    """The device time of a record: the profiler's kernel durations when recorded (they exclude
+    host gaps inside the timed region), else the event-timed median."""
+    kernels = rec.get("kernels")
+    if isinstance(kernels, list) and kernels and all("duration_us" in k for k in kernels):
+        return float(sum(k["duration_us"] for k in kernels))
+    return float(rec["time_us"])

@@ -1,0 +1,151 @@
+"""Step-level validation: shipped scenarios against their measured counterparts on a real GPU.
+
+A cases file (validation/<gpu>/cases.yaml) maps each measurement file's runs to a scenario
+variant and its bucket parameters. kernelsim runs the scenario on the measured profile at
+exactly the measured shapes; rows compare step times, and gain rows compare each variant's
+gain over the baseline (percentage points) with its sign and the ranking of variants.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sim.errors import InputError
+from sim.scenario import Scenario, load_scenario, run_scenario
+from sim.schema.workload import Bucket
+from sim.validate import Row
+
+CASES_SCHEMA = "kernelsim.validation-cases/v1"
+
+
+@dataclass(frozen=True)
+class GainRow:
+    case: str
+    bucket: str
+    variant: str
+    measured_gain: float
+    predicted_gain: float
+
+    @property
+    def error_pp(self) -> float:
+        return (self.predicted_gain - self.measured_gain) * 100
+
+    @property
+    def sign_ok(self) -> bool:
+        return (self.measured_gain > 0) == (self.predicted_gain > 0)
+
+
+@dataclass(frozen=True)
+class RankRow:
+    case: str
+    bucket: str
+    measured_order: tuple[str, ...]
+    predicted_order: tuple[str, ...]
+
+    measured_us: tuple[float, ...] = ()
+    predicted_us: tuple[float, ...] = ()
+
+    def wrong_pairs(self, noise: float = 0.03) -> list[tuple[str, str]]:
+        """Pairs the prediction orders differently from the measurement, among pairs whose measured
+        times differ by more than `noise` (closer pairs are within run-to-run noise)."""
+        meas = dict(zip(self.measured_order, self.measured_us, strict=True))
+        pos = {v: i for i, v in enumerate(self.predicted_order)}
+        wrong = []
+        for i, a in enumerate(self.measured_order):
+            for b in self.measured_order[i + 1:]:
+                if meas[b] > meas[a] * (1 + noise) and pos[a] > pos[b]:
+                    wrong.append((a, b))
+        return wrong
+
+    @property
+    def ok(self) -> bool:
+        return not self.wrong_pairs()
+
+
+def load_cases(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise InputError("validation cases file not found", file=str(path))
+    doc = yaml.safe_load(path.read_text())
+    if not isinstance(doc, dict) or doc.get("schema") != CASES_SCHEMA:
+        raise InputError("not a validation cases file", file=str(path), path="schema",
+                         value=(doc or {}).get("schema") if isinstance(doc, dict) else None, expected=CASES_SCHEMA)
+    return doc
+
+
+def step_rows(cases_file: Path, profile: str | None = None) -> tuple[list[Row], list[GainRow], list[RankRow]]:
+    doc = load_cases(cases_file)
+    base = cases_file.parent
+    prof = profile or doc["profile"]
+    rows: list[Row] = []
+    gains: list[GainRow] = []
+    ranks: list[RankRow] = []
+    for case in doc["cases"]:
+        mfile = base / case["measurements"]
+        try:
+            records = json.loads(mfile.read_text())["records"]
+        except (OSError, json.JSONDecodeError, KeyError) as exc:
+            raise InputError(f"cannot read measurements: {exc}", file=str(mfile)) from None
+        scn = load_scenario(base / case["scenario"], [prof])
+        vmap: dict[str, str] = case["variants"]
+        pmap: dict[str, str] = case["params"]
+        measured: dict[tuple[tuple[tuple[str, float], ...], str], float] = {}
+        for rec in records:
+            if rec.get("variant") not in vmap or "time_us" not in rec:
+                continue
+            key = tuple(sorted((p, float(rec[f])) for p, f in pmap.items()))
+            measured[(key, vmap[rec["variant"]])] = float(rec["time_us"])
+        buckets = sorted({k for k, _ in measured})
+        if not buckets:
+            continue
+        scn_b = Scenario(spec=scn.spec, file=scn.file, workload=scn.workload, hardware=scn.hardware,
+                         buckets=tuple(Bucket(params=dict(b), weight=1.0) for b in buckets))
+        result, _ = run_scenario(scn_b)
+        hw_res = result["hardware"][0]
+        label = scn.spec.name
+        for v in hw_res["variants"]:
+            for b, bk in zip(v["buckets"], buckets, strict=True):
+                m = measured.get((bk, v["name"]))
+                if m is None:
+                    continue
+                rows.append(Row("step", f"{label}/{v['name']}", f"{label} {v['name']} {b['name']}", "held-out",
+                                m, b["time_us"]))
+        base_name = "baseline"
+        for bi, bk in enumerate(buckets):
+            bname = hw_res["variants"][0]["buckets"][bi]["name"]
+            t_base_m = measured.get((bk, base_name))
+            pred = {v["name"]: v["buckets"][bi]["time_us"] for v in hw_res["variants"]}
+            present = [vn for vn in vmap.values() if (bk, vn) in measured and vn in pred]
+            if t_base_m is None:
+                continue
+            for vn in present:
+                if vn == base_name:
+                    continue
+                gains.append(GainRow(label, bname, vn, 1 - measured[(bk, vn)] / t_base_m, 1 - pred[vn] / pred[base_name]))
+            if len(present) >= 2:
+                order = tuple(sorted(present, key=lambda vn: measured[(bk, vn)]))
+                ranks.append(RankRow(label, bname, order, tuple(sorted(present, key=lambda vn: pred[vn])),
+                                     tuple(measured[(bk, vn)] for vn in order)))
+    return rows, gains, ranks
+
+
+def gains_markdown(gains: list[GainRow], ranks: list[RankRow], noise: float = 0.03) -> str:
+    lines = ["## Gains over the baseline (what-ifs)", "",
+             "Gain = 1 − variant time / baseline time, per bucket. Error in percentage points.", "",
+             "| scenario | bucket | variant | measured gain | predicted gain | error (pp) | sign |",
+             "| --- | --- | --- | ---: | ---: | ---: | --- |"]
+    for g in gains:
+        sign = "ok" if g.sign_ok else ("wrong" if abs(g.measured_gain) > noise else "within noise")
+        lines.append(f"| {g.case} | {g.bucket} | {g.variant} | {g.measured_gain:+.1%} | {g.predicted_gain:+.1%} | "
+                     f"{g.error_pp:+.1f} | {sign} |")
+    lines += ["", f"## Ranking of variants per bucket (pairs measured more than {noise:.0%} apart)", "",
+              "| scenario | bucket | measured order (fastest first) | predicted order | wrong pairs |",
+              "| --- | --- | --- | --- | --- |"]
+    for r in ranks:
+        wrong = ", ".join(f"{a} < {b}" for a, b in r.wrong_pairs(noise)) or "none"
+        lines.append(f"| {r.case} | {r.bucket} | {', '.join(r.measured_order)} | {', '.join(r.predicted_order)} | {wrong} |")
+    return "\n".join(lines) + "\n"
