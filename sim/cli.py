@@ -244,7 +244,39 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--quiet", action="store_true", help="no progress bar")
     sw.set_defaults(func=cmd_sweep)
     _add_trace_commands(sub)
+    _add_calibration_commands(sub)
     return p
+
+
+def _add_calibration_commands(sub: Any) -> None:
+    from sim.commands_calibrate import cmd_calibrate, cmd_validate
+
+    c = sub.add_parser("calibrate", help="measure a GPU (needs CUDA + kernelsim[gpu]) or refit raw data into a profile",
+                       description="Measure microbenchmarks on this machine's GPU and fit a hardware profile, or fit "
+                       "one from a raw folder on any machine (--from-raw).")
+    c.add_argument("--out", required=True, metavar="PROFILE.yaml", help="the profile to write")
+    c.add_argument("--from-raw", metavar="DIR", help="fit from this raw folder instead of measuring")
+    c.add_argument("--raw", metavar="DIR", help="where to keep the raw measurements (default: a temporary folder)")
+    c.add_argument("--quick", action="store_true", help="a shorter measurement (about 1 minute of GPU time)")
+    c.add_argument("--base", default="h200-sxm", metavar="PROFILE",
+                   help="datasheet profile whose unmeasured numbers are kept (default: h200-sxm)")
+    c.add_argument("--name", help="profile name (default: the file name)")
+    c.set_defaults(func=cmd_calibrate)
+    v = sub.add_parser("validate", help="compare predictions with committed GPU measurements (error tables, thresholds)",
+                       description="Offline (default): price every committed calibration record and simulate every "
+                       "measured workload run, print error tables and check validation/thresholds.yaml (exit 3 when a "
+                       "threshold is exceeded). --measure re-measures the workloads on a GPU first.")
+    v.add_argument("--offline", action="store_true", help="compare committed measurements (the default)")
+    v.add_argument("--measure", action="store_true", help="measure the validation workloads on this GPU first")
+    v.add_argument("--profile", default="h200-measured", help="measured profile to validate (default: h200-measured)")
+    v.add_argument("--base", default="h200-sxm", help="datasheet profile the fit started from (default: h200-sxm)")
+    v.add_argument("--raw", default="calibration/h200/raw", help="raw calibration folder (kernel-level rows)")
+    v.add_argument("--cases", default="validation/h200/cases.yaml", help="step-level cases file")
+    v.add_argument("--traces-out", default="tests/fixtures/traces", help="with --measure: where traces go")
+    v.add_argument("--thresholds", default="validation/thresholds.yaml", help="versioned thresholds file")
+    v.add_argument("--markdown", metavar="OUT.md", help="write the full tables as Markdown")
+    v.add_argument("--json", metavar="OUT.json", help="write every row as JSON")
+    v.set_defaults(func=cmd_validate)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -271,3 +303,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except SystemExit as exc:  # argparse --help / --version
         return int(exc.code or 0)
+    except Exception as exc:  # noqa: BLE001 - the last resort: an internal error, reported as such
+        import traceback
+
+        err.print(f"[red]internal error:[/red] {type(exc).__name__}: {exc}", highlight=False, soft_wrap=True)
+        err.print(traceback.format_exc(), highlight=False, markup=False)
+        return EXIT_INTERNAL

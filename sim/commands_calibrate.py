@@ -1,0 +1,144 @@
+"""The `calibrate` and `validate` commands' work (the CLI parses; this module runs and renders).
+
+calibrate: measure on a CUDA GPU (sim.calibrate.gpu, torch/triton) into a raw folder, then fit;
+or fit from an existing raw folder on any machine (--from-raw).
+validate: offline, compare committed measurements with kernelsim's predictions (kernel and
+step level) and check them against the versioned thresholds; --measure re-measures the
+validation workloads on a GPU first.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from sim.errors import InputError
+from sim.outputs import dumps, write_text_atomic
+
+VALIDATION_EXIT = 3  # thresholds exceeded
+
+
+def _require_gpu() -> None:
+    if importlib.util.find_spec("torch") is None or importlib.util.find_spec("triton") is None:
+        raise InputError("measuring needs a CUDA GPU with torch and triton (pip install 'kernelsim[gpu]'); "
+                         "to fit committed data on this machine use --from-raw DIR")
+    probe = subprocess.run([sys.executable, "-c", "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)"],
+                           capture_output=True)
+    if probe.returncode != 0:
+        raise InputError("no CUDA GPU is visible to torch; to fit committed data use --from-raw DIR")
+
+
+def measure_raw(raw_dir: Path, quick: bool, console: Console) -> None:
+    """Run the microbenchmarks (a subprocess, so torch never loads into kernelsim itself)."""
+    _require_gpu()
+    raw_dir.mkdir(parents=True, exist_ok=True)
+    steps = [
+        [sys.executable, "-m", "sim.calibrate.gpu.micro", "--mode", "quick" if quick else "full", "--out", str(raw_dir)],
+        [sys.executable, "-m", "sim.calibrate.gpu.host_costs", "--out", str(raw_dir)],
+    ]
+    for cmd in steps:
+        console.print(f"[bold]measuring:[/bold] {' '.join(cmd)}")
+        done = subprocess.run(cmd)
+        if done.returncode != 0:
+            raise RuntimeError(f"measurement failed ({done.returncode}): {' '.join(cmd)}")
+
+
+def cmd_calibrate(args: Any, console: Console) -> int:
+    from sim.calibrate.fit import calibrate_from_raw
+    from sim.hardware import resolve_profile
+
+    out = Path(args.out)
+    if out.is_dir():
+        raise InputError("--out names a folder, expected the profile file to write", value=args.out)
+    base = resolve_profile(args.base, Path.cwd(), path="--base")
+    if args.from_raw:
+        raw_dir = Path(args.from_raw)
+    else:
+        raw_dir = Path(args.raw) if args.raw else Path(tempfile.mkdtemp(prefix="kernelsim-raw-"))
+        measure_raw(raw_dir, args.quick, console)
+    name = args.name or out.stem
+    text, result = calibrate_from_raw(raw_dir, base, out, name)
+    write_text_atomic(out, text)
+    t = Table(title=f"fitted numbers → {out}", title_justify="left")
+    for col in ("section", "key", "value", "fit"):
+        t.add_column(col)
+    for f in result.values:
+        value = f.value if not isinstance(f.value, dict) else ("table" if "points" in f.value else f.value)
+        t.add_row(f.section, f.key, str(value), f.fit)
+    t.add_row("gemm", "correction", f"{len(result.gemm_correction)} points", "measured / model, training split")
+    console.print(t)
+    for note in result.notes:
+        console.print(f"note: {note}")
+    console.print(f"wrote {out} (raw data: {raw_dir})")
+    return 0
+
+
+def cmd_validate(args: Any, console: Console) -> int:
+    from sim.hardware import load_profile, resolve_profile
+    from sim.validate import check, kernel_rows, load_thresholds, markdown, summarize
+    from sim.validate_steps import gains_markdown, step_rows
+
+    cases = Path(args.cases)
+    if args.measure:
+        _require_gpu()
+        target = cases.parent
+        cmd = [sys.executable, "-m", "sim.calibrate.gpu.validate", "--mode", "full", "--out", str(target),
+               "--traces-out", str(Path(args.traces_out))]
+        console.print(f"[bold]measuring:[/bold] {' '.join(cmd)}")
+        if subprocess.run(cmd).returncode != 0:
+            raise RuntimeError("validation measurement failed")
+    hw = load_profile(args.profile, Path.cwd(), path="--profile")
+    base = resolve_profile(args.base, Path.cwd(), path="--base")
+    rows = kernel_rows(Path(args.raw), hw, base)
+    srows, gains, ranks = step_rows(cases, args.profile)
+    rows += srows
+    summaries = summarize(rows)
+    thresholds = load_thresholds(Path(args.thresholds))
+    problems = check(summaries, thresholds)
+    gain_limit = (thresholds.get("gains") or {}).get("median_abs_pp")
+    gain_errors = sorted(abs(g.error_pp) for g in gains)
+    median_pp = gain_errors[len(gain_errors) // 2] if gain_errors else 0.0
+    if gain_limit is not None and median_pp > float(gain_limit):
+        problems.append(f"gains: median |error| {median_pp:.1f} pp > {float(gain_limit):.1f} pp")
+    rank_limit = (thresholds.get("ranking") or {}).get("max_wrong_buckets")
+    wrong_buckets = sum(1 for r in ranks if not r.ok)
+    if rank_limit is not None and wrong_buckets > int(rank_limit):
+        problems.append(f"ranking: {wrong_buckets} buckets with a wrong pair > {int(rank_limit)}")
+    table = Table(title=f"validation against measurements ({hw.name})", title_justify="left")
+    for col in ("level", "family", "split", "n", "median |err|", "p90 |err|", "max |err|", "median err"):
+        table.add_column(col, justify="left" if col in ("level", "family", "split") else "right")
+    for s in summaries:
+        table.add_row(s.table, s.family, s.split, str(s.n), f"{s.median_abs:.1%}", f"{s.p90_abs:.1%}",
+                      f"{s.max_abs:.1%}", f"{s.median_signed:+.1%}")
+    console.print(table)
+    console.print(f"gains: {len(gains)} variant×bucket pairs, median |error| {median_pp:.1f} pp; "
+                  f"sign wrong where |measured gain| > 3%: "
+                  f"{sum(1 for g in gains if not g.sign_ok and abs(g.measured_gain) > 0.03)}; "
+                  f"ranking wrong in {wrong_buckets} of {len(ranks)} buckets")
+    if args.markdown:
+        text = markdown(rows, summaries, "kernelsim validation on an NVIDIA H200") + "\n" + gains_markdown(gains, ranks)
+        write_text_atomic(Path(args.markdown), text)
+        console.print(f"wrote {args.markdown}")
+    if args.json:
+        doc = {"schema": "kernelsim.validation/v1", "profile": hw.name,
+               "summaries": [s.__dict__ for s in summaries],
+               "rows": [{**r.__dict__, "error": r.error} for r in rows],
+               "gains": [{**g.__dict__, "error_pp": g.error_pp} for g in gains],
+               "ranking": [{"case": r.case, "bucket": r.bucket, "measured": list(r.measured_order),
+                            "predicted": list(r.predicted_order), "wrong_pairs": r.wrong_pairs()} for r in ranks],
+               "violations": problems}
+        write_text_atomic(Path(args.json), dumps(json.loads(json.dumps(doc))))
+    if problems:
+        for p in problems:
+            console.print(f"[red]threshold exceeded:[/red] {p}")
+        return VALIDATION_EXIT
+    console.print("all thresholds met")
+    return 0
