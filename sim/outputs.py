@@ -15,6 +15,9 @@ def write_text_atomic(path: Path, text: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; an output file is as readable as any other
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
