@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -104,8 +105,7 @@ def cmd_validate(args: Any, console: Console) -> int:
     thresholds = load_thresholds(Path(args.thresholds))
     problems = check(summaries, thresholds)
     gain_limit = (thresholds.get("gains") or {}).get("median_abs_pp")
-    gain_errors = sorted(abs(g.error_pp) for g in gains)
-    median_pp = gain_errors[len(gain_errors) // 2] if gain_errors else 0.0
+    median_pp = statistics.median(abs(g.error_pp) for g in gains) if gains else 0.0
     if gain_limit is not None and median_pp > float(gain_limit):
         problems.append(f"gains: median |error| {median_pp:.1f} pp > {float(gain_limit):.1f} pp")
     rank_limit = (thresholds.get("ranking") or {}).get("max_wrong_buckets")

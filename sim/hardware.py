@@ -56,6 +56,7 @@ class Hardware:
     elementwise_instr_per_element: float
     register_base: float
     registers_per_element: float
+    spill_words_per_excess_register: float
     gemm_max_efficiency: float
     gemm_tile_m: int
     gemm_tile_n: int
@@ -135,6 +136,7 @@ class Hardware:
             elementwise_instr_per_element=comp.elementwise_instr_per_element.value,
             register_base=comp.register_base_per_thread.value,
             registers_per_element=comp.registers_per_element.value,
+            spill_words_per_excess_register=comp.spill_words_per_excess_register.value,
             gemm_max_efficiency=g.max_efficiency.value,
             gemm_tile_m=int(g.tile_m.value),
             gemm_tile_n=int(g.tile_n.value),

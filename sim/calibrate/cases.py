@@ -58,7 +58,8 @@ def _triton_launch(rec: dict[str, Any], numel: int) -> LaunchConfig:
     threads = 32 * warps
     block = int(rec.get("BLOCK", 1024))
     grid = rec.get("grid")
-    spills = int(rec.get("n_spills") or 0)
+    # Triton's n_spills is the kernel's local memory in 32-bit words (CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES / 4).
+    spills = 4 * int(rec.get("n_spills") or 0)
     return LaunchConfig(
         block=threads,
         elems_per_thread=max(1, block // threads),

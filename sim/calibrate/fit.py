@@ -249,7 +249,7 @@ def fit_register_pressure(raw: RawData, hw: Any) -> list[Fitted]:
         best = _grid_search([{"s": 500.0 * (1.1 ** i)} for i in range(60)], loss_s)
         out.append(Fitted("memory", "spill_gbps", round(best["s"], 0), f,
                           f"least squares (log time) over {len(spilled)} spilling register-sweep configs"
-                          " (spill bytes = Triton n_spills per thread, stored and loaded once)",
+                          " (spill bytes = 4 × Triton n_spills per thread, stored and loaded once)",
                           {record_id(c.record) for c in spilled}))
     return out
 
@@ -454,6 +454,21 @@ def fit_registers(raw: RawData) -> list[Fitted]:
     ]
 
 
+def fit_spill_words(raw: RawData, base_regs: float, per_elem: float, limit: float) -> list[Fitted]:
+    """Spilled words per register the estimator puts past the limit (compiled kernels that spill)."""
+    recs = [r for r in raw.records("register_sweep") if r.get("n_spills") and not held_out(r)]
+    ratios = []
+    for r in recs:
+        excess = base_regs + per_elem * float(r["elements_per_thread"]) - limit
+        if excess > 0:
+            ratios.append(float(r["n_spills"]) / excess)
+    if not ratios:
+        return []
+    return [Fitted("compute", "spill_words_per_excess_register", round(_median(ratios), 3), raw.file_of("register_sweep"),
+                   f"median of Triton n_spills / (estimated registers − {limit:.0f}) over {len(ratios)} spilling configs",
+                   {record_id(r) for r in recs})]
+
+
 def fit_gemm(raw: RawData, peak_tflops: dict[str, float]) -> list[Fitted]:
     recs = [r for r in raw.records("gemm", "gemm") if not held_out(r) and str(r.get("dtype")) == "bfloat16"
             and not r.get("tf32")]
@@ -493,7 +508,11 @@ def fit_all(raw: RawData, base: HardwareProfileFile) -> FitResult:
     values += fit_overheads(raw)
     unit, notes = fit_unit_costs(raw, sm_count, lanes)
     values += unit
-    values += fit_registers(raw)
+    regs = fit_registers(raw)
+    values += regs
+    if len(regs) == 2:
+        values += fit_spill_words(raw, float(regs[0].value), float(regs[1].value),  # type: ignore[arg-type]
+                                  base.sm.max_registers_per_thread.value)
     values += fit_gemm(raw, {d: q.value for d, q in base.compute.tensor_tflops.items()})
     # Later fits of the same key win (e.g. triton_launch_us from the compiled-call slope).
     dedup: dict[tuple[str, str], Fitted] = {}

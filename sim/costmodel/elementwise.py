@@ -129,7 +129,9 @@ def streaming_cost(
     }
     comp_lim = max(unit_times, key=lambda k: unit_times[k])
     comp_s = sum(unit_times.values())
-    spill_per_thread = occ.spilled_regs_per_thread * 4 + (launch.spill_bytes_per_thread or 0)
+    # Registers estimated past the limit spill; the compiler spills more words than the excess.
+    estimated_spill = occ.spilled_regs_per_thread * 4 * hw.spill_words_per_excess_register
+    spill_per_thread = estimated_spill + (launch.spill_bytes_per_thread or 0)
     spill_bytes = spill_per_thread * occ.threads_per_block * grid
     # Spilled values of every resident thread stay in L1 when they fit; else they go to memory.
     footprint = spill_per_thread * occ.threads_per_block * occ.blocks_per_sm + (launch.smem_per_block or 0) * occ.blocks_per_sm

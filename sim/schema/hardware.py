@@ -114,6 +114,8 @@ class ComputeSection(Strict):
         description="registers an elementwise kernel needs besides its per-element values (estimator intercept)")
     registers_per_element: PositiveQuantity = Field(
         description="registers per element a thread holds (estimator slope; fitted on compiled Triton kernels)")
+    spill_words_per_excess_register: PositiveQuantity = Field(
+        description="32-bit words the compiler spills per register the estimate puts past the per-thread limit")
 
 
 class GemmSection(Strict):
