@@ -67,6 +67,15 @@ class RankRow:
         return not self.wrong_pairs()
 
 
+GEMM_NAMES = ("nvjet", "gemm", "cutlass", "splitkreduce", "memset")
+
+
+def _is_gemm(name: str) -> bool:
+    """GEMMs (and cuBLAS's split-K reductions and workspace memsets) in a profiled kernel list."""
+    low = name.lower()
+    return any(k in low for k in GEMM_NAMES)
+
+
 def load_cases(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise InputError("validation cases file not found", file=str(path))
@@ -94,19 +103,33 @@ def step_rows(cases_file: Path, profile: str | None = None) -> tuple[list[Row], 
         vmap: dict[str, str] = case["variants"]
         pmap: dict[str, str] = case["params"]
         measured: dict[tuple[tuple[tuple[str, float], ...], str], float] = {}
+        measured_ew: dict[tuple[tuple[tuple[str, float], ...], str], float] = {}
         for rec in records:
             if rec.get("variant") not in vmap or "time_us" not in rec:
                 continue
             key = tuple(sorted((p, float(rec[f])) for p, f in pmap.items()))
             measured[(key, vmap[rec["variant"]])] = float(rec["time_us"])
+            kernels = (rec.get("profile") or {}).get("kernels") or []
+            if kernels:
+                measured_ew[(key, vmap[rec["variant"]])] = sum(
+                    float(k["duration_us"]) for k in kernels if k.get("kind") == "kernel" and not _is_gemm(k["name"]))
         buckets = sorted({k for k, _ in measured})
         if not buckets:
             continue
         scn_b = Scenario(spec=scn.spec, file=scn.file, workload=scn.workload, hardware=scn.hardware,
                          buckets=tuple(Bucket(params=dict(b), weight=1.0) for b in buckets))
-        result, _ = run_scenario(scn_b)
+        result, traces = run_scenario(scn_b, keep_traces=True)
         hw_res = result["hardware"][0]
         label = scn.spec.name
+        for (_, vname, bi), trace in traces.items():
+            m_ew = measured_ew.get((buckets[bi], vname))
+            if not m_ew:
+                continue
+            p_ew = sum(c.time_s for c, o in zip(trace.costs, trace.graph.ops, strict=True)
+                       if c is not None and o.kind != "gemm") * 1e6
+            bname = hw_res["variants"][0]["buckets"][bi]["name"]
+            rows.append(Row("kernels", f"{label}/{vname} non-GEMM kernels", f"{label} {vname} {bname} (non-GEMM kernels)",
+                            "held-out", m_ew, p_ew))
         for v in hw_res["variants"]:
             for b, bk in zip(v["buckets"], buckets, strict=True):
                 m = measured.get((bk, v["name"]))
