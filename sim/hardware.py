@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -91,6 +91,7 @@ class Hardware:
     comm_efficiency: float
     libraries: dict[str, dict[str, float]] = field(default_factory=dict)
     corrections: dict[str, tuple[tuple[tuple[float, ...], float], ...]] = field(default_factory=dict)
+    sustained_clock_hz: float | None = None
     source_file: str = ""
     measured: bool = field(default=False)
 
@@ -171,6 +172,7 @@ class Hardware:
             comm_efficiency=ln.comm_efficiency.value,
             libraries={lib: {kind: q.value for kind, q in kinds.items()} for lib, kinds in f.libraries.items()},
             corrections={name: tuple((tuple(p.x), p.ratio) for p in t.points) for name, t in f.corrections.items()},
+            sustained_clock_hz=f.power.sustained_clock_mhz.value * 1e6 if f.power else None,
             source_file=source_file,
             measured=any(
                 q.source == "measured"
@@ -179,6 +181,16 @@ class Hardware:
                 if hasattr(q, "source")
             ),
         )
+
+
+def sustained(hw: Hardware) -> Hardware:
+    """The profile under sustained load: the SM clock (and with it every tensor-core and ALU rate)
+    drops to the measured steady-state clock; memory bandwidth is unaffected."""
+    if hw.sustained_clock_hz is None:
+        raise InputError(f"hardware profile '{hw.name}' has no power.sustained_clock_mhz (measure it with calibration)")
+    scale = hw.sustained_clock_hz / hw.clock_hz
+    return replace(hw, name=f"{hw.name}@sustained", clock_hz=hw.sustained_clock_hz,
+                   tensor_flops={d: v * scale for d, v in hw.tensor_flops.items()})
 
 
 @dataclass(frozen=True)

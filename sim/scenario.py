@@ -16,7 +16,7 @@ from sim.costmodel import KernelCost, kernel_cost
 from sim.engine import simulate
 from sim.errors import InfeasibleError, InputError, KernelsimError
 from sim.graph import Graph, Op
-from sim.hardware import Hardware, load_profile
+from sim.hardware import Hardware, load_profile, sustained
 from sim.report.metrics import TERMS, StepMetrics, step_metrics
 from sim.schema.loader import load_yaml_model
 from sim.schema.scenario import ScenarioFile, Variant
@@ -60,6 +60,13 @@ def load_scenario(path: Path, hardware_override: list[str] | None = None) -> Sce
         hws = tuple(load_profile(h, Path.cwd(), path="--hardware") for h in hardware_override)
     else:
         hws = tuple(load_profile(h, base, file=str(path), path=f"hardware[{i}]") for i, h in enumerate(spec.hardware))
+    if spec.clock == "sustained":
+        for hw in hws:
+            if hw.sustained_clock_hz is None:
+                raise InputError("this profile has no measured sustained clock (power.sustained_clock_mhz)",
+                                 file=str(path), path="clock", value=hw.name,
+                                 expected="clock: burst, or a profile calibrated with the sustained-load benchmark")
+        hws = tuple(sustained(hw) for hw in hws)
     buckets = tuple(workload.buckets(spec.distribution))
     if spec.distribution is not None:
         declared = set(workload.spec.parameters)

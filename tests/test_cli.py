@@ -163,3 +163,19 @@ def test_bad_cli_arguments_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert main(["frobnicate"]) == 2
     assert main(["run", str(SCN), "--trace-bucket", "99", "--trace", str(tmp_path / "t.json")]) == 2
     assert not (tmp_path / "t.json").exists()
+
+
+def test_sustained_clock_slows_tensor_work_and_needs_a_measurement(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = {"schema": "kernelsim.scenario/v1", "name": "s", "workload": str(MLP), "hardware": ["h200-measured"]}
+    burst, sus = tmp_path / "b.yaml", tmp_path / "s.yaml"
+    write_yaml(burst, doc)
+    write_yaml(sus, {**doc, "clock": "sustained"})
+    assert main(["run", str(burst), "--json", str(tmp_path / "b.json"), "--quiet"]) == 0
+    assert main(["run", str(sus), "--json", str(tmp_path / "s.json"), "--quiet"]) == 0
+    tb = json.loads((tmp_path / "b.json").read_text())["hardware"][0]["variants"][0]["buckets"]
+    ts = json.loads((tmp_path / "s.json").read_text())["hardware"][0]["variants"][0]["buckets"]
+    big = [(b["time_us"], s["time_us"]) for b, s in zip(tb, ts, strict=True) if b["params"]["tokens"] >= 4096]
+    assert all(s > 1.1 * b for b, s in big)  # GEMM-bound steps run at the lower sustained clock
+    write_yaml(sus, {**doc, "clock": "sustained", "hardware": ["h200-sxm"]})
+    assert main(["run", str(sus)]) == 2
+    assert "sustained clock" in capsys.readouterr().err

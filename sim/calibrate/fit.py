@@ -469,6 +469,32 @@ def fit_spill_words(raw: RawData, base_regs: float, per_elem: float, limit: floa
                    {record_id(r) for r in recs})]
 
 
+def fit_power(raw: RawData) -> list[Fitted]:
+    """Steady-state SM clock under sustained tensor-core load (nvidia-smi samples after the first second)."""
+    rec = next((r for r in raw.records("sustained") if str(r.get("load", "")).startswith("gemm_")), None)
+    if rec is None:
+        return []
+    clocks = [float(p["sm_clock_mhz"]) for p in rec.get("smi", []) if float(p["t_s"]) >= 1.0]
+    series = rec.get("series") or []
+    if not clocks or len(series) < 3 or not rec.get("steady_us"):
+        return []
+    f = raw.file_of("sustained")
+    meta_smi = raw.groups["sustained"].meta.get("nvidia_smi") or {}
+    limit = meta_smi.get("power_limit_w")
+    f_max = float(meta_smi.get("sm_clock_max_mhz") or 1980.0)
+    first_us = float(series[0]["time_us"])  # the first back-to-back batch still runs at full clock
+    slow = float(rec["steady_us"]) / first_us
+    out = [Fitted("power", "sustained_clock_mhz", round(f_max / slow, 0), f,
+                  f"effective clock: max clock {f_max:.0f} MHz / (steady GEMM time {rec['steady_us']:.0f} us over the "
+                  f"first batch's {first_us:.0f} us) after seconds of back-to-back bf16 GEMMs under the power cap; "
+                  f"nvidia-smi read a median {_median(clocks):.0f} MHz; a 1 GiB copy did not slow",
+                  {record_id(rec)})]
+    if limit:
+        out.append(Fitted("power", "power_limit_w", float(limit), f, "nvidia-smi power.limit (read, never changed)",
+                          {record_id(rec)}))
+    return out
+
+
 def fit_gemm(raw: RawData, peak_tflops: dict[str, float]) -> list[Fitted]:
     recs = [r for r in raw.records("gemm", "gemm") if not held_out(r) and str(r.get("dtype")) == "bfloat16"
             and not r.get("tf32")]
@@ -514,6 +540,7 @@ def fit_all(raw: RawData, base: HardwareProfileFile) -> FitResult:
         values += fit_spill_words(raw, float(regs[0].value), float(regs[1].value),  # type: ignore[arg-type]
                                   base.sm.max_registers_per_thread.value)
     values += fit_gemm(raw, {d: q.value for d, q in base.compute.tensor_tflops.items()})
+    values += fit_power(raw)
     # Later fits of the same key win (e.g. triton_launch_us from the compiled-call slope).
     dedup: dict[tuple[str, str], Fitted] = {}
     for v in values:
@@ -556,8 +583,9 @@ def render_profile(base_text: str, name: str, result: FitResult, raw: RawData, r
     text = re.sub(r"^description: .*$", f"description: Measured on {device}; unmeasured numbers keep their source.",
                   text, count=1, flags=re.M)
     tables = [f for f in result.values if f.section == "corrections"]
+    power = [f for f in result.values if f.section == "power"]
     for f in result.values:
-        if f.section == "corrections":
+        if f.section in ("corrections", "power"):
             continue
         raw_file = f"{raw_rel}/{f.raw}" if f.raw else raw_rel
         if isinstance(f.value, dict):
@@ -584,6 +612,12 @@ def render_profile(base_text: str, name: str, result: FitResult, raw: RawData, r
             text, n = _insert_after(text, rf"^(\s+{re.escape(f.key)}: )\{{.*\}}$", line, replace=True)
         if n != 1:
             raise InputError(f"base profile has no key '{f.key}' to replace", path=f"{f.section}.{f.key}")
+    if power:
+        block = "power:\n"
+        for f in power:
+            block += f"  {f.key}: {_measured_line(f.value, f'{raw_rel}/{f.raw}', f.fit, device, date)}\n"
+        text = re.sub(r"^power:\n(  .*\n)*", "", text, flags=re.M)
+        text = text.rstrip("\n") + "\n" + block
     if tables:
         block = "corrections:\n"
         for f in tables:

@@ -188,6 +188,14 @@ class LinksSection(Strict):
     comm_efficiency: PositiveQuantity = Field(description="achieved fraction of link bandwidth for large collectives")
 
 
+class PowerSection(Strict):
+    """What a long-running load does to the clocks: under a power cap, sustained tensor-core work
+    runs at a lower SM clock than a burst (memory-bound work stays at full clock)."""
+
+    power_limit_w: PositiveQuantity
+    sustained_clock_mhz: PositiveQuantity = Field(description="SM clock in steady state under sustained tensor-core load")
+
+
 class HardwareProfileFile(Strict):
     schema_: Literal["kernelsim.hardware/v1"] = Field(alias="schema")
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9_.-]*$")
@@ -201,6 +209,7 @@ class HardwareProfileFile(Strict):
     kernel: KernelSection
     host: HostSection
     links: LinksSection
+    power: PowerSection | None = None
     corrections: dict[str, CorrectionTable] = Field(
         default_factory=dict, description="calibrated residual tables of families whose library picks kernels by shape")
     libraries: dict[str, dict[str, PositiveQuantity]] = Field(

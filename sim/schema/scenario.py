@@ -208,6 +208,11 @@ class ScenarioFile(Strict):
     hardware: list[str] = Field(min_length=1)
     distribution: list[Bucket] | None = None
     min_gain: float = Field(default=0.01, ge=0, le=1)
+    clock: Literal["burst", "sustained"] = Field(
+        default="burst",
+        description="burst: the clocks of short runs (what calibration measures); sustained: the steady state of a "
+        "long run under the power cap (the profile's power.sustained_clock_mhz)",
+    )
     variants: list[Variant] = Field(default_factory=list)
     parameters: dict[str, float | int] = Field(
         default_factory=dict,
