@@ -245,6 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
     sw.set_defaults(func=cmd_sweep)
     _add_trace_commands(sub)
     _add_calibration_commands(sub)
+    _add_advise_command(sub)
     return p
 
 
@@ -277,6 +278,44 @@ def _add_calibration_commands(sub: Any) -> None:
     v.add_argument("--markdown", metavar="OUT.md", help="write the full tables as Markdown")
     v.add_argument("--json", metavar="OUT.json", help="write every row as JSON")
     v.set_defaults(func=cmd_validate)
+
+
+# -- advise: sim/advise (decisions, acceptance criteria, dispatch table; docs/advise.md) ---------
+def cmd_advise(args: argparse.Namespace, console: Console) -> int:
+    from sim.advise import advise
+    from sim.advise.plan import dispatch_document
+    from sim.outputs import write_json_atomic
+    from sim.report.advice import render_advice
+
+    json_out = _out_path(args.json, "--json") if args.json else None
+    table_out = _out_path(args.dispatch_table, "--dispatch-table") if args.dispatch_table else None
+    result = advise(Path(args.scenario), args.hardware or None)
+    # Everything computed: now write outputs (each atomically).
+    if json_out is not None:
+        write_json_atomic(json_out, result)
+    if table_out is not None:
+        write_json_atomic(table_out, dispatch_document(result))
+    if not args.quiet:
+        render_advice(result, console)
+    for p in (json_out, table_out):
+        if p is not None:
+            console.print(f"wrote {p}")
+    return EXIT_OK
+
+
+def _add_advise_command(sub: Any) -> None:
+    a = sub.add_parser("advise", help="decide per variant: fuse, specialize, dispatch by bucket, keep the library, "
+                       "or don't write a kernel", description="Simulate a scenario and advise, per variant and hardware "
+                       "profile, with the figures behind each decision, acceptance criteria and a dispatch table "
+                       "(docs/advise.md).")
+    a.add_argument("scenario", help="scenario YAML file")
+    a.add_argument("--hardware", action="append", metavar="PROFILE",
+                   help="hardware profile name or YAML path (repeatable); replaces the scenario's list")
+    a.add_argument("--json", metavar="OUT", help="write the advice as JSON (schema kernelsim.advice/v1)")
+    a.add_argument("--dispatch-table", metavar="OUT.json",
+                   help="write the recommended plan per hardware as a dispatch table (schema kernelsim.dispatch/v1)")
+    a.add_argument("--quiet", action="store_true", help="print nothing but the files written")
+    a.set_defaults(func=cmd_advise)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

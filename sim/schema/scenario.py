@@ -200,6 +200,32 @@ class SweepSpec(Strict):
         return self
 
 
+class AdviceSettings(Strict):
+    """Thresholds of `kernelsim advise` (docs/advise.md); fractions of the step time unless said otherwise."""
+
+    min_hotspot_share: float = Field(
+        default=0.05, ge=0, le=1,
+        description="below this exposed share of the step, the kernels a variant replaces are too small a hotspot",
+    )
+    near_ceiling_headroom: float = Field(
+        default=1.15, ge=1,
+        description="a library kernel within this factor of its attainable roofline is near its ceiling",
+    )
+    dispatch_margin: float = Field(
+        default=0.005, ge=0, le=1, description="a bucket takes the new path only when it gains at least this much",
+    )
+    max_bucket_regression: float = Field(
+        default=0.005, ge=0, le=1, description="a bucket slower than the baseline by more than this is a regression",
+    )
+    min_coverage: float = Field(
+        default=0.8, ge=0, le=1, description="adopt a path everywhere only if it covers at least this weighted share",
+    )
+    maintenance_cost_gain: float = Field(
+        default=0.0, ge=0, le=1,
+        description="the step gain a custom kernel must bring to pay for its maintenance (raises min_gain)",
+    )
+
+
 class ScenarioFile(Strict):
     schema_: Literal["kernelsim.scenario/v1"] = Field(alias="schema")
     name: str
@@ -220,6 +246,13 @@ class ScenarioFile(Strict):
         " workload's parameter defaults; buckets still set their own values",
     )
     sweep: SweepSpec | None = Field(default=None, description="axes for `kernelsim sweep` (docs/sweeps.md)")
+    alternative_distributions: dict[str, list[Bucket]] = Field(
+        default_factory=dict,
+        description="`kernelsim advise`: other plausible bucket mixes (name → buckets); a decision that only"
+        " pays off under some of them is reported as unstable (docs/advise.md). Adds to the workload's"
+        " `distribution.alternatives`",
+    )
+    advice: AdviceSettings | None = Field(default=None, description="thresholds of `kernelsim advise` (docs/advise.md)")
 
     @model_validator(mode="after")
     def _unique_variants(self) -> ScenarioFile:
