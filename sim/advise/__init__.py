@@ -376,7 +376,10 @@ def _explain(v: Mapping[str, Any], d: Decision) -> list[dict[str, str]]:
 
 
 def _summary(v: Mapping[str, Any]) -> str:
-    head = f"{v['name']}: {_VERB[v['decision']]}"
+    verb = _VERB[v["decision"]]
+    if v["decision"] == "dont_write" and v["kind"] in ("execution", "other"):
+        verb = "not worth adopting (no kernel involved)"
+    head = f"{v['name']}: {verb}"
     if v["decision"] in ("specialize", "dispatch_by_bucket"):
         taken = [b["name"] for b in v["buckets"] if b["take"]]
         head += f" (new path for {', '.join(taken)}; baseline for the rest)"
