@@ -246,6 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_trace_commands(sub)
     _add_calibration_commands(sub)
     _add_advise_command(sub)
+    _add_serve_command(sub)
     return p
 
 
@@ -278,6 +279,74 @@ def _add_calibration_commands(sub: Any) -> None:
     v.add_argument("--markdown", metavar="OUT.md", help="write the full tables as Markdown")
     v.add_argument("--json", metavar="OUT.json", help="write every row as JSON")
     v.set_defaults(func=cmd_validate)
+
+
+# -- serving (serve): sim/serving ----------------------------------------------------------------
+def _rates(value: str) -> list[float]:
+    rates = []
+    for part in value.split(","):
+        try:
+            r = float(part)
+        except ValueError:
+            raise InputError("--rates: not a number", value=part, expected="comma-separated requests/s, e.g. 50,100,200") from None
+        if not r > 0 or r == float("inf"):
+            raise InputError("--rates: a rate must be > 0 and finite", value=part)
+        rates.append(r)
+    return rates
+
+
+def cmd_serve(args: argparse.Namespace, console: Console) -> int:
+    import dataclasses
+
+    from sim.outputs import write_json_atomic
+    from sim.serving.report import render_serve, write_serve_plots
+    from sim.serving.run import load_serving, run_serving
+
+    json_out = _out_path(args.json, "--json") if args.json else None
+    plots_dir = _out_dir(args.plots, "--plots") if args.plots else None
+    rates = _rates(args.rates) if args.rates else None
+    if args.requests is not None and args.requests < 1:
+        raise InputError("--requests must be >= 1", value=args.requests)
+    ss = load_serving(Path(args.scenario), args.hardware or None)
+    updates: dict[str, Any] = {}
+    if args.requests is not None:
+        if args.requests <= ss.spec.warmup_requests:
+            raise InputError("--requests must exceed the scenario's warmup_requests", value=args.requests,
+                             expected=f"more than {ss.spec.warmup_requests}")
+        updates["requests"] = args.requests
+    if args.seed is not None:
+        updates["seed"] = args.seed
+    if updates:
+        ss = dataclasses.replace(ss, spec=ss.spec.model_copy(update=updates))
+    result = run_serving(ss, rates)
+    # Everything computed: now write outputs (each atomically).
+    if json_out is not None:
+        write_json_atomic(json_out, result)
+    files = write_serve_plots(result, plots_dir) if plots_dir is not None else []
+    if not args.quiet:
+        render_serve(result, console)
+    for f in [json_out, *files]:
+        if f is not None:
+            console.print(f"wrote {f}")
+    return EXIT_OK
+
+
+def _add_serve_command(sub: Any) -> None:
+    s = sub.add_parser("serve", help="serve requests: arrivals, batching, CUDA graphs → TTFT/TPOT/e2e p50/p99 per variant",
+                       description="Simulate a scenario's `serving:` section (docs/serving.md): requests arrive, batches "
+                       "form, each engine step is the workload graph at the batch's shapes; latency percentiles, "
+                       "throughput and GPU busy share per variant and arrival rate, and the highest rate meeting a "
+                       "p99 target.")
+    s.add_argument("scenario", help="scenario YAML file with a `serving:` section")
+    s.add_argument("--hardware", action="append", metavar="PROFILE",
+                   help="hardware profile name or YAML path (repeatable); replaces the scenario's list")
+    s.add_argument("--rates", metavar="R[,R...]", help="arrival rates in requests/s (replaces serving.sweep.rates_per_s)")
+    s.add_argument("--requests", type=int, metavar="N", help="requests per simulation (Poisson arrivals)")
+    s.add_argument("--seed", type=int, metavar="S", help="random seed (replaces serving.seed)")
+    s.add_argument("--json", metavar="OUT", help="write results as JSON (schema kernelsim.serve/v1, docs/serving.md)")
+    s.add_argument("--plots", metavar="DIR", help="write the latency-throughput plot (PNG) per hardware profile to DIR")
+    s.add_argument("--quiet", action="store_true", help="print no tables")
+    s.set_defaults(func=cmd_serve)
 
 
 # -- advise: sim/advise (decisions, acceptance criteria, dispatch table; docs/advise.md) ---------

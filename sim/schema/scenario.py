@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from sim.schema.workload import Bucket, Expr, Launch, Mode, Op
+from sim.serving.schema import ServingSpec
 
 
 class Strict(BaseModel):
@@ -246,6 +247,9 @@ class ScenarioFile(Strict):
         " workload's parameter defaults; buckets still set their own values",
     )
     sweep: SweepSpec | None = Field(default=None, description="axes for `kernelsim sweep` (docs/sweeps.md)")
+    serving: ServingSpec | None = Field(
+        default=None, description="`kernelsim serve`: arrivals, batching, CUDA-graph capture, rates (docs/serving.md)"
+    )
     alternative_distributions: dict[str, list[Bucket]] = Field(
         default_factory=dict,
         description="`kernelsim advise`: other plausible bucket mixes (name → buckets); a decision that only"
