@@ -183,3 +183,69 @@ def main() -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+# ----------------------------------------------------------------------------- workload-structure costs
+# Host costs the transformer and decode workloads contain but the profile does not price yet
+# (workloads/transformer_block.yaml, workloads/decode_step.yaml list them). Not wired into
+# run(): call it from there (records.extend(structure_costs())) when the group is re-measured.
+
+
+def structure_costs() -> list[dict[str, Any]]:
+    """nn.Module __call__ overhead, autograd's recording of a forward op, a Linear on a 3-D input,
+    and torch.compile'd module training steps as the module's parameter count grows."""
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    dev, bf = "cuda", torch.bfloat16
+    out: list[dict[str, Any]] = []
+    x = torch.randn(64, 64, device=dev, dtype=bf)
+    x3 = torch.randn(2, 32, 64, device=dev, dtype=bf)
+
+    class Identity(nn.Module):
+        def forward(self, t: Any) -> Any:
+            return t
+
+    ident = Identity()
+    lin = nn.Linear(64, 64, device=dev, dtype=bf)
+    lin.requires_grad_(False)
+    cases = {
+        "module_call": lambda: ident(x),           # less a plain Python call: the __call__ machinery
+        "python_call": lambda: ident.forward(x),
+        "linear_module_3d": lambda: lin(x3),        # module call + view/t/addmm/view
+        "linear_functional_2d": lambda: F.linear(x, lin.weight, lin.bias),
+    }
+    xg = torch.randn(64, 64, device=dev, dtype=bf, requires_grad=True)
+    cases["gelu_recorded"] = lambda: F.gelu(xg)   # forward op that records an autograd node
+    cases["gelu_plain"] = lambda: F.gelu(x)
+    for name, fn in cases.items():
+        fn()
+        out.append({"bench": "structure_op", "op": name, "host_us_per_op": _per_call(fn)})
+        common.log(f"structure {name}: {out[-1]['host_us_per_op']:.1f} us")
+    # torch.compile'd training step of a stack of n Linear+GELU layers: host time per step vs the
+    # number of parameters (guards, runtime wrappers, AccumulateGrad per leaf, Triton launches).
+    for n in (1, 4, 8):
+        stack = nn.Sequential(*[nn.Sequential(nn.Linear(64, 64), nn.GELU()) for _ in range(n)]).to(dev, bf)
+        cf = torch.compile(stack, dynamic=False)
+        xin = torch.randn(64, 64, device=dev, dtype=bf, requires_grad=True)
+        go = torch.randn(64, 64, device=dev, dtype=bf)
+
+        def step(cf: Any = cf, stack: Any = stack, xin: Any = xin, go: Any = go) -> None:
+            cf(xin).backward(go)
+            stack.zero_grad(set_to_none=True)
+            xin.grad = None
+
+        def eager_step(stack: Any = stack, xin: Any = xin, go: Any = go) -> None:
+            stack(xin).backward(go)
+            stack.zero_grad(set_to_none=True)
+            xin.grad = None
+
+        for _ in range(3):
+            step()
+            eager_step()
+        torch.cuda.synchronize()
+        out.append({"bench": "compiled_module_step", "layers": n, "parameters": 2 * n,
+                    "train_step_host_us": _per_call(step, n=100), "eager_train_step_host_us": _per_call(eager_step, n=100)})
+        common.log(f"compiled module step n={n}: {out[-1]}")
+    return out
