@@ -57,6 +57,7 @@ class Hardware:
     register_base: float
     registers_per_element: float
     spill_words_per_excess_register: float
+    reduction_step_s: float
     gemm_max_efficiency: float
     gemm_tile_m: int
     gemm_tile_n: int
@@ -67,6 +68,8 @@ class Hardware:
     attention_bwd_eff: float
     layout_bw_factor: float
     kernel_fixed_s: float
+    launch_gap_s: float
+    event_overhead_s: float
     launch_latency_s: float
     eager_op_s: float
     eager_op_by_kind_s: dict[str, float]
@@ -138,6 +141,7 @@ class Hardware:
             register_base=comp.register_base_per_thread.value,
             registers_per_element=comp.registers_per_element.value,
             spill_words_per_excess_register=comp.spill_words_per_excess_register.value,
+            reduction_step_s=comp.reduction_step_ns.value * 1e-9,
             gemm_max_efficiency=g.max_efficiency.value,
             gemm_tile_m=int(g.tile_m.value),
             gemm_tile_n=int(g.tile_n.value),
@@ -148,6 +152,8 @@ class Hardware:
             attention_bwd_eff=eff.attention_bwd.value,
             layout_bw_factor=eff.layout_bandwidth_factor.value,
             kernel_fixed_s=k.fixed_us.value * us,
+            launch_gap_s=k.launch_gap_us.value * us,
+            event_overhead_s=k.event_timing_overhead_us.value * us,
             launch_latency_s=k.launch_latency_us.value * us,
             eager_op_s=h.eager_op_us.value * us,
             eager_op_by_kind_s={kind: q.value * us for kind, q in h.eager_op_us_by_kind.items()},

@@ -41,11 +41,18 @@ class Case:
     measured_us: float
     record: dict[str, Any]
 
+    profiled: bool = False  # measured as profiler kernel durations: no stream gap between kernels
+
     def predict(self, hw: Hardware) -> list[KernelCost]:
         return [kernel_cost(op, self.graph, hw) for op in self.graph.ops]
 
     def predicted_us(self, hw: Hardware) -> float:
-        return sum(c.time_s for c in self.predict(hw)) * 1e6
+        """What the measurement would show: profiler durations exclude the stream gaps; a
+        CUDA-event time spans the kernels back to back plus the events' own overhead."""
+        costs = self.predict(hw)
+        if self.profiled:
+            return sum(c.time_s - hw.launch_gap_s for c in costs) * 1e6
+        return (sum(c.time_s for c in costs) - hw.launch_gap_s + hw.event_overhead_s) * 1e6
 
 
 def _graph(ops: list[Op], tensors: list[Tensor]) -> Graph:
@@ -102,6 +109,9 @@ def _elementwise(rec: dict[str, Any], family: str) -> Case | None:
         # 2-byte load per element and a broadcast offset computed per element.
         launch = LaunchConfig(block=128, elems_per_thread=4)
         math["broadcast_index"] = 1
+    if launch is None and kernel == "mul_mask_scale":
+        # bf16 × bool: mixed dtypes take PyTorch's non-vectorized elementwise_kernel<128, 4>.
+        launch = LaunchConfig(block=128, elems_per_thread=4)
     if launch is None and kernel in ("dropout", "dropout_mask"):
         # PyTorch's fused_dropout_kernel_vec: grid-stride over 8 blocks of 256 threads per SM,
         # one curand Philox call yields 4 random numbers (4 elements).
@@ -141,6 +151,10 @@ def cases_from_raw(groups: dict[str, list[dict[str, Any]]]) -> list[Case]:
             out.append(case)
     for rec in groups.get("reduction", []):
         case = _reduction(rec)
+        if case is not None:
+            out.append(case)
+    for rec in groups.get("kernel_configs", []):
+        case = _profiled_reduction(rec)
         if case is not None:
             out.append(case)
     for rec in groups.get("layout", []):
@@ -184,6 +198,54 @@ def _reduction(rec: dict[str, Any]) -> Case | None:
     return Case("reduction", f"{bench} {rows}x{cols}", _graph([op], tensors), float(rec["time_us"]), rec)
 
 
+def _profiled_reduction(rec: dict[str, Any]) -> Case | None:
+    """A reduction measured by the profiler (device time of its kernels, launch configs known).
+
+    The kernel list can pair a launch config with the wrong event when a memset precedes the
+    kernel; the configs used here are PyTorch's (documented in the record's kernel names)."""
+    kernels = [k for k in rec.get("kernels") or [] if "Memset" not in k["name"]]
+    if not kernels or "rows" not in rec:
+        return None
+    bench, rows, cols = rec["bench"], int(rec["rows"]), int(rec["cols"])
+    measured = sum(float(k["duration_us"]) for k in kernels)
+    x, y = Tensor("x", (rows, cols), "bf16"), Tensor("y", (rows, cols), "bf16")
+    vec, col = Tensor("v", (cols,), "bf16"), Tensor("r", (rows,), "bf16")
+
+    def red(name: str, reads: tuple[str, ...], writes: tuple[str, ...], **attrs: Any) -> Op:
+        launch = attrs.pop("launch", None)
+        return Op(name=name, kind="reduction", reads=reads, writes=writes, launch=launch,
+                  attrs=MappingProxyType({"rows": rows, "cols": cols, **attrs}))
+
+    if bench == "layernorm_fwd":
+        ops = [red(bench, ("x", "v"), ("y",), passes=2, math=MappingProxyType({"add": 3, "mul": 3}),
+                   launch=LaunchConfig(block=128, regs_per_thread=32))]
+        tensors = [x, y, vec]
+    elif bench == "layernorm_bwd":
+        g = Tensor("g", (rows, cols), "bf16")
+        ops = [red("grad_input", ("x", "g", "v"), ("y",), passes=2, math=MappingProxyType({"add": 4, "mul": 5}),
+                   launch=LaunchConfig(block=128, regs_per_thread=32)),
+               red("gamma_beta", ("x", "g"), ("v",), axis="rows", math=MappingProxyType({"add": 2, "mul": 2}),
+                   launch=LaunchConfig(block=1024, grid=max(1, cols // 32), regs_per_thread=32))]
+        tensors = [x, y, vec, g]
+    elif bench == "softmax_fwd":
+        warp = cols <= 1024  # softmax_warp_forward: a warp per row, 4 rows per block; else a 1024-thread block per row
+        launch = LaunchConfig(block=128, regs_per_thread=48) if warp else LaunchConfig(block=1024, regs_per_thread=30)
+        ops = [red(bench, ("x",), ("y",), passes=1 if warp else 3, threads_per_row=32 if warp else 1024,
+                   math=MappingProxyType({"exp": 1, "add": 2, "mul": 1}), launch=launch)]
+        tensors = [x, y]
+    elif bench == "sum_dim0":
+        ops = [red(bench, ("x",), ("v",), axis="rows", math=MappingProxyType({"add": 1}),
+                   launch=LaunchConfig(block=128, regs_per_thread=54))]
+        tensors = [x, vec]
+    elif bench == "sum_dim1":
+        ops = [red(bench, ("x",), ("r",), threads_per_row=32, math=MappingProxyType({"add": 1}),
+                   launch=LaunchConfig(block=512, regs_per_thread=32))]
+        tensors = [x, col]
+    else:
+        return None
+    return Case("reduction", f"{bench} {rows}x{cols} (profiled)", _graph(ops, tensors), measured, rec, profiled=True)
+
+
 def _layout(rec: dict[str, Any]) -> Case | None:
     bench = rec.get("bench")
     if bench == "transpose_contiguous":
@@ -213,7 +275,8 @@ def _gemm(rec: dict[str, Any]) -> Case:
     m, n, k = int(rec["m"]), int(rec["n"]), int(rec["k"])
     op = Op(name="gemm", kind="gemm", attrs=MappingProxyType({"m": m, "n": n, "k": k, "dtype": dt}))
     label = f"gemm {dt} {rec.get('layout', 'nn')} {m}x{n}x{k}"
-    return Case("gemm", label, _graph([op], []), kernel_time_us(rec), rec)
+    profiled = bool(rec.get("kernels")) and all("duration_us" in x for x in rec["kernels"])
+    return Case("gemm", label, _graph([op], []), kernel_time_us(rec), rec, profiled=profiled)
 
 
 def _attention(rec: dict[str, Any]) -> Case | None:

@@ -73,12 +73,31 @@ def fit_copy(raw: RawData, sm_count: int) -> list[Fitted]:
                           f"Little's law on {len(pers)} persistent copies with at most {sm_count // 8} CTAs "
                           "(one iteration's bytes in flight per CTA / bandwidth)",
                           {record_id(r) for r in pers}))
-    small = [r for r in raw.records("copy", "copy") if not held_out(r) and r["bytes"] <= 64 << 10]
-    if small and latency_ns is not None:
-        fixed = _median([r["time_us"] for r in small]) - latency_ns * 1e-3
-        out.append(Fitted("kernel", "fixed_us", round(max(fixed, 0.1), 3), raw.file_of("copy"),
-                          f"median time of {len(small)} copies of <= 64 KiB less one memory latency",
-                          {record_id(r) for r in small}))
+    gaps = [float(r["gap_us"]) for r in raw.records("stream_gaps")]
+    tiny = [float(k["duration_us"]) for r in raw.records("kernel_configs") for k in r.get("kernels") or []
+            if "Memset" not in k["name"] and isinstance(k.get("grid"), list)
+            and k["grid"][0] * k["grid"][1] * k["grid"][2] <= 4 and k["duration_us"] < 2.0]
+    if gaps and tiny:
+        gap = _median(gaps)
+        out.append(Fitted("kernel", "launch_gap_us", round(gap, 3), raw.file_of("stream_gaps"),
+                          f"median idle gap between {len(gaps)} back-to-back GPU activities of one stream (profiler)"))
+        fixed = _median(tiny) + gap
+        out.append(Fitted("kernel", "fixed_us", round(fixed, 3), raw.file_of("kernel_configs"),
+                          f"median profiled duration of {len(tiny)} kernels of at most 4 blocks, plus the stream gap"))
+        small = [r for r in raw.records("copy", "copy") if not held_out(r) and r["bytes"] <= 64 << 10]
+        if small and latency_ns is not None:
+            # an event-timed tiny copy = events' overhead + the kernel (its minimum duration and one DRAM trip)
+            ev = _median([r["time_us"] for r in small]) - (fixed - gap) - latency_ns * 1e-3
+            out.append(Fitted("kernel", "event_timing_overhead_us", round(max(ev, 0.0), 3), raw.file_of("copy"),
+                              f"median CUDA-event time of {len(small)} copies of <= 64 KiB less the kernel's minimum "
+                              "duration and one memory latency", {record_id(r) for r in small}))
+    else:
+        small = [r for r in raw.records("copy", "copy") if not held_out(r) and r["bytes"] <= 64 << 10]
+        if small and latency_ns is not None:
+            fixed = _median([r["time_us"] for r in small]) - latency_ns * 1e-3
+            out.append(Fitted("kernel", "fixed_us", round(max(fixed, 0.1), 3), raw.file_of("copy"),
+                              f"median time of {len(small)} copies of <= 64 KiB less one memory latency",
+                              {record_id(r) for r in small}))
     return out
 
 
@@ -174,6 +193,13 @@ def fit_model_based(raw: RawData, hw: Any) -> list[Fitted]:
         out.append(Fitted("efficiency", "layout_bandwidth_factor", round(v, 4), raw.file_of("layout"),
                           f"least squares (log time) over {len(trans)} transpose+contiguous sizes",
                           {record_id(c.record) for c in trans}))
+    reds = [c for c in cases if c.family == "reduction" and c.profiled]
+    if reds:
+        v = _scale_fit(reds, hw, "reduction_step_s", [1e-9 * (2 + 2 * i) for i in range(150)])
+        hw = dataclasses.replace(hw, reduction_step_s=v)
+        out.append(Fitted("compute", "reduction_step_ns", round(v * 1e9, 1), raw.file_of("kernel_configs"),
+                          f"least squares (log time) over {len(reds)} profiled reductions (layer norm, softmax, sums)",
+                          {record_id(c.record) for c in reds}))
     mis = [c for c in cases if c.family == "gemm" and c.record.get("tag") == "misaligned"
            and not _gemm_aligned(c.record)]
     if mis:
@@ -508,8 +534,9 @@ def fit_gemm(raw: RawData, peak_tflops: dict[str, float]) -> list[Fitted]:
                    {record_id(r) for r in big})]
 
 
-def fit_gemm_correction(raw: RawData, hw_eval: Callable[[dict[str, Any]], float]) -> list[dict[str, Any]]:
-    """Measured / model ratio for the training split of GEMM shapes (after the scalar fits)."""
+def fit_gemm_correction(raw: RawData, hw_eval: Callable[[dict[str, Any]], tuple[float, float]]) -> list[dict[str, Any]]:
+    """Measured / model ratio of the GEMM body (the time past the kernel's fixed cost) for the
+    training split of GEMM shapes, after the scalar fits; the cost model scales the body by it."""
     pts = []
     for r in raw.records("gemm", "gemm"):
         if held_out(r):
@@ -517,11 +544,12 @@ def fit_gemm_correction(raw: RawData, hw_eval: Callable[[dict[str, Any]], float]
         dt = "tf32" if r.get("tf32") else {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(str(r["dtype"]))
         if dt is None:
             continue
-        model_us = hw_eval(r)
-        if model_us <= 0:
+        body_us, offset_us = hw_eval(r)
+        if body_us <= 0:
             continue
+        ratio = max((kernel_time_us(r) - offset_us) / body_us, 0.05)
         pts.append({"m": int(r["m"]), "n": int(r["n"]), "k": int(r["k"]), "dtype": dt,
-                    "ratio": round(kernel_time_us(r) / model_us, 4), "id": record_id(r)})
+                    "ratio": round(ratio, 4), "id": record_id(r)})
     return pts
 
 
@@ -670,14 +698,18 @@ def calibrate_from_raw(raw_dir: Path, base_profile: Path, out: Path, name: str) 
     return text, result
 
 
-def model_us_for(hw: Any) -> Callable[[dict[str, Any]], float]:
+def model_us_for(hw: Any) -> Callable[[dict[str, Any]], tuple[float, float]]:
     from sim.calibrate.cases import _gemm
     from sim.costmodel.gemm import gemm_terms
 
-    def model_us(rec: dict[str, Any]) -> float:
-        op = _gemm(rec).graph.ops[0]
+    def model_us(rec: dict[str, Any]) -> tuple[float, float]:
+        """(analytic body, fixed part as the record measured it: profiler without the stream gap,
+        events with their overhead), in µs."""
+        case = _gemm(rec)
+        op = case.graph.ops[0]
         t = gemm_terms(hw, int(op.attrs["m"]), int(op.attrs["n"]), int(op.attrs["k"]), 1, op.attrs["dtype"])
-        return float((hw.kernel_fixed_s + max(t["compute_s"], t["memory_s"])) * 1e6)
+        edge = -hw.launch_gap_s if case.profiled else hw.event_overhead_s - hw.launch_gap_s
+        return float(max(t["compute_s"], t["memory_s"]) * 1e6), float((hw.kernel_fixed_s + edge) * 1e6)
 
     return model_us
 

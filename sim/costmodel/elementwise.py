@@ -19,7 +19,7 @@ from sim.costmodel import KernelCost, register
 from sim.costmodel.memory import stream_time
 from sim.errors import KernelsimError
 from sim.graph import DTYPE_BYTES, Graph, LaunchConfig, Op
-from sim.hardware import Hardware, occupancy
+from sim.hardware import Hardware, Occupancy, occupancy
 
 # NB: defaults for library kernels whose launch config a workload does not give.
 # PyTorch's vectorized elementwise kernels (aten/src/ATen/native/cuda/CUDALoops.cuh) run
@@ -74,6 +74,26 @@ def instructions(hw: Hardware, math_ops: Mapping[str, float], op_name: str) -> t
     return fp32, sfu, integer
 
 
+def compute_time(hw: Hardware, op: Op, numel: float, math_ops: Mapping[str, float],
+                 occ: Occupancy) -> tuple[float, str, float, float]:
+    """(seconds, busiest unit, FP32 instructions per element, latency-hiding factor) of the math."""
+    fp32, sfu, integer = instructions(hw, math_ops, op.name)
+    warps_per_scheduler = occ.warps_per_sm / hw.schedulers_per_sm
+    hide = min(1.0, warps_per_scheduler / hw.warps_to_hide_latency)
+    rate = occ.active_sms * hw.clock_hz * hide
+    # Each unit's cycles per element add up: the measured fused kernels (erf and Philox in
+    # one thread) take the sum of their parts, not the slowest part.
+    unit_times = {
+        "fp32": numel * fp32 / (hw.fp32_lanes_per_sm * rate),
+        "sfu": numel * sfu / (hw.sfu_lanes_per_sm * rate),
+        "int": numel * integer / (hw.int_lanes_per_sm * rate),
+        "issue": numel * hw.elementwise_instr_per_element
+        / (hw.schedulers_per_sm * hw.issue_per_scheduler * hw.warp_size * rate),
+    }
+    comp_lim = max(unit_times, key=lambda k: unit_times[k])
+    return sum(unit_times.values()), comp_lim, fp32, hide
+
+
 def streaming_cost(
     op: Op,
     graph: Graph,
@@ -114,21 +134,7 @@ def streaming_cost(
     if inflight_cap is not None:
         inflight = min(inflight, inflight_cap)
     mem_s, mem_lim, bw_share = stream_time(hw, total / bandwidth_factor, occ, max(inflight, 1.0))
-    fp32, sfu, integer = instructions(hw, math_ops, op.name)
-    warps_per_scheduler = occ.warps_per_sm / hw.schedulers_per_sm
-    hide = min(1.0, warps_per_scheduler / hw.warps_to_hide_latency)
-    rate = occ.active_sms * hw.clock_hz * hide
-    # Each unit's cycles per element add up: the measured fused kernels (erf and Philox in
-    # one thread) take the sum of their parts, not the slowest part.
-    unit_times = {
-        "fp32": numel * fp32 / (hw.fp32_lanes_per_sm * rate),
-        "sfu": numel * sfu / (hw.sfu_lanes_per_sm * rate),
-        "int": numel * integer / (hw.int_lanes_per_sm * rate),
-        "issue": numel * hw.elementwise_instr_per_element
-        / (hw.schedulers_per_sm * hw.issue_per_scheduler * hw.warp_size * rate),
-    }
-    comp_lim = max(unit_times, key=lambda k: unit_times[k])
-    comp_s = sum(unit_times.values())
+    comp_s, comp_lim, fp32, hide = compute_time(hw, op, numel, math_ops, occ)
     # Registers estimated past the limit spill; the compiler spills more words than the excess.
     estimated_spill = occ.spilled_regs_per_thread * 4 * hw.spill_words_per_excess_register
     spill_per_thread = estimated_spill + (launch.spill_bytes_per_thread or 0)

@@ -1,13 +1,11 @@
-"""Copies, layout transforms and reductions: streaming kernels with their own bandwidth factors.
+"""Copies and layout transforms: streaming kernels with their own bandwidth factors.
 
 A transpose reads and writes every byte but cannot coalesce both sides as well as a copy:
-its bandwidth is the profile's `layout_bandwidth_factor` of a copy's. A reduction reads its
-input `passes` times. Copies on the copy engine run over PCIe (H2D/D2H) and take no SMs.
+its bandwidth is the profile's `layout_bandwidth_factor` of a copy's. Copies on the copy
+engine run over PCIe (H2D/D2H) and take no SMs.
 """
 
 from __future__ import annotations
-
-import math
 
 from sim.costmodel import KernelCost, register
 from sim.costmodel.elementwise import io_bytes, numel_of, read_bytes_per_elem, streaming_cost
@@ -42,45 +40,18 @@ def copy_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
     )
 
 
+TRANSPOSING = frozenset({"transpose", "nchw_to_nhwc", "nhwc_to_nchw"})
+
+
 @register("layout")
 def layout_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
     numel = numel_of(op, graph)
     r, w = io_bytes(op, graph)
-    factor = 1.0 if op.attrs.get("transform") == "cast" else hw.layout_bw_factor
+    # Transposes move data across the tile: reads or writes go strided. A contiguous copy or a
+    # cast streams both sides like a copy.
+    factor = hw.layout_bw_factor if op.attrs.get("transform") in TRANSPOSING else 1.0
     return streaming_cost(
         op, graph, hw, numel=numel, bytes_read=r, bytes_written=w,
         inflight_per_elem=read_bytes_per_elem(op, graph, numel), math_ops={},
         category="layout", bandwidth_factor=factor,
-    )
-
-
-# NB: PyTorch's row reductions (layer norm, softmax) run one 128-thread block per row; each
-# thread loops over its share of the row with a carried dependency (running sums), so it keeps
-# one 16-byte vector in flight. Column reductions (sum over rows) spread columns over blocks.
-REDUCTION_THREADS = 128
-REDUCTION_INFLIGHT_BYTES = 16
-
-
-@register("reduction")
-def reduction_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
-    """Reads its input `passes` times (e.g. statistics, then normalize); writes once."""
-    rows, cols = int(op.attrs["rows"]), int(op.attrs["cols"])
-    passes = float(op.attrs.get("passes", 1))
-    numel = rows * cols
-    r, w = io_bytes(op, graph)
-    if op.attrs.get("axis", "cols") == "cols":
-        default_grid = rows
-    else:
-        # NB: column sums (bias gradients): blocks of 32 × 4 threads cover 128 columns; when
-        # each thread would sum more than 256 rows, PyTorch splits the rows over enough blocks
-        # to put about 16 on every SM (H200 traces: grid 128 × 1 at 1001 rows, 128 × 17 at 2048+).
-        col_blocks = max(1, math.ceil(cols / REDUCTION_THREADS))
-        splits = 1 if rows <= 1024 else max(1, math.ceil(16 * hw.sm_count / col_blocks))
-        default_grid = col_blocks * splits
-    if op.launch is None:
-        op = op.with_(launch=LaunchConfig(block=REDUCTION_THREADS))
-    return streaming_cost(
-        op, graph, hw, numel=numel, bytes_read=r * passes, bytes_written=w,
-        inflight_per_elem=read_bytes_per_elem(op, graph, numel), math_ops=op.attrs.get("math", {}),
-        inflight_cap=REDUCTION_INFLIGHT_BYTES, default_grid=default_grid,
     )

@@ -114,6 +114,8 @@ class ComputeSection(Strict):
         description="registers an elementwise kernel needs besides its per-element values (estimator intercept)")
     registers_per_element: PositiveQuantity = Field(
         description="registers per element a thread holds (estimator slope; fitted on compiled Triton kernels)")
+    reduction_step_ns: PositiveQuantity = Field(
+        description="one step of a reduction across a row's threads (shuffle or shared memory + barrier)")
     spill_words_per_excess_register: PositiveQuantity = Field(
         description="32-bit words the compiler spills per register the estimate puts past the per-thread limit")
 
@@ -156,7 +158,10 @@ class EfficiencySection(Strict):
 
 
 class KernelSection(Strict):
-    fixed_us: Quantity = Field(description="device time of an empty kernel (launch to completion)")
+    fixed_us: Quantity = Field(description="device time of an empty kernel back to back in a stream (its gap included)")
+    launch_gap_us: Quantity = Field(description="idle gap between back-to-back kernels of a stream (part of fixed_us)")
+    event_timing_overhead_us: Quantity = Field(
+        description="what CUDA events around one kernel add to its duration (for comparing with event-timed data)")
     launch_latency_us: Quantity = Field(description="host launch return to earliest kernel start")
 
 
