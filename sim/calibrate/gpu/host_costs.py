@@ -165,6 +165,7 @@ def run(out_dir: str) -> dict[str, Any]:
         common.log(f"autograd.Function step: {records[-1]}")
     except Exception as exc:  # noqa: BLE001 - recorded, not fatal
         records.append({"bench": "autograd_function", "error": str(exc)})
+    records += structure_costs()
     doc = {"meta": common.collect_meta({"command": os.environ.get("KS_COMMAND", "python3 -m sim.calibrate.gpu.host_costs")}),
            "group": "host_costs", "mode": "full", "status": "complete", "records": records}
     os.makedirs(out_dir, exist_ok=True)
