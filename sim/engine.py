@@ -15,6 +15,12 @@ The engine schedules; it never prices. Kernel costs come in precomputed (sim.cos
   proportion (two bandwidth-bound kernels side by side take as long as one after another).
 - A `sync` op blocks the host until every stream is idle; the step ends when the host is
   done and every stream has drained.
+- Several ranks (Ranks, simulate_ranks) share one clock, each with its host, streams and
+  GPU. A collective kernel holds its CTAs' SMs from the moment its stream starts it; it moves
+  data only once every rank of its group has arrived (the rendezvous), then pays its latency
+  and its transfer, sharing links with the other collectives in flight (LinkShare) and
+  streaming HBM on each member GPU. One rank never takes this path: its results are the
+  same, bit for bit, as before ranks existed.
 
 Speed (benchmarks/bench_engine.py): the hot loop creates only the simpy events that carry
 the model: one timeout per host busy span, the launch-queue put/get, one timeout for the
@@ -27,6 +33,7 @@ intervals are kept as tuples until the run ends.
 from __future__ import annotations
 
 import gc
+import math
 from collections.abc import Sequence
 from types import MappingProxyType
 from typing import Any
@@ -125,12 +132,14 @@ class FluidGPU:
 class Simulation:
     """One simulation of one graph on one profile; owns all its state."""
 
-    def __init__(self, graph: Graph, costs: Sequence[KernelCost | None], hw: Hardware) -> None:
+    def __init__(self, graph: Graph, costs: Sequence[KernelCost | None], hw: Hardware,
+                 env: simpy.Environment | None = None) -> None:
         self.graph = graph
         self.costs = tuple(costs)
         self.hw = hw
-        self.env = simpy.Environment()
-        self.gpu = FluidGPU(self.env)
+        # One rank owns its environment; ranks of one run share theirs (Ranks) and hold collectives' SMs.
+        self.env = simpy.Environment() if env is None else env
+        self.gpu: FluidGPU = FluidGPU(self.env) if env is None else HoldingGPU(self.env)
         # (start_s, end_s, track, name, cat, op, args): made into Intervals when the run ends.
         self._records: list[tuple[float, float, str, str, str, int, MappingProxyType[str, Any]]] = []
         self.deps = graph.dependencies()
@@ -141,6 +150,8 @@ class Simulation:
         self.stream_busy_until = {s: 0.0 for s in streams}
         self.outstanding = {s: 0 for s in streams}
         self.idle_events: dict[int, simpy.Event] = {}
+        self.rank = 0
+        self.rendezvous: Ranks | None = None  # set when this is one rank of several (Ranks)
 
     # -- ops' completion ----------------------------------------------------------------
     def _finish(self, i: int) -> None:
@@ -275,6 +286,7 @@ class Simulation:
         records = self._records
         latency = hw.launch_latency_s
         args_by_cost: dict[int, MappingProxyType[str, Any]] = {}
+        meet = self.rendezvous  # None on one rank: collectives run as plain kernels
         while True:
             i, issued_s, graph_member = yield queue.get()
             pending = [self._waiter(d) for d in deps[i] if not finished[d]]
@@ -292,10 +304,13 @@ class Simulation:
             if earliest > env.now:
                 yield Timeout(env, earliest - env.now)
             start = env.now
-            yield gpu.run(work, cost.bw_demand, cost.sm_demand)
-            args = args_by_cost.get(id(cost))
-            if args is None:
-                args = args_by_cost[id(cost)] = MappingProxyType({"limiter": cost.limiter, "alone_us": cost.time_s * 1e6})
+            if meet is not None and i in meet.collective_ops:
+                args = yield from meet.collective(self, i, cost)
+            else:
+                yield gpu.run(work, cost.bw_demand, cost.sm_demand)
+                args = args_by_cost.get(id(cost))
+                if args is None:
+                    args = args_by_cost[id(cost)] = MappingProxyType({"limiter": cost.limiter, "alone_us": cost.time_s * 1e6})
             records.append((start, env.now, track, ops[i].name, cost.category, i, args))
             self.stream_busy_until[s] = env.now
             self._finish(i)
@@ -304,20 +319,255 @@ class Simulation:
                 self.idle_events.pop(s).succeed()
 
     def run(self) -> Trace:
-        host = self.env.process(self.host())
-        for s in self.queues:
-            self.env.process(self.stream(s))
+        host = self._start()
         # Streams wait on their queues forever; the run ends when no event is left.
         self.env.run()
         if not host.triggered or any(self.outstanding.values()):
             raise RuntimeError(f"simulation of '{self.graph.name}' deadlocked (a wait on an op that never ran)")
+        return self._trace(max(max((r[1] for r in self._records), default=0.0), self.env.now))
+
+    def _start(self) -> simpy.Process:
+        host = self.env.process(self.host())
+        for s in self.queues:
+            self.env.process(self.stream(s))
+        return host
+
+    def _trace(self, end: float) -> Trace:
         records = self._records
-        end = max(max((r[1] for r in records), default=0.0), self.env.now)
         # Order: start time, host before streams, track name, op; ties keep recording order.
         order = sorted(range(len(records)), key=lambda k: (records[k][0], records[k][2] != HOST_TRACK,
                                                            records[k][2], records[k][5]))
         ivs = tuple(Interval(r[2], r[3], r[4], r[0], r[1], r[5], r[6]) for r in (records[k] for k in order))
         return Trace(graph=self.graph, hardware=self.hw.name, costs=self.costs, intervals=ivs, end_s=end)
+
+
+class HoldingGPU(FluidGPU):
+    """A FluidGPU that can also hold work of no set length: a collective kernel waiting for its
+    peers keeps its CTAs on their SMs (and, while it moves data, streams HBM) until released."""
+
+    def hold(self, bw: float, sm: float) -> int:
+        self._advance()
+        jid = self._next_id
+        self._next_id += 1
+        self.jobs[jid] = _Job(math.inf, bw, sm, simpy.Event(self.env))
+        self._settle()
+        return jid
+
+    def set_demand(self, jid: int, bw: float, sm: float) -> None:
+        self._advance()
+        job = self.jobs[jid]
+        job.bw, job.sm = bw, sm
+        self._settle()
+
+    def release(self, jid: int) -> None:
+        self._advance()
+        del self.jobs[jid]
+        self._settle()
+
+    def _settle(self) -> None:
+        jobs = self.jobs
+        limit = _EPS * max(1.0, self.env.now)
+        for jid in [jid for jid, j in jobs.items() if j.remaining_s <= limit]:
+            jobs.pop(jid).done.succeed()
+        finite = [j.remaining_s for j in jobs.values() if j.remaining_s != math.inf]
+        if finite:
+            wake = Timeout(self.env, max(0.0, min(finite) / self._rate()))
+            wake.callbacks.append(self._wake)
+            self._wakeup = wake
+        else:
+            self._wakeup = None
+
+
+class _Flow:
+    __slots__ = ("remaining_s", "demands", "rate", "done")
+
+    def __init__(self, remaining_s: float, demands: tuple[tuple[Any, float], ...], done: simpy.Event) -> None:
+        self.remaining_s = remaining_s
+        self.demands = demands
+        self.rate = 1.0
+        self.done = done
+
+
+class LinkShare:
+    """Processor sharing of links among the collectives moving data at once.
+
+    A flow demands a share of each link it crosses (a GPU's NVLink port, a node's NICs) when
+    alone; a flow's rate is 1 / the most loaded of its links (at least 1). Collectives on
+    disjoint links do not slow each other; two on the same links take about twice as long.
+    """
+
+    def __init__(self, env: simpy.Environment) -> None:
+        self.env = env
+        self.flows: list[_Flow] = []
+        self._last = 0.0
+        self._wakeup: simpy.Event | None = None
+
+    def _advance(self) -> None:
+        dt = self.env.now - self._last
+        if dt > 0:
+            for f in self.flows:
+                f.remaining_s -= dt * f.rate
+        self._last = self.env.now
+
+    def _settle(self) -> None:
+        limit = _EPS * max(1.0, self.env.now)
+        for f in [f for f in self.flows if f.remaining_s <= limit]:
+            self.flows.remove(f)
+            f.done.succeed()
+        load: dict[Any, float] = {}
+        for f in self.flows:
+            for link, share in f.demands:
+                load[link] = load.get(link, 0.0) + share
+        for f in self.flows:
+            f.rate = 1.0 / max([1.0, *(load[link] for link, _ in f.demands)])
+        if self.flows:
+            wake = Timeout(self.env, max(0.0, min(f.remaining_s / f.rate for f in self.flows)))
+            wake.callbacks.append(self._wake)
+            self._wakeup = wake
+        else:
+            self._wakeup = None
+
+    def _wake(self, event: simpy.Event) -> None:
+        if event is not self._wakeup:
+            return
+        self._advance()
+        for f in self.flows:
+            if f.remaining_s < 1e-12:
+                f.remaining_s = 0.0
+        self._settle()
+
+    def run(self, work_s: float, demands: tuple[tuple[Any, float], ...]) -> simpy.Event:
+        """Move data that would take `work_s` alone over `demands` ((link, share), ...)."""
+        self._advance()
+        ev = simpy.Event(self.env)
+        self.flows.append(_Flow(max(work_s, 0.0), demands, ev))
+        self._settle()
+        return ev
+
+
+class _Meeting:
+    """One collective call of one group: who has arrived, their held SMs, when it completes."""
+
+    __slots__ = ("members", "arrived", "holds", "started_s", "done")
+
+    def __init__(self, members: tuple[int, ...], done: simpy.Event) -> None:
+        self.members = members
+        self.arrived: dict[int, float] = {}
+        self.holds: dict[int, tuple[HoldingGPU, int]] = {}
+        self.started_s = math.nan
+        self.done = done
+
+
+class Ranks:
+    """Several ranks in one simulation: a host thread, streams and a GPU per rank, one clock.
+
+    A collective kernel starts on a rank's stream like any kernel and holds its CTAs' SMs at
+    once; it moves data only when every member of its group has arrived (the rendezvous), so a
+    slow rank delays the others. Then it pays its latency (kernel fixed cost + NCCL latency)
+    and its transfer, shared with the other collectives on the same links (LinkShare), while
+    streaming its HBM traffic on every member's GPU. Calls meet by op name within a group.
+    """
+
+    def __init__(self, graphs: Sequence[Graph], costs: Sequence[Sequence[KernelCost | None]],
+                 hws: Sequence[Hardware], groups: Sequence[Sequence[tuple[int, ...] | None]],
+                 node_of: Sequence[int], host_delay_s: Sequence[float] | None = None) -> None:
+        self.env = simpy.Environment()
+        self.links = LinkShare(self.env)
+        self.node_of = tuple(node_of)
+        self.groups = groups  # groups[rank][op] = the op's group members (None: not a rendezvous)
+        self.meetings: dict[tuple[str, tuple[int, ...]], _Meeting] = {}
+        self.host_delay_s = tuple(host_delay_s) if host_delay_s is not None else (0.0,) * len(graphs)
+        self.sims = []
+        for r, (g, c, hw) in enumerate(zip(graphs, costs, hws, strict=True)):
+            sim = Simulation(g, c, hw, env=self.env)
+            sim.rank = r
+            sim.rendezvous = self
+            self.sims.append(sim)
+        self.collective_ops = frozenset(i for i, o in enumerate(graphs[0].ops) if o.kind == "collective")
+
+    def collective(self, sim: Simulation, i: int, cost: KernelCost):
+        """The stream process of `sim` runs op `i`, a collective: hold SMs, meet, move data. Returns the interval's args."""
+        members = self.groups[sim.rank][i]
+        gpu = sim.gpu
+        assert isinstance(gpu, HoldingGPU)
+        if members is None or len(members) < 2:
+            yield gpu.run(cost.time_s, cost.bw_demand, cost.sm_demand)
+            return MappingProxyType({"limiter": cost.limiter, "alone_us": cost.time_s * 1e6})
+        key = (sim.graph.ops[i].name, members)
+        meeting = self.meetings.get(key)
+        if meeting is None:
+            meeting = self.meetings[key] = _Meeting(members, simpy.Event(self.env))
+        arrived = self.env.now
+        meeting.arrived[sim.rank] = arrived
+        meeting.holds[sim.rank] = (gpu, gpu.hold(0.0, cost.sm_demand))
+        if len(meeting.arrived) == len(members):
+            del self.meetings[key]
+            self.env.process(self._transfer(meeting, cost))
+        yield meeting.done
+        gpu_, jid = meeting.holds[sim.rank]
+        gpu_.release(jid)
+        d = cost.detail
+        return MappingProxyType({
+            "limiter": cost.limiter, "alone_us": cost.time_s * 1e6, "wait_us": (meeting.started_s - arrived) * 1e6,
+            "algorithm": d.get("algorithm"), "protocol": d.get("protocol"), "channels": d.get("channels"),
+            "ranks": len(members), "nodes": d.get("nodes"), "busbw_gbps": d.get("busbw_gbps"),
+        })
+
+    def _transfer(self, meeting: _Meeting, cost: KernelCost):
+        env = self.env
+        meeting.started_s = env.now
+        d = cost.detail
+        latency = cost.fixed_s + float(d.get("latency_s", 0.0))
+        if latency > 0:
+            yield Timeout(env, latency)
+        transfer = float(d.get("transfer_s", cost.time_s - latency))
+        for gpu, jid in meeting.holds.values():
+            gpu.set_demand(jid, cost.bw_demand, cost.sm_demand)
+        demands: list[tuple[Any, float]] = []
+        intra, net = float(d.get("intra_share", 1.0)), float(d.get("net_share", 0.0))
+        if intra > 0:
+            demands.extend((("gpu", r), intra) for r in meeting.members)
+        if net > 0:
+            demands.extend((("node", node), net) for node in sorted({self.node_of[r] for r in meeting.members}))
+        if transfer > 0:
+            yield self.links.run(transfer, tuple(demands))
+        meeting.done.succeed()
+
+    def _delayed_host(self, sim: Simulation, delay_s: float):
+        yield Timeout(self.env, delay_s)
+        sim._host_interval("straggler delay", "host", 0.0)
+        yield from sim.host()
+
+    def run(self) -> list[Trace]:
+        hosts = []
+        for sim, delay in zip(self.sims, self.host_delay_s, strict=True):
+            if delay > 0:
+                hosts.append(self.env.process(self._delayed_host(sim, delay)))
+                for s in sim.queues:
+                    self.env.process(sim.stream(s))
+            else:
+                hosts.append(sim._start())
+        self.env.run()
+        stuck = [sim.rank for sim, h in zip(self.sims, hosts, strict=True) if not h.triggered or any(sim.outstanding.values())]
+        if stuck:
+            waiting = "; ".join(f"{name} (arrived: {sorted(m.arrived)} of {list(m.members)})"
+                                for (name, _), m in self.meetings.items())
+            raise RuntimeError(f"simulation of '{self.sims[0].graph.name}' on {len(self.sims)} ranks deadlocked: ranks "
+                               f"{stuck} never finished" + (f"; collectives still waiting: {waiting}" if waiting else ""))
+        return [sim._trace(max((r[1] for r in sim._records), default=0.0)) for sim in self.sims]
+
+
+def simulate_ranks(graphs: Sequence[Graph], costs: Sequence[Sequence[KernelCost | None]], hws: Sequence[Hardware],
+                   groups: Sequence[Sequence[tuple[int, ...] | None]], node_of: Sequence[int],
+                   host_delay_s: Sequence[float] | None = None) -> list[Trace]:
+    """Simulate one step on several ranks (one graph, costs, profile and group table per rank); a Trace per rank."""
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return Ranks(graphs, costs, hws, groups, node_of, host_delay_s).run()
+    finally:
+        if gc_was_enabled:
+            gc.enable()
 
 
 def simulate(graph: Graph, costs: Sequence[KernelCost | None], hw: Hardware) -> Trace:

@@ -8,9 +8,12 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
+from pydantic import ValidationError
+
+from sim.comm.topology import ReferenceBusBw, Topology, default_topology
 from sim.errors import InfeasibleError, InputError
-from sim.schema.hardware import HardwareProfileFile
-from sim.schema.loader import load_yaml_model
+from sim.schema.hardware import HardwareProfileFile, TopologySection
+from sim.schema.loader import read_yaml, validation_to_input_error
 
 PROFILE_DIR_ENV = "KERNELSIM_PROFILES"
 
@@ -97,6 +100,12 @@ class Hardware:
     sustained_clock_hz: float | None = None
     source_file: str = ""
     measured: bool = field(default=False)
+    topology: Topology | None = None  # None: the profile has no topology section (see `fabric`)
+
+    @property
+    def fabric(self) -> Topology:
+        """The topology for collectives: the profile's, or one 8-GPU node (sim.comm.topology.default_topology)."""
+        return self.topology if self.topology is not None else default_topology(self.nvlink_bps)
 
     @classmethod
     def from_file(cls, f: HardwareProfileFile, source_file: str = "") -> Hardware:
@@ -180,6 +189,7 @@ class Hardware:
             corrections={name: tuple((tuple(p.x), p.ratio) for p in t.points) for name, t in f.corrections.items()},
             sustained_clock_hz=f.power.sustained_clock_mhz.value * 1e6 if f.power else None,
             source_file=source_file,
+            topology=_topology(f.topology),
             measured=any(
                 q.source == "measured"
                 for section in (f.memory, f.kernel, f.host)
@@ -311,9 +321,56 @@ def resolve_profile(ref: str, base: Path | None = None, *, file: str | None = No
     )
 
 
+def _topology(t: TopologySection | None) -> Topology | None:
+    if t is None:
+        return None
+    refs = tuple(ReferenceBusBw(collective=p.collective, ranks=p.ranks, nodes=p.nodes, bytes=p.bytes,
+                                busbw_bps=p.busbw_gbps * 1e9, source=p.source, ref=p.ref or p.note or "",
+                                algorithm=p.algorithm) for p in t.reference_busbw)
+    return Topology(gpus_per_node=int(t.gpus_per_node.value), nodes=int(t.nodes.value), intra_node=t.intra_node,
+                    nics_per_node=int(t.nics_per_node.value), network_efficiency=t.network_efficiency.value,
+                    nvls_busbw_bps=t.nvls_busbw_gbps.value * 1e9, channels=int(t.channels.value),
+                    channel_bps=t.channel_gbps.value * 1e9, reference_busbw=refs)
+
+
+def _merge(base: dict, over: dict) -> dict:
+    """`over` laid on `base`: mappings merge key by key, anything else replaces."""
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _profile_data(path: Path, seen: tuple[str, ...] = ()) -> dict:
+    """A profile's YAML mapping; `base: OTHER` lays this file's keys on OTHER's (a system on a GPU profile)."""
+    data = read_yaml(path)
+    if not isinstance(data, dict):
+        raise InputError("the file must hold a mapping at the top level", file=str(path), value=type(data).__name__,
+                         expected="a YAML mapping")
+    base_ref = data.pop("base", None)
+    if base_ref is None:
+        return data
+    if not isinstance(base_ref, str):
+        raise InputError("must be a profile name or path", file=str(path), path="base", value=base_ref)
+    base_path = resolve_profile(base_ref, path.parent, file=str(path), path="base")
+    if str(base_path.resolve()) in seen + (str(path.resolve()),):
+        raise InputError("profiles name each other as base (a cycle)", file=str(path), path="base", value=base_ref)
+    return _merge(_profile_data(base_path, seen + (str(path.resolve()),)), data)
+
+
 @lru_cache(maxsize=64)
 def _load_cached(path_str: str, mtime: float) -> Hardware:
-    f = load_yaml_model(Path(path_str), HardwareProfileFile)
+    path = Path(path_str)
+    data = _profile_data(path)
+    try:
+        f = HardwareProfileFile.model_validate(data)
+    except ValidationError as exc:
+        err = validation_to_input_error(exc, path_str, data)
+        base_ref = (read_yaml(path) or {}).get("base") if isinstance(read_yaml(path), dict) else None
+        if base_ref is not None:  # the bad key may come from the base profile
+            err = InputError(f"{err.problem} (with the keys of base profile '{base_ref}')", file=err.file,
+                             path=err.path, value=err.value, expected=err.expected)
+        raise err from None
     return Hardware.from_file(f, source_file=path_str)
 
 

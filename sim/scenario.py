@@ -12,12 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sim.comm.parallel import merge_ranks, rank_plan, simulate_parallel
 from sim.costmodel import KernelCost, kernel_cost
 from sim.engine import simulate
 from sim.errors import InfeasibleError, InputError, KernelsimError
 from sim.graph import Graph, Op
 from sim.hardware import Hardware, load_profile, sustained
-from sim.report.metrics import TERMS, StepMetrics, step_metrics
+from sim.report.metrics import TERMS, StepMetrics, comm_metrics, step_metrics
 from sim.schema.loader import load_yaml_model
 from sim.schema.scenario import ScenarioFile, Variant
 from sim.schema.workload import Bucket
@@ -242,6 +243,47 @@ def _bucket_result(b: Bucket, params: dict[str, float], m: StepMetrics, path: st
     }
 
 
+def simulate_bucket(workload: Workload, graph: Graph, costs: tuple[KernelCost | None, ...], hw: Hardware,
+                    params: dict[str, float]) -> tuple[Trace, StepMetrics, dict[str, Any] | None]:
+    """One bucket's step: on one rank, or on every rank of the workload's `parallel` layout.
+
+    Several ranks give the critical (slowest) rank's metrics, a merged trace (tracks
+    'rank R · …') and the `comm` JSON block; one rank gives `comm` only when the graph has
+    collectives.
+    """
+    plan = rank_plan(workload.spec.parallel, params, workload.file)
+    if plan is None or plan.ranks == 1:
+        trace = simulate(graph, costs, hw)
+        has_comm = any(o.kind == "collective" for o in graph.ops)
+        return trace, step_metrics(trace), comm_result([trace], 0) if has_comm else None
+    rank_traces = simulate_parallel(graph, hw, plan, price, workload.file)
+    critical = max(range(len(rank_traces)), key=lambda r: (rank_traces[r].end_s, -r))
+    return merge_ranks(rank_traces), step_metrics(rank_traces[critical]), comm_result(rank_traces, critical)
+
+
+def comm_result(rank_traces: list[Trace], critical: int) -> dict[str, Any]:
+    """The `comm` block of a bucket (docs/json.md): the critical rank's exposed communication, per collective."""
+    cm = comm_metrics(rank_traces[critical])
+    every = [comm_metrics(t) for t in rank_traces]
+    return {
+        "ranks": len(rank_traces),
+        "critical_rank": critical,
+        "rank_time_us": [t.end_s * 1e6 for t in rank_traces],
+        "comm_time_us": cm.comm_s * 1e6,
+        "exposed_comm_us": cm.exposed_s * 1e6,
+        "hidden_comm_us": cm.hidden_s * 1e6,
+        "rendezvous_wait_us": cm.wait_s * 1e6,
+        "max_exposed_comm_us": max(c.exposed_s for c in every) * 1e6,
+        "collectives": [
+            {"name": c.name, "collective": c.collective, "bytes": c.bytes, "time_us": (c.end_s - c.start_s) * 1e6,
+             "exposed_us": c.exposed_s * 1e6, "wait_us": c.wait_s * 1e6,
+             **{k: c.args[k] for k in ("algorithm", "protocol", "channels", "ranks", "nodes", "busbw_gbps")
+                if c.args.get(k) is not None}}
+            for c in cm.collectives
+        ],
+    }
+
+
 def _fmt(v: float) -> str:
     return str(int(v)) if float(v).is_integer() else f"{v:g}"
 
@@ -265,11 +307,12 @@ def run_scenario(scn: Scenario, *, keep_traces: bool = False) -> tuple[dict[str,
                 else:
                     graph, path = variant_graph(scn, v, vi - 1, base_graph, params, hw)
                     costs = price(graph, hw)
-                trace = simulate(graph, costs, hw)
-                m = step_metrics(trace)
+                trace, m, comm = simulate_bucket(scn.workload, graph, costs, hw, params)
                 if keep_traces:
                     traces[(hw.name, v.name, bi)] = trace
                 per_variant[v.name].append(_bucket_result(b, params, m, path))
+                if comm is not None:
+                    per_variant[v.name][-1]["comm"] = comm
                 rep, new = _micro(base_graph, base_costs, graph, costs)
                 micro[v.name].append((b.weight, rep, new))
         base_buckets = per_variant["baseline"]

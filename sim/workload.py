@@ -15,7 +15,8 @@ from sim.schema.workload import Bucket, Launch, OpBase, RepeatBlock, WorkloadFil
 
 # Op fields that are not dimension expressions.
 _META_FIELDS = frozenset(OpBase.model_fields) | {"kind", "math", "dtype", "layout", "causal", "direction",
-                                                 "engine", "transform", "collective", "axis"}
+                                                 "engine", "transform", "collective", "axis", "group", "algorithm",
+                                                 "protocol"}
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,8 @@ def build_op(raw: OpBase, env: dict[str, float], *, file: str, path: str, mode: 
         if v < 0:
             raise InputError("must be >= 0", file=file, path=f"{path}.{key}", value=v, expected="a non-negative size")
         attrs[key] = v
-    for key in ("dtype", "layout", "causal", "direction", "engine", "transform", "collective", "axis"):
+    for key in ("dtype", "layout", "causal", "direction", "engine", "transform", "collective", "axis", "group",
+                "algorithm", "protocol"):
         if key in data:
             attrs[key] = data[key]
     if "math" in data:

@@ -1,44 +1,58 @@
-"""Collectives: ring alpha–beta costs over the profile's links.
+"""Collectives: NCCL-like alpha–beta costs over the profile's topology (sim.comm.nccl).
 
-Ring all-reduce of S bytes over n ranks: 2(n−1) steps of latency α and 2(n−1)/n · S bytes
-per rank over the link; all-gather and reduce-scatter half of that; all-to-all (n−1)/n · S;
-broadcast pipelined S; send/recv S. One rank: only the kernel's fixed cost.
+An op carries `collective`, `bytes` (the nccl-tests size: the whole buffer) and `ranks`
+(the group's size); `nodes` (nodes the group spans) is set by the multi-rank runner from
+the placement, else ranks are taken as packed node by node. Optional `channels`,
+`algorithm` and `protocol` force NCCL's choices (like NCCL_MIN/MAX_NCHANNELS, NCCL_ALGO,
+NCCL_PROTO). One rank: only the kernel's fixed cost.
+
+The cost alone (no contention) is kernel fixed cost + latency + transfer. While it runs the
+kernel holds one CTA per channel, each on its own SM (sm_demand = channels / SMs), and
+streams its HBM traffic (bw_demand); `detail` carries the plan (algorithm, protocol,
+latency, transfer, link shares) for the engine's rendezvous and link sharing.
 """
 
 from __future__ import annotations
 
 from types import MappingProxyType
 
+from sim.comm.nccl import Links, busbw_factor, plan_collective
+from sim.comm.topology import nodes_for
 from sim.costmodel import KernelCost, register
+from sim.errors import InfeasibleError
 from sim.graph import Graph, Op
 from sim.hardware import Hardware
 
-_STEPS_AND_FACTOR = {
-    "all_reduce": (lambda n: 2 * (n - 1), lambda n: 2 * (n - 1) / n),
-    "all_gather": (lambda n: n - 1, lambda n: (n - 1) / n),
-    "reduce_scatter": (lambda n: n - 1, lambda n: (n - 1) / n),
-    "all_to_all": (lambda n: n - 1, lambda n: (n - 1) / n),
-    "broadcast": (lambda n: n - 1, lambda n: 1.0),
-    "send_recv": (lambda n: 1, lambda n: 1.0),
-}
+
+def links_of(hw: Hardware) -> Links:
+    """Effective per-GPU link rates of a profile: NVLink (or PCIe) × comm_efficiency, NIC × network_efficiency."""
+    topo = hw.fabric
+    if hw.nvlink_bps > 0 and topo.intra_node != "pcie":
+        intra, kind = hw.nvlink_bps, "nvlink"
+    else:
+        intra, kind = hw.pcie_bps, "pcie"
+    return Links(intra_bps=intra * hw.comm_efficiency, intra_kind=kind, nic_bps=hw.network_bps * topo.network_efficiency)
 
 
 @register("collective")
 def collective_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
-    n = int(op.attrs["ranks"])
+    n = int(op.attrs.get("ranks", 1))
     size = float(op.attrs["bytes"])
-    kind = op.attrs["collective"]
+    kind = str(op.attrs["collective"])
     if n <= 1:
         t = hw.kernel_fixed_s
-        return KernelCost(t, 0.0, 0.0, t, "launch", "comm", 0.0, sm_demand=0.0)
-    steps_fn, factor_fn = _STEPS_AND_FACTOR[kind]
-    if hw.nvlink_bps > 0:
-        bw, alpha = hw.nvlink_bps, hw.nvlink_latency_s
-    else:
-        bw, alpha = hw.pcie_bps, hw.nvlink_latency_s
-    steps = steps_fn(n)
-    wire = factor_fn(n) * size
-    comm_s = steps * alpha + wire / (bw * hw.comm_efficiency)
+        return KernelCost(t, 0.0, 0.0, t, "launch", "comm", 0.0, sm_demand=0.0,
+                          detail=MappingProxyType({"ranks": n, "latency_s": 0.0, "transfer_s": 0.0}))
+    topo = hw.fabric
+    m = int(op.attrs["nodes"]) if "nodes" in op.attrs else nodes_for(n, topo)
+    channels = int(op.attrs["channels"]) if "channels" in op.attrs else None
+    try:
+        plan = plan_collective(kind, size, n, m, links_of(hw), topo, channels=channels,
+                               algorithm=str(op.attrs.get("algorithm", "auto")),
+                               protocol=str(op.attrs.get("protocol", "auto")))
+    except ValueError as exc:
+        raise InfeasibleError(f"collective '{op.name}': {exc}") from None
+    comm_s = plan.time_s
     time = hw.kernel_fixed_s + comm_s
     return KernelCost(
         time_s=time,
@@ -47,8 +61,13 @@ def collective_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
         fixed_s=hw.kernel_fixed_s,
         limiter="link",
         category="comm",
-        hbm_bytes=2 * size,
-        bw_demand=min(1.0, 2 * size / time / hw.hbm_sustained_bps),
-        sm_demand=0.1,
-        detail=MappingProxyType({"ranks": n, "wire_bytes": wire, "steps": steps}),
+        hbm_bytes=plan.hbm_bytes,
+        bw_demand=min(1.0, plan.hbm_bytes / plan.transfer_s / hw.hbm_sustained_bps) if plan.transfer_s > 0 else 0.0,
+        sm_demand=min(1.0, plan.channels / hw.sm_count),
+        detail=MappingProxyType({
+            "ranks": n, "nodes": m, "algorithm": plan.algorithm, "protocol": plan.protocol, "channels": plan.channels,
+            "latency_s": plan.latency_s, "transfer_s": plan.transfer_s, "busbw_gbps": plan.busbw_bps / 1e9,
+            "intra_share": plan.intra_share, "net_share": plan.net_share,
+            "wire_bytes": busbw_factor(kind, n) * size,
+        }),
     )

@@ -77,3 +77,66 @@ def step_metrics(trace: Trace) -> StepMetrics:
         hbm_bytes=sum(c.hbm_bytes for c in costs),
         kernel_time_s=sum(c.time_s for c in costs),
     )
+
+
+@dataclass(frozen=True)
+class CollectiveMetrics:
+    """One collective call on one rank: its kernel interval and how much of it no compute hid."""
+
+    name: str
+    collective: str
+    bytes: float
+    start_s: float
+    end_s: float
+    exposed_s: float  # time in the interval while no other kernel of this rank ran
+    wait_s: float  # waiting for the group's other ranks (rendezvous), part of the interval
+    args: dict[str, object]
+
+
+@dataclass(frozen=True)
+class CommMetrics:
+    """Communication of one rank's step: how long collectives ran and how much of it was exposed."""
+
+    comm_s: float  # union of collective intervals
+    exposed_s: float  # the part of comm_s with no non-collective kernel running on this rank
+    wait_s: float  # rendezvous waits, summed
+    collectives: tuple[CollectiveMetrics, ...]
+
+    @property
+    def hidden_s(self) -> float:
+        return self.comm_s - self.exposed_s
+
+
+def _union(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[tuple[float, float]] = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        elif b > a:
+            out.append((a, b))
+    return out
+
+
+def _covered(a: float, b: float, spans: list[tuple[float, float]]) -> float:
+    return sum(max(0.0, min(b, y) - max(a, x)) for x, y in spans if y > a and x < b)
+
+
+def comm_metrics(trace: Trace) -> CommMetrics:
+    """Exposed communication: collective time during which no compute (or memory, layout) kernel
+    of the same rank runs. A collective fully hidden behind compute has exposed_s 0."""
+    kernels = [iv for iv in trace.intervals if iv.track != HOST_TRACK]
+    comm = [iv for iv in kernels if iv.cat == "comm"]
+    busy = _union([(iv.start_s, iv.end_s) for iv in kernels if iv.cat != "comm"])
+    comm_union = _union([(iv.start_s, iv.end_s) for iv in comm])
+    total = sum(b - a for a, b in comm_union)
+    exposed = total - sum(_covered(a, b, busy) for a, b in comm_union)
+    calls = []
+    for iv in comm:
+        op = trace.graph.ops[iv.op] if iv.op >= 0 else None
+        calls.append(CollectiveMetrics(
+            name=iv.name, collective=str(op.attrs.get("collective", "")) if op else "",
+            bytes=float(op.attrs.get("bytes", 0.0)) if op else 0.0, start_s=iv.start_s, end_s=iv.end_s,
+            exposed_s=(iv.end_s - iv.start_s) - _covered(iv.start_s, iv.end_s, busy),
+            wait_s=float(iv.args.get("wait_us", 0.0) or 0.0) * 1e-6, args=dict(iv.args)))
+    return CommMetrics(comm_s=total, exposed_s=max(0.0, exposed), wait_s=sum(c.wait_s for c in calls),
+                       collectives=tuple(calls))

@@ -1,18 +1,28 @@
-"""Chrome/Perfetto trace JSON: one process per (hardware, variant, bucket), a track per host
-thread and per stream, kernels named with their limiter; flow arrows from launch to kernel.
+"""Chrome/Perfetto trace JSON: one process per (hardware, variant, bucket) — and per rank of a
+multi-rank run —, a track per host thread and per stream, kernels named with their limiter; flow arrows from launch to kernel.
 Open the file at https://ui.perfetto.dev (or chrome://tracing)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from sim.comm.parallel import split_ranks
 from sim.trace import HOST_TRACK, Trace
+
+
+def _per_rank(traces: list[tuple[str, Trace]]) -> list[tuple[str, Trace]]:
+    """A multi-rank trace (tracks 'rank R · …', sim.comm.parallel) becomes one process per rank."""
+    out: list[tuple[str, Trace]] = []
+    for label, trace in traces:
+        for rank, sub in split_ranks(trace):
+            out.append((f"{label} / {rank}" if rank else label, sub))
+    return out
 
 
 def trace_events(traces: list[tuple[str, Trace]]) -> dict[str, Any]:
     events: list[dict[str, Any]] = []
     flow_id = 0
-    for pid, (label, trace) in enumerate(traces, start=1):
+    for pid, (label, trace) in enumerate(_per_rank(traces), start=1):
         events.append({"ph": "M", "pid": pid, "tid": 0, "name": "process_name", "args": {"name": label}})
         tracks = sorted({iv.track for iv in trace.intervals}, key=lambda t: (t != HOST_TRACK, t))
         tids = {t: i for i, t in enumerate(tracks)}

@@ -57,3 +57,25 @@ def render_run(result: dict[str, Any], console: Console) -> None:
                 "" if base else f"{v['tail']['worst_bucket']} ({_pct(v['tail']['worst_gain'])})",
             )
         console.print(s)
+        _render_comm(hw, console)
+
+
+def _render_comm(hw: dict[str, Any], console: Console) -> None:
+    """Exposed communication per variant × bucket, when the run has collectives (the buckets' `comm` blocks)."""
+    rows = [(v, b) for v in hw["variants"] for b in v["buckets"] if "comm" in b]
+    if not rows:
+        return
+    t = Table(title=f"{hw['name']} — communication (critical rank)", title_justify="left")
+    for col in ("variant", "bucket", "ranks", "time µs", "comm µs", "exposed µs", "hidden µs", "wait µs",
+                "exposed share", "collectives (algorithm/protocol)"):
+        t.add_column(col, justify="left" if col in ("variant", "bucket", "collectives (algorithm/protocol)") else "right")
+    last = None
+    for v, b in rows:
+        c = b["comm"]
+        kinds = sorted({f"{x.get('algorithm', '—')}/{x.get('protocol', '—')}" for x in c["collectives"]})
+        t.add_row("" if v["name"] == last else v["name"], b["name"], str(c["ranks"]), f"{b['time_us']:.1f}",
+                  f"{c['comm_time_us']:.1f}", f"{c['exposed_comm_us']:.1f}", f"{c['hidden_comm_us']:.1f}",
+                  f"{c['rendezvous_wait_us']:.1f}", f"{c['exposed_comm_us'] / b['time_us'] * 100:.1f}%",
+                  f"{len(c['collectives'])} ({', '.join(kinds)})")
+        last = v["name"]
+    console.print(t)

@@ -193,6 +193,37 @@ class LinksSection(Strict):
     comm_efficiency: PositiveQuantity = Field(description="achieved fraction of link bandwidth for large collectives")
 
 
+class BusBwPoint(Provenance):
+    """A reference bus bandwidth (nccl-tests `busbw`) of one collective at one size and scale."""
+
+    collective: Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv"]
+    ranks: int = Field(ge=2)
+    nodes: int = Field(default=1, ge=1)
+    bytes: float = Field(gt=0, description="nccl-tests size column (the whole buffer, as nccl-tests counts it)")
+    busbw_gbps: float = Field(gt=0)
+    algorithm: str | None = Field(default=None, description="the algorithm NCCL used, when the source says")
+
+
+class TopologySection(Strict):
+    """How GPUs are connected: nodes of GPUs on NVLink/NVSwitch (or PCIe), nodes joined by NICs.
+
+    Link rates stay in `links` (per GPU, per direction); this section gives the structure,
+    what NCCL achieves on it and how many channels (one CTA each) its collectives use.
+    """
+
+    gpus_per_node: PositiveQuantity
+    nodes: PositiveQuantity = Field(description="nodes in the cluster; ranks are placed node by node")
+    intra_node: Literal["nvswitch", "nvlink", "pcie"] = Field(description="what joins the GPUs of a node")
+    nics_per_node: Quantity = Field(description="network adapters per node (rail-optimized: one per GPU)")
+    network_efficiency: PositiveQuantity = Field(description="achieved fraction of a NIC's rate through NCCL")
+    nvls_busbw_gbps: Quantity = Field(
+        description="all-reduce bus bandwidth through NVLink SHARP (NVSwitch reductions); 0 = no NVLS")
+    channels: PositiveQuantity = Field(description="NCCL channels of a large collective: one CTA each, on its own SM")
+    channel_gbps: PositiveQuantity = Field(description="most one channel (one CTA) moves")
+    reference_busbw: list[BusBwPoint] = Field(
+        default_factory=list, description="published or measured nccl-tests bus bandwidths the model is tested against")
+
+
 class PowerSection(Strict):
     """What a long-running load does to the clocks: under a power cap, sustained tensor-core work
     runs at a lower SM clock than a burst (memory-bound work stays at full clock)."""
@@ -214,6 +245,8 @@ class HardwareProfileFile(Strict):
     kernel: KernelSection
     host: HostSection
     links: LinksSection
+    topology: TopologySection | None = Field(
+        default=None, description="node and network structure for multi-rank runs (sim/comm); absent: one node")
     power: PowerSection | None = None
     corrections: dict[str, CorrectionTable] = Field(
         default_factory=dict, description="calibrated residual tables of families whose library picks kernels by shape")

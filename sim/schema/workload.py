@@ -125,8 +125,44 @@ class LayoutOp(OpBase):
 class CollectiveOp(OpBase):
     kind: Literal["collective"]
     collective: Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv"]
-    bytes: Expr
+    bytes: Expr = Field(description="the nccl-tests size: the whole buffer (all-gather's output, reduce-scatter's input)")
+    ranks: Expr | None = Field(
+        default=None, description="ranks in the group; default: the size of `group` in the workload's `parallel` layout (1 without one)")
+    group: Literal["world", "data", "tensor", "pipeline"] = Field(
+        default="world", description="which ranks meet in this collective (the workload's `parallel` layout)")
+    channels: Expr | None = Field(default=None, description="NCCL channels (one CTA each); default: the profile's topology")
+    algorithm: Literal["auto", "ring", "tree", "nvls"] = "auto"
+    protocol: Literal["auto", "ll", "ll128", "simple"] = "auto"
+
+
+class Straggler(Strict):
+    """One slow rank: its kernels take `slowdown` × as long, its host starts `delay_us` late."""
+
+    rank: int = Field(ge=0)
+    slowdown: Expr = Field(default=1.0, description="kernels' time × this (>= 1); may be an expression of the parameters")
+    delay_us: Expr = Field(default=0.0, description="the rank's host starts this late (>= 0)")
+
+
+class Jitter(Strict):
+    """Every rank's kernels slowed by a random factor in [1, 1 + fraction] (seeded: the same run every time)."""
+
+    fraction: float = Field(gt=0, le=1)
+    seed: int = 0
+
+
+class Parallel(Strict):
+    """Ranks of one step: tensor × data × pipeline = ranks (tensor fastest, then data, then pipeline).
+
+    Every rank runs this workload's graph; collectives meet within their `group`. NB: pipeline
+    stages running different layers are not modeled (each rank runs the whole graph).
+    """
+
     ranks: Expr
+    data: Expr | None = Field(default=None, description="default: ranks / (tensor × pipeline)")
+    tensor: Expr = 1
+    pipeline: Expr = 1
+    stragglers: list[Straggler] = Field(default_factory=list)
+    jitter: Jitter | None = None
 
 
 class HostOp(OpBase):
@@ -176,6 +212,7 @@ class WorkloadFile(Strict):
     parameters: dict[str, float | int] = Field(default_factory=dict)
     distribution: Distribution
     tensors: dict[str, TensorDecl] = Field(default_factory=dict)
+    parallel: Parallel | None = Field(default=None, description="run the step on several ranks (sim.comm.parallel)")
     ops: list[Entry] = Field(min_length=1)
 
     @field_validator("ops", mode="before")

@@ -1,0 +1,204 @@
+"""NCCL-like algorithm and protocol choice with alpha–beta costs over a topology.
+
+For each candidate (algorithm × protocol) the time is
+    T = base latency + hops × per-hop latency (+ pipeline fill) + busbw_factor × S / bus bandwidth
+and, as NCCL's tuner does (src/graph/tuning.cc), the smallest T wins. S is the nccl-tests
+size (the whole buffer: all-gather's output, reduce-scatter's input); the bus-bandwidth
+factors are nccl-tests' (2(n−1)/n for all-reduce, (n−1)/n for all-gather, reduce-scatter
+and all-to-all, 1 for broadcast and send/recv), so the bus bandwidth here is what nccl-tests
+reports as `busbw`.
+
+Candidates (a documented approximation of NCCL 2.18–2.21 on Hopper):
+- ring: every collective; 2(n−1) hops for all-reduce (n−1 for all-gather/reduce-scatter),
+  of which 2(nodes−1) cross the network; bandwidth min(intra-node link, node's NICs, channels).
+- tree (all-reduce only): chain within a node, binary tree across nodes; 2·((p−1)·intra +
+  log2(nodes)·inter) hops; NCCL's accounting of 2·S over 0.9 × the ring's bus bandwidth;
+  the message moves in chunks, so a pipeline fill of depth−1 chunks is paid.
+- nvls (all-reduce within one NVSwitch node that has NVLink SHARP): the profile's NVLS bus
+  bandwidth, Simple protocol only.
+- protocols: LL (8-byte lines, half data: NCCL counts 1/4 of the bandwidth for all-reduce
+  or multi-node, 1/3 otherwise; lowest latency), LL128 (0.92 of the bandwidth), Simple
+  (full bandwidth, highest latency).
+- all-to-all: one round of concurrent sends: intra-node share over NVLink, the rest over
+  the node's NICs; broadcast: a pipelined chain.
+Not modeled: CollNet/SHARP in the network switches, NVLS-tree across nodes, PAT, NCCL's
+per-size tree correction table and channel-count reduction for small messages.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from sim.comm.topology import Topology
+
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv")
+ALGORITHMS = ("ring", "tree", "nvls")
+PROTOCOLS = ("ll", "ll128", "simple")
+
+# NB: NCCL's own software constants, not hardware numbers: src/graph/tuning.cc (NVIDIA/nccl,
+# the baseLat / hwLat tables, in µs). Tree/Simple's per-hop figure there folds in a 256 kB
+# chunk; here the chunk pipeline is explicit, so tree hops use the ring per-hop latencies.
+BASE_LATENCY_US = {
+    "ring": {"ll": 3.6, "ll128": 10.0, "simple": 8.4},
+    "tree": {"ll": 4.4, "ll128": 4.4, "simple": 0.0},
+    "nvls": {"ll": math.inf, "ll128": math.inf, "simple": 25.0},  # estimate: NVLS setup ~25 µs (Simple only)
+}
+HOP_LATENCY_US = {
+    "nvlink": {"ll": 0.47, "ll128": 1.9, "simple": 3.4},
+    "pcie": {"ll": 1.0, "ll128": 2.5, "simple": 5.7},
+    "net": {"ll": 2.7, "ll128": 4.0, "simple": 9.6},
+}
+# Bytes a channel moves per pipeline step: NCCL_BUFFSIZE 4 MiB / NCCL_STEPS 8 for Simple;
+# LL and LL128 use smaller buffers (estimates of the same order as NCCL's defaults).
+CHUNK_BYTES = {"ll": 16 * 1024, "ll128": 128 * 1024, "simple": 512 * 1024}
+TREE_BANDWIDTH_FACTOR = 0.9  # tuning.cc: tree busBw = ring busBw × 0.9
+
+
+def busbw_factor(collective: str, n: int) -> float:
+    """nccl-tests' factor between algorithm bandwidth (S / t) and bus bandwidth."""
+    if collective == "all_reduce":
+        return 2 * (n - 1) / n
+    if collective in ("all_gather", "reduce_scatter", "all_to_all"):
+        return (n - 1) / n
+    return 1.0
+
+
+@dataclass(frozen=True)
+class Links:
+    """Per-GPU, per-direction link rates (bytes/s) and per-hop kinds for one topology."""
+
+    intra_bps: float  # effective (× comm_efficiency) NVLink or PCIe rate of one GPU
+    intra_kind: str  # nvlink | pcie
+    nic_bps: float  # effective rate of one NIC (× network_efficiency)
+
+
+@dataclass(frozen=True)
+class CollectivePlan:
+    collective: str
+    bytes: float
+    ranks: int
+    nodes: int
+    algorithm: str
+    protocol: str
+    channels: int
+    latency_s: float  # base + hops (paid once, not bandwidth)
+    transfer_s: float  # the bandwidth part, including the chunk pipeline fill
+    busbw_bps: float  # nccl-tests bus bandwidth of the whole call: factor × S / (latency + transfer)
+    intra_share: float  # fraction of each member GPU's link rate the transfer uses
+    net_share: float  # fraction of each member node's NIC rate the transfer uses
+    hbm_bytes: float  # per rank
+
+    @property
+    def time_s(self) -> float:
+        return self.latency_s + self.transfer_s
+
+
+def _ring_steps(collective: str, n: int, m: int) -> tuple[int, int]:
+    """(all hops, hops that cross nodes) of a ring; broadcast is a chain of n−1 hops."""
+    if collective == "all_reduce":
+        return 2 * (n - 1), 2 * (m - 1)
+    if collective == "send_recv":
+        return 1, 1 if m > 1 else 0
+    return n - 1, m - 1
+
+
+def _candidate(collective: str, size: float, n: int, m: int, algo: str, proto: str, channels: int, links: Links,
+               topo: Topology) -> tuple[float, float, float, float] | None:
+    """(latency_s, transfer_s, intra_share, net_share) of one algorithm × protocol, or None if it does not apply."""
+    p = math.ceil(n / m)
+    net_node_bps = min(topo.nics_per_node, p) * links.nic_bps if m > 1 else math.inf
+    channel_bps = channels * topo.channel_bps
+    ring_bus = min(links.intra_bps, net_node_bps, channel_bps)
+    if proto == "ll":
+        proto_bw = 0.25 if (m > 1 or collective == "all_reduce") else 1 / 3
+    elif proto == "ll128":
+        proto_bw = 0.92
+    else:
+        proto_bw = 1.0
+    intra_hop = HOP_LATENCY_US[links.intra_kind][proto] * 1e-6
+    net_hop = HOP_LATENCY_US["net"][proto] * 1e-6
+    f = busbw_factor(collective, n)
+    if algo == "nvls":
+        if collective != "all_reduce" or m > 1 or topo.nvls_busbw_bps <= 0 or proto != "simple":
+            return None
+        bus = topo.nvls_busbw_bps * min(1.0, channels / topo.channels)
+        lat = BASE_LATENCY_US["nvls"][proto] * 1e-6 + 2 * intra_hop
+        return lat, f * size / bus, 1.0, 0.0
+    if algo == "tree":
+        if collective != "all_reduce":
+            return None
+        bus = ring_bus * proto_bw * TREE_BANDWIDTH_FACTOR
+        depth = 2 * ((p - 1) + math.ceil(math.log2(m)) if m > 1 else (p - 1))
+        hops_s = 2 * ((p - 1) * intra_hop + (math.ceil(math.log2(m)) if m > 1 else 0) * net_hop)
+        bw_s = 2 * size / bus  # NCCL's tree accounting: algorithm bandwidth = bus bandwidth / 2
+        k = max(1, math.ceil(size / (channels * CHUNK_BYTES[proto])))
+        transfer = bw_s * (k + max(0, depth - 1)) / k
+        lat = BASE_LATENCY_US["tree"][proto] * 1e-6 + hops_s
+        return lat, transfer, bus / (2 * links.intra_bps), (bus / (2 * net_node_bps) if m > 1 else 0.0)
+    # ring family
+    bus = ring_bus * proto_bw
+    base = BASE_LATENCY_US["ring"][proto] * 1e-6
+    if collective == "all_to_all":
+        intra_bytes = (p - 1) / n * size
+        net_bytes = p * (n - p) / n * size  # per node, over its NICs
+        intra_t = intra_bytes / (min(links.intra_bps, channel_bps) * proto_bw)
+        net_t = net_bytes / (net_node_bps * proto_bw) if m > 1 else 0.0
+        transfer = max(intra_t, net_t)
+        lat = base + (net_hop if m > 1 else intra_hop)
+        if transfer <= 0:
+            return lat, 0.0, 0.0, 0.0
+        return (lat, transfer, min(1.0, intra_bytes / transfer / links.intra_bps),
+                min(1.0, net_bytes / transfer / net_node_bps) if m > 1 else 0.0)
+    if collective == "send_recv":
+        bus = min(links.intra_bps if m == 1 else links.nic_bps, channel_bps) * proto_bw
+        hop = net_hop if m > 1 else intra_hop
+        return base + hop, size / bus, (bus / links.intra_bps if m == 1 else 0.0), (bus / net_node_bps if m > 1 else 0.0)
+    hops, inter = _ring_steps(collective, n, m)
+    lat = base + (hops - inter) * intra_hop + inter * net_hop
+    if collective == "broadcast":
+        k = max(1, math.ceil(size / (channels * CHUNK_BYTES[proto])))
+        transfer = size / bus * (k + hops - 1) / k
+    else:
+        transfer = f * size / bus
+    return lat, transfer, bus / links.intra_bps, (bus / net_node_bps if m > 1 else 0.0)
+
+
+def plan_collective(collective: str, size: float, n: int, m: int, links: Links, topo: Topology, *,
+                    channels: int | None = None, algorithm: str = "auto", protocol: str = "auto") -> CollectivePlan:
+    """The fastest (algorithm, protocol) for this call, as NCCL's tuner would choose it.
+
+    `algorithm`/`protocol` other than "auto" force a choice (like NCCL_ALGO / NCCL_PROTO);
+    a forced choice that does not apply to this collective raises ValueError.
+    """
+    if collective not in COLLECTIVES:
+        raise ValueError(f"unknown collective {collective!r} (expected one of: {', '.join(COLLECTIVES)})")
+    if n < 2:
+        raise ValueError(f"a collective needs at least 2 ranks, got {n}")
+    if m > 1 and topo.nics_per_node <= 0:
+        raise ValueError(f"a collective across {m} nodes needs network adapters (topology.nics_per_node is 0)")
+    ch = int(channels) if channels is not None else topo.channels
+    if ch < 1:
+        raise ValueError(f"channels must be >= 1, got {ch}")
+    algos = ALGORITHMS if algorithm == "auto" else (algorithm,)
+    protos = PROTOCOLS if protocol == "auto" else (protocol,)
+    best: tuple[float, str, str, tuple[float, float, float, float]] | None = None
+    for a in algos:
+        for pr in protos:
+            c = _candidate(collective, size, n, m, a, pr, ch, links, topo)
+            if c is None:
+                continue
+            t = c[0] + c[1]
+            if best is None or t < best[0]:
+                best = (t, a, pr, c)
+    if best is None:
+        raise ValueError(f"algorithm {algorithm!r} / protocol {protocol!r} does not apply to {collective} "
+                         f"on {n} ranks over {m} node(s)")
+    t, algo, proto, (lat, transfer, intra_share, net_share) = best
+    f = busbw_factor(collective, n)
+    local = size / n if collective in ("all_gather", "reduce_scatter") else size
+    return CollectivePlan(
+        collective=collective, bytes=size, ranks=n, nodes=m, algorithm=algo, protocol=proto, channels=ch,
+        latency_s=lat, transfer_s=transfer, busbw_bps=f * size / t if t > 0 else 0.0,
+        intra_share=min(1.0, intra_share), net_share=min(1.0, net_share), hbm_bytes=2 * f * size + 2 * local,
+    )
