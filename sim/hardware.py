@@ -85,6 +85,7 @@ class Hardware:
     compiled_kernel_s: float
     compiled_backward_call_s: float
     python_function_s: float
+    module_call_s: float
     graph_launch_s: float
     graph_kernel_s: float
     sync_s: float
@@ -175,6 +176,7 @@ class Hardware:
             compiled_kernel_s=h.compiled_kernel_us.value * us,
             compiled_backward_call_s=h.compiled_backward_call_us.value * us,
             python_function_s=h.python_function_us.value * us,
+            module_call_s=h.module_call_us.value * us,
             graph_launch_s=h.graph_launch_us.value * us,
             graph_kernel_s=h.graph_kernel_us.value * us,
             sync_s=h.sync_us.value * us,

@@ -343,9 +343,12 @@ def fit_overheads(raw: RawData) -> list[Fitted]:
 def fit_host_costs(raw: RawData) -> list[Fitted]:
     """Eager host cost per op kind, kernel-less framework ops, and autograd's backward costs from
     the host_costs group (tiny tensors, back-to-back calls)."""
-    recs = {r["op"]: r["host_us_per_op"] for r in raw.records("host_costs", "eager_op")}
-    if not recs:
+    by_op: dict[str, list[float]] = {}
+    for r in raw.records("host_costs", "eager_op"):
+        by_op.setdefault(r["op"], []).append(float(r["host_us_per_op"]))
+    if not by_op:
         return []
+    recs = {op: _median(v) for op, v in by_op.items()}  # median over repeated runs
     f = raw.file_of("host_costs")
     ids = {record_id(r) for r in raw.records("host_costs", "eager_op")}
     out: list[Fitted] = []
@@ -357,6 +360,13 @@ def fit_host_costs(raw: RawData) -> list[Fitted]:
             out.append(Fitted("host.eager_op_us_by_kind", kind, round(_median(vals), 2), f,
                               f"median host time per eager {kind} op ({', '.join(n for n in names if n in recs)}), "
                               "driver launch included", ids))
+    structure: dict[str, list[float]] = {}
+    for r in raw.records("host_costs", "structure_op"):
+        structure.setdefault(r["op"], []).append(float(r["host_us_per_op"]))
+    if "module_call" in structure and "python_call" in structure:
+        mc = _median(structure["module_call"]) - _median(structure["python_call"])
+        out.append(Fitted("host", "module_call_us", round(max(mc, 0.0), 2), f,
+                          "host time of an nn.Module call less a plain Python call of its forward", ids))
     kernel_ops = [v for n, v in recs.items() if n not in ("t", "view", "transpose")]
     out.append(Fitted("host", "eager_op_us", round(_median(kernel_ops), 2), f,
                       f"median host time per eager op that launches one kernel ({len(kernel_ops)} ops)", ids))
@@ -364,7 +374,10 @@ def fit_host_costs(raw: RawData) -> list[Fitted]:
     if fw:
         out.append(Fitted("host", "framework_op_us", round(_median(fw), 2), f,
                           "median host time of t / view / transpose (no kernel)", ids))
-    chain = {(r["ops"], r["backward"]): r["host_us_per_call"] for r in raw.records("host_costs", "autograd_chain")}
+    chain_runs: dict[tuple[int, bool], list[float]] = {}
+    for r in raw.records("host_costs", "autograd_chain"):
+        chain_runs.setdefault((r["ops"], r["backward"]), []).append(float(r["host_us_per_call"]))
+    chain = {k: _median(v) for k, v in chain_runs.items()}
     ns = sorted({n for n, _ in chain})
     if len(ns) >= 2 and all((n, b) in chain for n in ns for b in (False, True)) and "gelu" in recs:
         bwd = [chain[(n, True)] - chain[(n, False)] for n in ns]
@@ -392,12 +405,14 @@ def fit_host_costs(raw: RawData) -> list[Fitted]:
             out.append(Fitted("host", "compiled_backward_call_us", round(max(cbc, 0.0), 2), f,
                               "intercept of compiled forward+backward host time vs k, less the forward call, "
                               ".backward() and two autograd nodes", cids))
-        fn = next((r for r in raw.records("host_costs", "autograd_function") if "host_us_per_step" in r), None)
+        fns = [r for r in raw.records("host_costs", "autograd_function") if "host_us_per_step" in r]
+        fn = fns[0] if fns else None
         triton = next((r for r in raw.records("kernel_overhead", "launch") if r.get("kernel") == "triton_empty"), None)
         if fn is not None and triton is not None:
             tl = float(triton["eager_host_enqueue_us"])
             fw_us = _median(fw) if fw else 0.0
-            pf = (float(fn["host_us_per_step"]) - 2 * tl - fw_us - bcall - 2 * node) / 2
+            step_us = _median([float(r["host_us_per_step"]) for r in fns])
+            pf = (step_us - 2 * tl - fw_us - bcall - 2 * node) / 2
             out.append(Fitted("host", "python_function_us", round(max(pf, 0.0), 2), f,
                               "(forward+backward host time of an autograd.Function launching one empty Triton kernel "
                               "each way, less two Triton launches, a view, .backward() and two nodes) / 2",

@@ -20,12 +20,13 @@ def eager_dispatch_s(op: Op, hw: Hardware) -> float:
 def host_op_s(op: Op, hw: Hardware) -> float:
     """A `host` op: an explicit duration, `framework_ops` kernel-less framework ops,
     `backward_calls` starts of the autograd engine, `autograd_nodes` backward nodes and
-    `function_calls` torch.autograd.Function calls."""
+    `function_calls` torch.autograd.Function calls and `module_calls` nn.Module calls."""
     seconds = float(op.attrs.get("duration_us", 0.0)) * 1e-6
     seconds += float(op.attrs.get("framework_ops", 0.0)) * hw.framework_op_s
     seconds += float(op.attrs.get("backward_calls", 0.0)) * hw.backward_call_s
     seconds += float(op.attrs.get("autograd_nodes", 0.0)) * hw.autograd_node_s
     seconds += float(op.attrs.get("function_calls", 0.0)) * hw.python_function_s
+    seconds += float(op.attrs.get("module_calls", 0.0)) * hw.module_call_s
     return seconds
 
 

@@ -178,6 +178,7 @@ class HostSection(Strict):
     compiled_kernel_us: Quantity = Field(description="host cost per kernel a compiled graph's wrapper launches")
     compiled_backward_call_us: Quantity = Field(description="compiled backward graph call (AOTAutograd) per step (host)")
     python_function_us: Quantity = Field(description="a torch.autograd.Function call, forward or backward (host)")
+    module_call_us: Quantity = Field(description="the nn.Module __call__ machinery around a forward (host)")
     graph_launch_us: Quantity = Field(description="CUDA graph replay call (host)")
     graph_kernel_us: Quantity = Field(description="device time of an empty kernel inside a CUDA graph (replaces kernel.fixed_us there)")
     sync_us: Quantity = Field(description="host cost of a stream/device synchronize once work is done")

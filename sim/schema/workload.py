@@ -174,6 +174,7 @@ class HostOp(OpBase):
     backward_calls: Expr = 0
     autograd_nodes: Expr = 0
     function_calls: Expr = 0
+    module_calls: Expr = 0
 
 
 class SyncOp(OpBase):

@@ -182,9 +182,6 @@ def main() -> int:
     return 0
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
-
 
 # ----------------------------------------------------------------------------- workload-structure costs
 # Host costs the transformer and decode workloads contain but the profile does not price yet
@@ -250,3 +247,7 @@ def structure_costs() -> list[dict[str, Any]]:
                     "train_step_host_us": _per_call(step, n=100), "eager_train_step_host_us": _per_call(eager_step, n=100)})
         common.log(f"compiled module step n={n}: {out[-1]}")
     return out
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
