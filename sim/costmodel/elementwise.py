@@ -185,12 +185,17 @@ def streaming_cost(
 
 
 def read_bytes_per_elem(op: Op, graph: Graph, numel: int) -> float:
-    """Bytes each element loads from full-size inputs (broadcast inputs stay in cache)."""
+    """Bytes each element keeps in flight: its loads from full-size inputs (broadcast inputs stay in
+    cache). An op whose inputs are all smaller than its output (a gather, a concatenation) loads
+    its inputs' bytes; a write-only op (a fill) has its stores in flight."""
     per = 0.0
     for t in op.reads:
         ten = graph.tensors[t]
         if ten.numel >= numel:
             per += DTYPE_BYTES[ten.dtype] * ten.numel / numel
+    if per == 0.0:
+        # stores need no round trip to retire: a write-only kernel (a fill) keeps its stores in flight
+        per = sum(graph.tensors[t].nbytes for t in (op.reads or op.writes)) / numel
     return per
 
 

@@ -111,6 +111,9 @@ def fuse(graph: Graph, args: FuseArgs, ctx: Context) -> Graph:
     attrs: dict[str, object] = {"math": MappingProxyType(math)}
     if red is not None:
         attrs.update(rows=red.attrs["rows"], cols=red.attrs["cols"], passes=red.attrs.get("passes", 1))
+        for key in ("axis", "threads_per_row"):
+            if key in red.attrs:
+                attrs[key] = red.attrs[key]
     else:
         attrs["numel"] = numel
     launch = build_launch(args.launch, dict(ctx.params), file=ctx.file, path=f"{ctx.path}.launch")
