@@ -243,7 +243,8 @@ def _profiled_reduction(rec: dict[str, Any]) -> Case | None:
         tensors = [x, col]
     else:
         return None
-    return Case("reduction", f"{bench} {rows}x{cols} (profiled)", _graph(ops, tensors), measured, rec, profiled=True)
+    return Case("reduction_profiled", f"{bench} {rows}x{cols} (profiled)", _graph(ops, tensors), measured, rec,
+                profiled=True)
 
 
 def _layout(rec: dict[str, Any]) -> Case | None:

@@ -193,7 +193,7 @@ def fit_model_based(raw: RawData, hw: Any) -> list[Fitted]:
         out.append(Fitted("efficiency", "layout_bandwidth_factor", round(v, 4), raw.file_of("layout"),
                           f"least squares (log time) over {len(trans)} transpose+contiguous sizes",
                           {record_id(c.record) for c in trans}))
-    reds = [c for c in cases if c.family == "reduction" and c.profiled]
+    reds = [c for c in cases if c.family == "reduction_profiled"]
     if reds:
         v = _scale_fit(reds, hw, "reduction_step_s", [1e-9 * (2 + 2 * i) for i in range(150)])
         hw = dataclasses.replace(hw, reduction_step_s=v)
