@@ -388,3 +388,17 @@ def random_like_shape(shape: tuple[int, ...], dtype: Any, device: str = "cuda", 
 
 def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def write_group(out_dir: str, group: str, records: list[dict[str, Any]], module: str) -> dict[str, Any]:
+    """Write DIR/<group>.json = {"meta", "group", "mode", "status", "records"} for a one-shot group."""
+    import json
+    import os
+
+    command = os.environ.get("KS_COMMAND", f"python3 -m {module}")
+    doc = {"meta": collect_meta({"command": command}), "group": group, "mode": "full", "status": "complete",
+           "records": records}
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, f"{group}.json"), "w") as fh:
+        json.dump(doc, fh, indent=1)
+    return doc

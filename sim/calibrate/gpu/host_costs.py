@@ -12,8 +12,6 @@ torch.compile'd function with K separate kernels (graph breaks force K kernels).
 from __future__ import annotations
 
 import argparse
-import json
-import os
 from typing import Any
 
 from . import common
@@ -166,11 +164,7 @@ def run(out_dir: str) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001 - recorded, not fatal
         records.append({"bench": "autograd_function", "error": str(exc)})
     records += structure_costs()
-    doc = {"meta": common.collect_meta({"command": os.environ.get("KS_COMMAND", "python3 -m sim.calibrate.gpu.host_costs")}),
-           "group": "host_costs", "mode": "full", "status": "complete", "records": records}
-    os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "host_costs.json"), "w") as fh:
-        json.dump(doc, fh, indent=1)
+    doc = common.write_group(out_dir, "host_costs", records, "sim.calibrate.gpu.host_costs")
     return doc
 
 

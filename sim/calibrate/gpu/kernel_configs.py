@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from typing import Any
 
 from . import common
@@ -76,11 +75,7 @@ def run(out_dir: str) -> None:
     records.append({"bench": "read_only_sum", "bytes": 2 << 30, **r, "gbps": (2 << 30) / (r["time_us"] * 1e-6) / 1e9,
                     "kernels": profile_kernels(lambda: big.sum())})
     common.log(f"read-only sum 2 GiB: {records[-1]['gbps']:.0f} GB/s")
-    doc = {"meta": common.collect_meta({"command": os.environ.get("KS_COMMAND", "python3 -m sim.calibrate.gpu.kernel_configs")}),
-           "group": "kernel_configs", "mode": "full", "status": "complete", "records": records}
-    os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "kernel_configs.json"), "w") as fh:
-        json.dump(doc, fh, indent=1)
+    common.write_group(out_dir, "kernel_configs", records, "sim.calibrate.gpu.kernel_configs")
 
 
 def main() -> int:

@@ -12,8 +12,6 @@ Never changes GPU settings: it only reads them.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import subprocess
 import threading
 import time
@@ -105,11 +103,7 @@ def run(out_dir: str, seconds: float) -> None:
 
     records = [run_load(n, f, seconds) for n, f in (("gemm_4096x16384x4096_bf16", gemm), ("copy_1GiB", copy),
                                                     ("gemm_then_gelu", mix))]
-    doc = {"meta": common.collect_meta({"command": os.environ.get("KS_COMMAND", "python3 -m sim.calibrate.gpu.sustained")}),
-           "group": "sustained", "mode": "full", "status": "complete", "records": records}
-    os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "sustained.json"), "w") as fh:
-        json.dump(doc, fh, indent=1)
+    common.write_group(out_dir, "sustained", records, "sim.calibrate.gpu.sustained")
 
 
 def main() -> int:
