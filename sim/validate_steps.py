@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from sim.errors import InputError
+from sim.hardware import sustained
 from sim.scenario import Scenario, load_scenario, run_scenario
 from sim.schema.workload import Bucket
 from sim.validate import Row
@@ -100,6 +101,9 @@ def step_rows(cases_file: Path, profile: str | None = None) -> tuple[list[Row], 
         except (OSError, json.JSONDecodeError, KeyError) as exc:
             raise InputError(f"cannot read measurements: {exc}", file=str(mfile)) from None
         scn = load_scenario(base / case["scenario"], [prof])
+        if case.get("clock") == "sustained":  # measured after seconds of back-to-back steps
+            scn = Scenario(spec=scn.spec, file=scn.file, workload=scn.workload,
+                           hardware=tuple(sustained(h) for h in scn.hardware), buckets=scn.buckets)
         vmap: dict[str, str] = case["variants"]
         pmap: dict[str, str] = case["params"]
         measured: dict[tuple[tuple[tuple[str, float], ...], str], float] = {}
@@ -120,7 +124,7 @@ def step_rows(cases_file: Path, profile: str | None = None) -> tuple[list[Row], 
                          buckets=tuple(Bucket(params=dict(b), weight=1.0) for b in buckets))
         result, traces = run_scenario(scn_b, keep_traces=True)
         hw_res = result["hardware"][0]
-        label = scn.spec.name
+        label = scn.spec.name + ("@sustained" if case.get("clock") == "sustained" else "")
         for (_, vname, bi), trace in traces.items():
             m_ew = measured_ew.get((buckets[bi], vname))
             if not m_ew:
