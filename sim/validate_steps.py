@@ -102,6 +102,8 @@ def step_rows(cases_file: Path, profile: str | None = None) -> tuple[list[Row], 
             raise InputError(f"cannot read measurements: {exc}", file=str(mfile)) from None
         scn = load_scenario(base / case["scenario"], [prof])
         if case.get("clock") == "sustained":  # measured after seconds of back-to-back steps
+            if any(h.sustained_clock_hz is None for h in scn.hardware):
+                continue  # a profile without a measured sustained clock cannot predict these
             scn = Scenario(spec=scn.spec, file=scn.file, workload=scn.workload,
                            hardware=tuple(sustained(h) for h in scn.hardware), buckets=scn.buckets)
         vmap: dict[str, str] = case["variants"]
