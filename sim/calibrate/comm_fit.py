@@ -1,0 +1,264 @@
+"""Turn a raw `comm.json` (sim.calibrate.gpu.comm) into profile entries and a model comparison.
+
+No GPU, no torch. Three things:
+- `busbw_points`: measured nccl-tests bus bandwidths as `topology.reference_busbw` entries
+  (`source: measured`, `measured_on`, `date`, `raw`), by default the largest measured size of
+  each (collective, ranks): the bandwidth plateau the model's link figures stand for;
+  `reference_busbw_yaml` renders them as the profile's flow-style YAML list.
+- `compare`: the comm model (sim.comm.nccl through the profile's topology) against every
+  measured collective of two or more ranks: time and bus bandwidth per size, relative error.
+  NVLink multicast is off where the raw file says so (the harness always sets
+  NCCL_NVLS_ENABLE=0), so the model's all-reduce then chooses between ring and tree only.
+- `contention_rows` / `ddp_rows`: the contention and DDP-overlap records, flattened for a table.
+
+    python3 -m sim.calibrate.comm_fit RAW.json [--profile h200-hgx8] [--all-sizes] [--raw-ref PATH]
+
+prints the YAML block and the tables; it writes nothing (paste the block into the profile's
+`topology.reference_busbw`; tests/test_comm.py then holds the model to it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sim.comm.nccl import busbw_factor, plan_collective
+from sim.errors import InputError
+from sim.schema.hardware import BusBwPoint
+
+MIB = 1 << 20
+
+
+def load_comm(path: Path) -> dict[str, Any]:
+    """Read a raw comm file; anything but `{"group": "comm", "records": [...]}` is an input error."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise InputError(f"cannot read raw comm data: {exc}", file=str(path)) from None
+    if not isinstance(doc, dict) or doc.get("group") != "comm" or not isinstance(doc.get("records"), list):
+        raise InputError("not a raw comm file", file=str(path), expected="an object with group 'comm' and a 'records' list")
+    return doc
+
+
+def _measured_on(meta: dict[str, Any]) -> str:
+    gpu = meta.get("gpu_name") or (meta.get("nvidia_smi") or {}).get("name") or "unknown GPU"
+    n = meta.get("visible_gpus")
+    return f"{gpu} x{n} (one host)" if n else str(gpu)
+
+
+def _nvls_off(meta: dict[str, Any]) -> bool:
+    return str((meta.get("env") or {}).get("NCCL_NVLS_ENABLE", "1")) == "0"
+
+
+def collective_records(doc: dict[str, Any], min_ranks: int = 2) -> list[dict[str, Any]]:
+    """Measured collective records of at least `min_ranks` ranks (skipped or failed ones left out)."""
+    out = []
+    for r in doc["records"]:
+        if r.get("bench") != "collective" or "skipped" in r or not r.get("time_us"):
+            continue
+        if int(r.get("world_size", 0)) >= min_ranks:
+            out.append(r)
+    return out
+
+
+def busbw_points(doc: dict[str, Any], raw_ref: str, *, all_sizes: bool = False, min_bytes: float = 0) -> list[dict[str, Any]]:
+    """`topology.reference_busbw` entries for the measured collectives (ranks >= 2).
+
+    Default: per (collective, ranks) the largest measured size; `all_sizes`: every size of at
+    least `min_bytes`. Each entry is validated against the profile schema (BusBwPoint).
+    """
+    meta = doc.get("meta") or {}
+    date = str(meta.get("date_utc", ""))[:10]
+    measured_on = _measured_on(meta)
+    note = (f"nccl-tests-style busbw, NCCL {meta.get('nccl_version', '?')}, fp32, "
+            f"{'NVLS off, ' if _nvls_off(meta) else ''}mean over ranks of the median per-call time "
+            f"({meta.get('mode', '?')} run)")
+    recs = [r for r in collective_records(doc) if float(r["bytes"]) >= min_bytes and r.get("busbw_gbps", 0) > 0]
+    if not all_sizes:
+        peak: dict[tuple[str, int], dict[str, Any]] = {}
+        for r in recs:
+            key = (r["collective"], int(r["world_size"]))
+            if key not in peak or r["bytes"] > peak[key]["bytes"]:
+                peak[key] = r
+        recs = list(peak.values())
+    recs.sort(key=lambda r: (r["collective"], int(r["world_size"]), float(r["bytes"])))
+    points = []
+    for r in recs:
+        p = {"collective": r["collective"], "ranks": int(r["world_size"]), "nodes": int(r.get("nodes", 1)),
+             "bytes": int(r["bytes"]), "busbw_gbps": round(float(r["busbw_gbps"]), 1), "source": "measured",
+             "measured_on": measured_on, "date": date, "raw": raw_ref, "note": note}
+        BusBwPoint.model_validate(p)
+        points.append(p)
+    return points
+
+
+def reference_busbw_yaml(points: list[dict[str, Any]], indent: int = 4) -> str:
+    """The entries as the profile writes them: one flow-style mapping per line."""
+    pad = " " * indent
+    lines = [pad + "- " + yaml.safe_dump(p, default_flow_style=True, sort_keys=False, width=10**6).strip()
+             for p in points]
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+@dataclass(frozen=True)
+class CompareRow:
+    collective: str
+    ranks: int
+    bytes: float
+    measured_us: float
+    model_us: float
+    measured_busbw_gbps: float
+    model_busbw_gbps: float
+    algorithm: str
+    protocol: str
+
+    @property
+    def error(self) -> float:
+        """Model time / measured time - 1 (positive: the model is slower than the GPU)."""
+        return self.model_us / self.measured_us - 1.0
+
+
+def _model_plan(coll: str, size: float, n: int, hw: Any, nvls_off: bool) -> Any:
+    from sim.costmodel.collective import links_of
+
+    links, topo = links_of(hw), hw.fabric
+    m = max(1, math.ceil(n / topo.gpus_per_node))
+    if coll == "all_reduce" and nvls_off:
+        plans = [plan_collective(coll, size, n, m, links, topo, algorithm=a) for a in ("ring", "tree")]
+        return min(plans, key=lambda p: p.time_s)
+    return plan_collective(coll, size, n, m, links, topo)
+
+
+def compare(doc: dict[str, Any], hw: Any) -> list[CompareRow]:
+    """The model (kernel fixed cost + the NCCL-like plan, as sim.costmodel.collective prices a
+    collective) against every measured collective of two or more ranks."""
+    nvls_off = _nvls_off(doc.get("meta") or {})
+    rows = []
+    for r in collective_records(doc):
+        n, size, coll = int(r["world_size"]), float(r["bytes"]), str(r["collective"])
+        plan = _model_plan(coll, size, n, hw, nvls_off)
+        model_s = hw.kernel_fixed_s + plan.time_s
+        rows.append(CompareRow(coll, n, size, float(r["time_us"]), model_s * 1e6, float(r["busbw_gbps"]),
+                               busbw_factor(coll, n) * size / model_s / 1e9, plan.algorithm, plan.protocol))
+    return rows
+
+
+def summarize(rows: list[CompareRow], min_bytes: float = MIB) -> list[dict[str, Any]]:
+    """Per (collective, ranks): median and largest |error| over sizes >= min_bytes, and over all sizes."""
+    groups: dict[tuple[str, int], list[CompareRow]] = {}
+    for r in rows:
+        groups.setdefault((r.collective, r.ranks), []).append(r)
+    out = []
+    for (coll, n), rs in sorted(groups.items()):
+        big = [abs(r.error) for r in rs if r.bytes >= min_bytes]
+        every = [abs(r.error) for r in rs]
+        out.append({"collective": coll, "ranks": n, "n": len(rs),
+                    "median_abs_err_large": statistics.median(big) if big else None,
+                    "max_abs_err_large": max(big) if big else None,
+                    "median_abs_err_all": statistics.median(every), "max_abs_err_all": max(every)})
+    return out
+
+
+# Per-call all-reduce times below this are close to torch.distributed's host dispatch cost
+# (about 20 us per call on the H200 VM, comm_1gpu.json): the stream is host-bound, not busy.
+HOST_BOUND_CALL_US = 50.0
+
+
+def contention_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for r in doc["records"]:
+        if r.get("bench") != "contention" or "skipped" in r:
+            continue
+        per_call = float(r["comm_alone_us"]) / max(1, int(r["allreduce_calls"]))
+        out.append({"ranks": r["world_size"], "load": r["load"], "load_slowdown": r["load_slowdown"],
+                    "comm_slowdown": r["comm_slowdown"], "overlap_us": r["overlap_us"],
+                    "allreduce_bytes": r["allreduce_bytes"], "allreduce_call_us": per_call,
+                    "host_bound": per_call < HOST_BOUND_CALL_US})
+    return out
+
+
+def ddp_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for r in doc["records"]:
+        if r.get("bench") != "ddp_step" or "skipped" in r:
+            continue
+        out.append({"ranks": r["world_size"], "tokens": r["tokens"], "step_us": r["step_us"],
+                    "step_no_comm_us": r["step_no_comm_us"], "exposed_comm_us": r["exposed_comm_us"],
+                    "allreduce_all_grads_us": r["allreduce_all_grads_us"], "grad_bytes": r["grad_bytes"],
+                    "bucket_cap_mb": r["bucket_cap_mb"]})
+    return out
+
+
+def _fmt_bytes(b: float) -> str:
+    for unit, k in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if b >= k:
+            return f"{b / k:g} {unit}"
+    return f"{b:g} B"
+
+
+def report(doc: dict[str, Any], hw: Any, raw_ref: str, *, all_sizes: bool = False) -> str:
+    """The YAML block and markdown tables (comparison, contention, DDP) as one text."""
+    meta = doc.get("meta") or {}
+    points = busbw_points(doc, raw_ref, all_sizes=all_sizes)
+    parts = [f"# {raw_ref}: {_measured_on(meta)}, NCCL {meta.get('nccl_version', '?')}, "
+             f"world sizes {meta.get('world_sizes')}, {meta.get('date_utc', '?')}, status {doc.get('status')}"]
+    if points:
+        parts += ["", "topology.reference_busbw (measured):", reference_busbw_yaml(points).rstrip()]
+    else:
+        parts += ["", "no collective of two or more ranks in this file: nothing for topology.reference_busbw "
+                  "(one rank only exercises the path)"]
+    rows = compare(doc, hw)
+    if rows:
+        parts += ["", f"model ({hw.name}) vs measured:", "",
+                  "| collective | ranks | size | measured us | model us | measured busbw GB/s | model busbw GB/s "
+                  "| model algo/proto | error |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |"]
+        parts += [f"| {r.collective} | {r.ranks} | {_fmt_bytes(r.bytes)} | {r.measured_us:.1f} | {r.model_us:.1f} | "
+                  f"{r.measured_busbw_gbps:.1f} | {r.model_busbw_gbps:.1f} | {r.algorithm}/{r.protocol} | "
+                  f"{r.error:+.1%} |" for r in rows]
+        parts += ["", "| collective | ranks | n | median abs err >= 1 MiB | max abs err >= 1 MiB | median abs err all |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: |"]
+        for s in summarize(rows):
+            big = "n/a" if s["median_abs_err_large"] is None else f"{s['median_abs_err_large']:.1%}"
+            bigmax = "n/a" if s["max_abs_err_large"] is None else f"{s['max_abs_err_large']:.1%}"
+            parts.append(f"| {s['collective']} | {s['ranks']} | {s['n']} | {big} | {bigmax} | "
+                         f"{s['median_abs_err_all']:.1%} |")
+    cont = contention_rows(doc)
+    if cont:
+        parts += ["", "| ranks | load | load slowdown | all-reduce slowdown | overlap us | all-reduce per call us | host-bound |",
+                  "| ---: | --- | ---: | ---: | ---: | ---: | --- |"]
+        parts += [f"| {c['ranks']} | {c['load']} | x{c['load_slowdown']:.3f} | x{c['comm_slowdown']:.3f} | "
+                  f"{c['overlap_us']:.0f} | {c['allreduce_call_us']:.1f} | {'yes' if c['host_bound'] else 'no'} |"
+                  for c in cont]
+    ddp = ddp_rows(doc)
+    if ddp:
+        parts += ["", "| ranks | tokens | step us | no-comm step us | exposed comm us | all-reduce of all grads us |",
+                  "| ---: | ---: | ---: | ---: | ---: | ---: |"]
+        parts += [f"| {d['ranks']} | {d['tokens']} | {d['step_us']:.0f} | {d['step_no_comm_us']:.0f} | "
+                  f"{d['exposed_comm_us']:.0f} | {d['allreduce_all_grads_us']:.0f} |" for d in ddp]
+    return "\n".join(parts) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("raw", type=Path, help="comm.json written by python3 -m sim.calibrate.gpu.comm")
+    ap.add_argument("--profile", default="h200-hgx8", help="hardware profile whose comm model is compared")
+    ap.add_argument("--all-sizes", action="store_true", help="emit every size, not only the largest per collective")
+    ap.add_argument("--raw-ref", default=None, help="the path written into each entry's `raw` (default: RAW as given)")
+    ns = ap.parse_args(argv)
+    from sim.hardware import load_profile
+
+    doc = load_comm(ns.raw)
+    hw = load_profile(ns.profile)
+    print(report(doc, hw, ns.raw_ref or str(ns.raw), all_sizes=ns.all_sizes), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

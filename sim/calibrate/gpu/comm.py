@@ -1,0 +1,699 @@
+"""NCCL communication on the visible GPUs of one host: collectives, contention, DDP overlap.
+
+    python3 -m sim.calibrate.gpu.comm --out DIR [--quick] [--world-sizes 1,2,4,8] [--budget-s S]
+
+Launches one process per GPU itself (torch.multiprocessing, NCCL backend, rendezvous on
+127.0.0.1 only), once for every power-of-two world size up to the number of visible GPUs
+(1, 2, 4, 8; one rank still runs NCCL's path), and measures on each:
+
+- `bench: collective`: all-reduce, all-gather, reduce-scatter, all-to-all, broadcast and
+  send/recv (ring neighbour exchange, as nccl-tests' sendrecv_perf; not on one rank) over
+  message sizes 1 KiB .. 1 GiB (x4 steps; x16 with --quick), fp32; all-reduce and broadcast
+  in place, the others out of place. The size S is nccl-tests' column: the whole buffer (all-gather's output,
+  reduce-scatter's input, all-to-all's per-rank buffer). Each sample times `calls_per_sample`
+  back-to-back calls between two CUDA events (as nccl-tests averages iterations, so host
+  issue overlaps device work); per rank the median sample; `time_us` is the mean of the
+  ranks' medians (nccl-tests' default `-a 1`), `time_us_max_rank` their maximum.
+  algbw = S / time, busbw = algbw x nccl-tests' factor (2(n-1)/n all-reduce; (n-1)/n
+  all-gather, reduce-scatter, all-to-all; 1 broadcast, send/recv).
+- `bench: channels`: all-reduce and all-gather of one large size on a group whose NCCL
+  config pins min_ctas = max_ctas = c (c = 1 .. 32): what one channel (CTA) moves.
+- `bench: contention`: a GEMM-heavy (bf16 mm) and a bandwidth-heavy (copy) load on one
+  stream while all-reduces run on another: each alone, then both at once; slowdown of each
+  and how long the two really overlapped.
+- `bench: ddp_step`: an MLP (Linear H->F, GELU, Linear F->H, bf16) forward+backward under
+  DistributedDataParallel (bucketed all-reduce, eager) per token count: step time, the same
+  step under `no_sync()` (no communication), exposed communication = the difference, and the
+  all-reduce of all gradient bytes alone.
+- `bench: nccl_init`: NCCL's own INFO log of rank 0 (INIT, GRAPH, ENV): channel counts, rings,
+  trees, transports (NVLink / P2P / SHM), one per world size.
+
+Writes DIR/comm.json = {"meta", "group": "comm", "mode", "status", "records", "errors"}
+after every world size (status "running" until the end; "partial" when a world size
+failed or the budget ran out). NVLink multicast stays off in every process it starts
+(NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1, NVSHMEM_DISABLE_NVLS=1): NCCL's
+NVLS all-reduce is therefore not measured. Never changes GPU settings: it only reads them.
+torch is imported inside functions only; this module imports nothing from ``sim``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import traceback
+from typing import Any
+
+from . import common
+
+GROUP = "comm"
+MODULE = "sim.calibrate.gpu.comm"
+MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv")
+ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "TORCH_SYMM_MEM", "NVSHMEM_", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_MAX",
+                "MASTER_ADDR", "OMP_NUM_THREADS")
+KIB = 1024
+GIB = 1 << 30
+
+
+def multicast_off() -> None:
+    """Keep NVLink multicast off in this process and every process it starts (inherited env)."""
+    os.environ.update(MULTICAST_OFF)
+
+
+def busbw_factor(collective: str, n: int) -> float:
+    """nccl-tests' factor between algorithm bandwidth (S / t) and bus bandwidth."""
+    if collective == "all_reduce":
+        return 2 * (n - 1) / n
+    if collective in ("all_gather", "reduce_scatter", "all_to_all"):
+        return (n - 1) / n
+    return 1.0
+
+
+def message_sizes(quick: bool) -> list[int]:
+    """1 KiB .. 1 GiB in x4 steps (x16 with quick)."""
+    step = 16 if quick else 4
+    out, s = [], KIB
+    while s <= GIB:
+        out.append(s)
+        s *= step
+    return out
+
+
+def world_sizes_for(n_gpus: int) -> list[int]:
+    out, w = [], 1
+    while w <= n_gpus:
+        out.append(w)
+        w *= 2
+    return out
+
+
+def _env_snapshot() -> dict[str, str]:
+    return {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES)}
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _run_text(cmd: list[str]) -> str:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=20).stdout.strip()
+    except Exception as exc:  # noqa: BLE001 - provenance is best effort
+        return f"unavailable: {exc!r}"
+
+
+# ----------------------------------------------------------------------------- worker (one per rank)
+
+
+class _Ctx:
+    """What every stage of a rank needs: torch, dist, rank, world, config, a deadline and the
+    rank-0 result file (rewritten after every stage so a killed run leaves what it had)."""
+
+    def __init__(self, rank: int, world: int, cfg: dict[str, Any], result_path: str) -> None:
+        import torch
+        import torch.distributed as dist
+
+        self.torch, self.dist = torch, dist
+        self.rank, self.world, self.cfg, self.result_path = rank, world, cfg, result_path
+        self.records: list[dict[str, Any]] = []
+        self.errors: list[dict[str, Any]] = []
+
+    def agree_max(self, value: float) -> float:
+        """The largest `value` over all ranks (so every rank makes the same decision)."""
+        t = self.torch.tensor([float(value)], device="cuda", dtype=self.torch.float64)
+        self.dist.all_reduce(t, op=self.dist.ReduceOp.MAX)
+        return float(t.item())
+
+    def expired(self) -> bool:
+        return self.agree_max(1.0 if time.time() > self.cfg["deadline"] else 0.0) > 0
+
+    def gather(self, value: Any) -> list[Any]:
+        out: list[Any] = [None] * self.world
+        self.dist.all_gather_object(out, value)
+        return out
+
+    def add(self, rec: dict[str, Any]) -> None:
+        if self.rank == 0:
+            self.records.append(rec)
+
+    def error(self, where: str, exc: BaseException) -> None:
+        common.log(f"[rank {self.rank} world {self.world}] ERROR in {where}: {exc!r}")
+        if self.rank == 0:
+            self.errors.append({"where": f"world {self.world}: {where}", "error": repr(exc)[:500],
+                                "traceback": traceback.format_exc(limit=6)[-2000:]})
+
+    def flush(self) -> None:
+        if self.rank != 0:
+            return
+        tmp = self.result_path + ".tmp"
+        with open(tmp, "w") as fh:
+            json.dump({"world_size": self.world, "records": self.records, "errors": self.errors}, fh)
+        os.replace(tmp, self.result_path)
+
+
+def _time_calls(ctx: _Ctx, op: Any, *, target_ms: float, n_samples: int, max_calls: int = 2000) -> dict[str, Any]:
+    """Median per-call time of `op` (a collective: every rank calls it the same number of times).
+
+    One call compiles/warms; 3 calls estimate; k = target_ms / estimate calls (the same k on every
+    rank) per sample; k warm-up calls; n_samples samples of k back-to-back calls between CUDA events.
+    """
+    torch = ctx.torch
+    op()
+    torch.cuda.synchronize()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    for _ in range(3):
+        op()
+    e.record()
+    torch.cuda.synchronize()
+    est_ms = ctx.agree_max(max(s.elapsed_time(e) / 3, 1e-4))
+    k = max(1, min(max_calls, int(target_ms / est_ms)))
+    for _ in range(k):
+        op()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n_samples)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n_samples)]
+    for i in range(n_samples):
+        starts[i].record()
+        for _ in range(k):
+            op()
+        ends[i].record()
+    torch.cuda.synchronize()
+    samples = [starts[i].elapsed_time(ends[i]) * 1e3 / k for i in range(n_samples)]
+    srt = sorted(samples)
+    n = len(srt)
+    return {"median_us": statistics.median(srt), "min_us": srt[0], "p10_us": srt[int(0.1 * (n - 1))],
+            "p90_us": srt[int(0.9 * (n - 1))], "calls_per_sample": k, "n_samples": n,
+            "samples_us": common.trim_samples(samples)}
+
+
+def _collective_op(ctx: _Ctx, coll: str, size: int, group: Any = None) -> Any:
+    """(op, tensors) for one nccl-tests-sized call of `coll` (fp32, size bytes in S's sense)."""
+    torch, dist, n, rank = ctx.torch, ctx.dist, ctx.world, ctx.rank
+    count = size // 4
+    if coll == "all_reduce":
+        x = torch.full((count,), float(rank + 1), device="cuda")
+        return lambda: dist.all_reduce(x, group=group)
+    if coll == "all_gather":
+        out = torch.empty(count, device="cuda")
+        inp = torch.full((count // n,), float(rank), device="cuda")
+        return lambda: dist.all_gather_into_tensor(out, inp, group=group)
+    if coll == "reduce_scatter":
+        inp = torch.full((count,), float(rank), device="cuda")
+        out = torch.empty(count // n, device="cuda")
+        return lambda: dist.reduce_scatter_tensor(out, inp, group=group)
+    if coll == "all_to_all":
+        inp = torch.full((count,), float(rank), device="cuda")
+        out = torch.empty(count, device="cuda")
+        return lambda: dist.all_to_all_single(out, inp, group=group)
+    if coll == "broadcast":
+        x = torch.full((count,), float(rank), device="cuda")
+        return lambda: dist.broadcast(x, src=0, group=group)
+    if coll == "send_recv":
+        sbuf = torch.full((count,), float(rank), device="cuda")
+        rbuf = torch.empty(count, device="cuda")
+        nxt, prv = (rank + 1) % n, (rank - 1 + n) % n
+
+        def op() -> None:
+            reqs = dist.batch_isend_irecv([dist.P2POp(dist.isend, sbuf, nxt, group=group),
+                                           dist.P2POp(dist.irecv, rbuf, prv, group=group)])
+            for r in reqs:
+                r.wait()
+        return op
+    raise ValueError(coll)
+
+
+def _stage_check(ctx: _Ctx) -> None:
+    torch, dist = ctx.torch, ctx.dist
+    x = torch.ones(1024, device="cuda")
+    dist.all_reduce(x)
+    got = float(x[0].item())
+    ok = got == float(ctx.world)
+    ctx.add({"bench": "check", "world_size": ctx.world, "all_reduce_ones": got, "ok": ok})
+    if not ok:
+        raise RuntimeError(f"all-reduce of ones gave {got}, expected {ctx.world}")
+
+
+def _stage_collectives(ctx: _Ctx) -> None:
+    cfg = ctx.cfg
+    for coll in COLLECTIVES:
+        for size in cfg["sizes"]:
+            base = {"bench": "collective", "collective": coll, "world_size": ctx.world, "nodes": 1, "bytes": size,
+                    "dtype": "float32", "in_place": coll in ("all_reduce", "broadcast")}
+            if coll == "send_recv" and ctx.world < 2:
+                ctx.add({**base, "skipped": "send/recv needs 2 ranks"})
+                continue
+            if ctx.expired():
+                ctx.add({**base, "skipped": "budget"})
+                continue
+            try:
+                op = _collective_op(ctx, coll, size)
+                target = cfg["target_ms"] if size < (64 << 20) else cfg["target_ms_large"]
+                st = _time_calls(ctx, op, target_ms=target, n_samples=cfg["n_samples"])
+                meds = ctx.gather(st["median_us"])
+                t_avg = sum(meds) / len(meds)
+                f = busbw_factor(coll, ctx.world)
+                algbw = size / (t_avg * 1e-6) / 1e9
+                rec = {**base, "time_us": t_avg, "time_us_max_rank": max(meds), "time_us_ranks": meds,
+                       "algbw_gbps": algbw, "busbw_gbps": algbw * f, "busbw_factor": f,
+                       "rank0": {k: v for k, v in st.items() if k != "median_us"}}
+                ctx.add(rec)
+                if ctx.rank == 0:
+                    common.log(f"world {ctx.world} {coll} {size} B: {t_avg:.1f} us, busbw {algbw * f:.1f} GB/s")
+                del op
+            except Exception as exc:  # noqa: BLE001 - recorded; a symmetric failure keeps ranks in step
+                ctx.error(f"{coll} {size} B", exc)
+        ctx.torch.cuda.empty_cache()
+        ctx.flush()
+
+
+def _stage_channels(ctx: _Ctx) -> None:
+    """Collectives on groups whose NCCL config pins the CTA (channel) count."""
+    dist, cfg = ctx.dist, ctx.cfg
+    size = cfg["channel_bytes"]
+    for c in cfg["channel_counts"]:
+        if ctx.expired():
+            ctx.add({"bench": "channels", "world_size": ctx.world, "ctas": c, "skipped": "budget"})
+            continue
+        try:
+            opts = dist.ProcessGroupNCCL.Options()
+            opts.config.min_ctas = c
+            opts.config.max_ctas = c
+            g = dist.new_group(ranks=list(range(ctx.world)), backend="nccl", pg_options=opts)
+            for coll in ("all_reduce", "all_gather"):
+                op = _collective_op(ctx, coll, size, group=g)
+                st = _time_calls(ctx, op, target_ms=cfg["target_ms_large"], n_samples=max(5, cfg["n_samples"] // 2))
+                meds = ctx.gather(st["median_us"])
+                t_avg = sum(meds) / len(meds)
+                f = busbw_factor(coll, ctx.world)
+                algbw = size / (t_avg * 1e-6) / 1e9
+                ctx.add({"bench": "channels", "collective": coll, "world_size": ctx.world, "ctas": c, "bytes": size,
+                         "dtype": "float32", "time_us": t_avg, "time_us_max_rank": max(meds), "algbw_gbps": algbw,
+                         "busbw_gbps": algbw * f, "busbw_factor": f})
+                if ctx.rank == 0:
+                    common.log(f"world {ctx.world} ctas {c} {coll}: busbw {algbw * f:.1f} GB/s")
+                del op
+            dist.destroy_process_group(g)
+        except Exception as exc:  # noqa: BLE001
+            ctx.error(f"channels {c}", exc)
+    ctx.flush()
+
+
+def _stage_contention(ctx: _Ctx) -> None:
+    """A load on one stream while all-reduces run on another: each alone, then together."""
+    torch, dist, cfg = ctx.torch, ctx.dist, ctx.cfg
+    bf = torch.bfloat16
+    ar_bytes = cfg["contention_ar_bytes"]
+    x = torch.ones(ar_bytes // 4, device="cuda")
+    a = torch.randn(8192, 8192, device="cuda", dtype=bf)
+    b = torch.randn(8192, 8192, device="cuda", dtype=bf)
+    c = torch.empty(8192, 8192, device="cuda", dtype=bf)
+    src = torch.randn(GIB // 2, device="cuda", dtype=bf)  # 1 GiB
+    dst = torch.empty_like(src)
+    loads = {"gemm_8192_bf16": (lambda: torch.mm(a, b, out=c), 2 * 8192**3, "flops"),
+             "copy_1GiB_bf16": (lambda: dst.copy_(src), 2 * GIB, "bytes")}
+    s_load, s_comm = torch.cuda.Stream(), torch.cuda.Stream()
+
+    def ar() -> None:
+        dist.all_reduce(x)
+
+    def timed(stream: Any, fn: Any, n: int) -> tuple[Any, Any]:
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        with torch.cuda.stream(stream):
+            s.record(stream)
+            for _ in range(n):
+                fn()
+            e.record(stream)
+        return s, e
+
+    window_ms = cfg["contention_window_ms"]
+    # the all-reduce alone: calls per window agreed over ranks
+    ar()
+    torch.cuda.synchronize()
+    s0, e0 = timed(s_comm, ar, 3)
+    torch.cuda.synchronize()
+    n_ar = int(max(1, min(5000, window_ms / ctx.agree_max(s0.elapsed_time(e0) / 3))))
+    for name, (fn, work, unit) in loads.items():
+        if ctx.expired():
+            ctx.add({"bench": "contention", "world_size": ctx.world, "load": name, "skipped": "budget"})
+            continue
+        try:
+            fn()
+            torch.cuda.synchronize()
+            s1, e1 = timed(s_load, fn, 3)
+            torch.cuda.synchronize()
+            n_load = int(max(1, min(5000, window_ms / max(s1.elapsed_time(e1) / 3, 1e-3))))
+            alone_load, alone_ar, conc_load, conc_ar, overlap = [], [], [], [], []
+            for _ in range(cfg["contention_reps"]):
+                torch.cuda.synchronize()
+                ls, le = timed(s_load, fn, n_load)
+                torch.cuda.synchronize()
+                alone_load.append(ls.elapsed_time(le) * 1e3)
+                dist.barrier()
+                ms, me = timed(s_comm, ar, n_ar)
+                torch.cuda.synchronize()
+                alone_ar.append(ms.elapsed_time(me) * 1e3)
+                dist.barrier()
+                ref = torch.cuda.Event(enable_timing=True)
+                ref.record()
+                s_comm.wait_stream(torch.cuda.current_stream())
+                s_load.wait_stream(torch.cuda.current_stream())
+                ms, me, ls, le = (torch.cuda.Event(enable_timing=True) for _ in range(4))
+                ms.record(s_comm)
+                ls.record(s_load)
+                # issue the two streams' work interleaved so both start together
+                for i in range(max(n_ar, n_load)):
+                    if i < n_ar:
+                        with torch.cuda.stream(s_comm):
+                            ar()
+                    if i < n_load:
+                        with torch.cuda.stream(s_load):
+                            fn()
+                me.record(s_comm)
+                le.record(s_load)
+                torch.cuda.synchronize()
+                conc_ar.append(ms.elapsed_time(me) * 1e3)
+                conc_load.append(ls.elapsed_time(le) * 1e3)
+                a0, a1 = ref.elapsed_time(ms), ref.elapsed_time(me)
+                b0, b1 = ref.elapsed_time(ls), ref.elapsed_time(le)
+                overlap.append(max(0.0, min(a1, b1) - max(a0, b0)) * 1e3)
+            med = statistics.median
+            per_rank = ctx.gather({"load_slowdown": med(conc_load) / med(alone_load),
+                                   "comm_slowdown": med(conc_ar) / med(alone_ar)})
+            rec = {"bench": "contention", "world_size": ctx.world, "load": name, "load_calls": n_load,
+                   "load_work_per_call": work, "load_work_unit": unit, "allreduce_bytes": ar_bytes,
+                   "allreduce_calls": n_ar, "load_alone_us": med(alone_load), "load_concurrent_us": med(conc_load),
+                   "comm_alone_us": med(alone_ar), "comm_concurrent_us": med(conc_ar), "overlap_us": med(overlap),
+                   "load_slowdown": med(conc_load) / med(alone_load), "comm_slowdown": med(conc_ar) / med(alone_ar),
+                   "load_slowdown_ranks": [p["load_slowdown"] for p in per_rank],
+                   "comm_slowdown_ranks": [p["comm_slowdown"] for p in per_rank],
+                   "comm_alone_busbw_gbps": busbw_factor("all_reduce", ctx.world) * ar_bytes * n_ar
+                   / (med(alone_ar) * 1e-6) / 1e9,
+                   "samples": {"load_alone_us": alone_load, "load_concurrent_us": conc_load,
+                               "comm_alone_us": alone_ar, "comm_concurrent_us": conc_ar, "overlap_us": overlap}}
+            ctx.add(rec)
+            if ctx.rank == 0:
+                common.log(f"world {ctx.world} contention {name}: load x{rec['load_slowdown']:.3f}, "
+                           f"all-reduce x{rec['comm_slowdown']:.3f}, overlap {rec['overlap_us']:.0f} us")
+        except Exception as exc:  # noqa: BLE001
+            ctx.error(f"contention {name}", exc)
+    loads.clear()
+    ctx.flush()
+
+
+def _stage_ddp(ctx: _Ctx) -> None:
+    """DDP MLP step (bucketed all-reduce in backward) against the same step under no_sync()."""
+    torch, dist, cfg = ctx.torch, ctx.dist, ctx.cfg
+    from torch import nn
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    H, F = cfg["ddp_hidden"], cfg["ddp_ffn"]
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(H, F), nn.GELU(), nn.Linear(F, H)).to(device="cuda", dtype=torch.bfloat16)
+    bucket_mb = cfg["ddp_bucket_mb"]
+    ddp = DDP(model, device_ids=[ctx.rank], bucket_cap_mb=bucket_mb)
+    params = list(ddp.parameters())
+    grad_bytes = sum(p.numel() * p.element_size() for p in params)
+    flat = torch.ones(sum(p.numel() for p in params), device="cuda", dtype=torch.bfloat16)
+    ar = _time_calls(ctx, lambda: dist.all_reduce(flat), target_ms=cfg["target_ms_large"], n_samples=cfg["n_samples"])
+    ar_us = sum(ctx.gather(ar["median_us"])) / ctx.world
+    for tokens in cfg["ddp_tokens"]:
+        if ctx.expired():
+            ctx.add({"bench": "ddp_step", "world_size": ctx.world, "tokens": tokens, "skipped": "budget"})
+            continue
+        try:
+            x = torch.randn(tokens, H, device="cuda", dtype=torch.bfloat16)
+            gy = torch.randn(tokens, H, device="cuda", dtype=torch.bfloat16)
+
+            def step(x: Any = x, gy: Any = gy) -> None:
+                ddp(x).backward(gy)
+                for p in params:
+                    p.grad = None
+
+            def step_nosync(x: Any = x, gy: Any = gy) -> None:
+                with ddp.no_sync():
+                    ddp(x).backward(gy)
+                for p in params:
+                    p.grad = None
+
+            for _ in range(3):
+                step()
+                step_nosync()
+            torch.cuda.synchronize()
+            with_comm, without, cpu_with, cpu_without = [], [], [], []
+            for _ in range(cfg["ddp_steps"]):
+                for fn, dev_out, cpu_out in ((step, with_comm, cpu_with), (step_nosync, without, cpu_without)):
+                    dist.barrier()
+                    torch.cuda.synchronize()
+                    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    t0 = time.perf_counter()
+                    s.record()
+                    fn()
+                    e.record()
+                    t1 = time.perf_counter()
+                    torch.cuda.synchronize()
+                    dev_out.append(s.elapsed_time(e) * 1e3)
+                    cpu_out.append((t1 - t0) * 1e6)
+            med = statistics.median
+            step_us = sum(ctx.gather(med(with_comm))) / ctx.world
+            nosync_us = sum(ctx.gather(med(without))) / ctx.world
+            exposed = step_us - nosync_us
+            rec = {"bench": "ddp_step", "world_size": ctx.world, "tokens": tokens, "hidden": H, "ffn": F,
+                   "dtype": "bfloat16", "bucket_cap_mb": bucket_mb, "grad_bytes": grad_bytes,
+                   "flops": 3 * 2 * 2 * tokens * H * F, "step_us": step_us, "step_no_comm_us": nosync_us,
+                   "exposed_comm_us": exposed, "allreduce_all_grads_us": ar_us,
+                   "exposed_fraction": exposed / ar_us if ar_us > 0 else None,
+                   "cpu_enqueue_us": med(cpu_with), "cpu_enqueue_no_comm_us": med(cpu_without),
+                   "rank0": {"step_samples_us": common.trim_samples(with_comm),
+                             "no_comm_samples_us": common.trim_samples(without)}}
+            ctx.add(rec)
+            if ctx.rank == 0:
+                common.log(f"world {ctx.world} ddp T={tokens}: step {step_us:.0f} us, no comm {nosync_us:.0f} us, "
+                           f"exposed {exposed:.0f} us of {ar_us:.0f} us all-reduce")
+        except Exception as exc:  # noqa: BLE001
+            ctx.error(f"ddp tokens {tokens}", exc)
+    ctx.flush()
+
+
+def _worker(rank: int, world: int, port: int, cfg: dict[str, Any], result_path: str) -> None:
+    multicast_off()
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "3")  # a hung collective ends the process
+    if rank == 0 and cfg.get("nccl_log"):
+        os.environ["NCCL_DEBUG"] = "INFO"
+        os.environ["NCCL_DEBUG_SUBSYS"] = "INIT,GRAPH,ENV"
+        os.environ["NCCL_DEBUG_FILE"] = cfg["nccl_log"]
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=cfg["timeout_s"]),
+                            device_id=torch.device("cuda", rank))
+    ctx = _Ctx(rank, world, cfg, result_path)
+    ctx.add({"bench": "rank_info", "world_size": world,
+             "devices": ctx.gather({"rank": rank, "device": torch.cuda.get_device_name(rank),
+                                    "pci_bus_id": torch.cuda.get_device_properties(rank).pci_bus_id
+                                    if hasattr(torch.cuda.get_device_properties(rank), "pci_bus_id") else None,
+                                    "pid": os.getpid()})})
+    ctx.flush()
+    stages = [("check", _stage_check), ("collectives", _stage_collectives), ("channels", _stage_channels),
+              ("contention", _stage_contention), ("ddp", _stage_ddp)]
+    for name, fn in stages:
+        if name not in cfg["stages"]:
+            continue
+        t0 = time.time()
+        try:
+            fn(ctx)
+        except Exception as exc:  # noqa: BLE001 - recorded; the next stage still runs
+            ctx.error(name, exc)
+        if rank == 0:
+            common.log(f"world {world}: stage {name} took {time.time() - t0:.1f} s")
+        ctx.flush()
+    try:
+        dist.barrier()
+        dist.destroy_process_group()
+    except Exception as exc:  # noqa: BLE001
+        ctx.error("shutdown", exc)
+        ctx.flush()
+
+
+# ----------------------------------------------------------------------------- parent
+
+
+def parse_nccl_log(path: str, max_lines: int = 300) -> dict[str, Any]:
+    """Rank 0's NCCL INFO log: the lines without host/pid prefix (deduplicated) and channel counts."""
+    try:
+        with open(path, errors="replace") as fh:
+            raw = fh.read().splitlines()
+    except OSError as exc:
+        return {"error": repr(exc)}
+    lines, seen = [], set()
+    for ln in raw:
+        ln = re.sub(r"^\S+:\d+:\d+ \[\d+\] ", "", ln).strip()
+        if ln and ln not in seen:
+            seen.add(ln)
+            lines.append(ln)
+    text = "\n".join(lines)
+    info: dict[str, Any] = {"n_lines": len(raw), "lines": lines[:max_lines], "truncated": len(lines) > max_lines}
+    for key, pat in (("coll_channels", r"(\d+) coll channels"), ("nvls_channels", r"(\d+) nvls channels"),
+                     ("p2p_channels", r"(\d+) p2p channels,"), ("nccl_version", r"NCCL version ([\w.+-]+)")):
+        m = re.search(pat, text)
+        if m:
+            info[key] = int(m.group(1)) if m.group(1).isdigit() else m.group(1)
+    info["transports"] = sorted({m.group(1) for m in re.finditer(r"via (\S+)", text)})
+    return info
+
+
+def _config(quick: bool, deadline: float, nccl_log: bool) -> dict[str, Any]:
+    return {
+        "quick": quick,
+        "deadline": deadline,
+        "timeout_s": 180,
+        "sizes": message_sizes(quick),
+        "target_ms": 1.0 if quick else 3.0,
+        "target_ms_large": 5.0 if quick else 20.0,
+        "n_samples": 7 if quick else 15,
+        "channel_counts": [1, 4, 16] if quick else [1, 2, 4, 8, 16, 32],
+        "channel_bytes": (64 << 20) if quick else (256 << 20),
+        "contention_ar_bytes": (64 << 20) if quick else (256 << 20),
+        "contention_window_ms": 30.0 if quick else 100.0,
+        "contention_reps": 3 if quick else 5,
+        "ddp_hidden": 4096,
+        "ddp_ffn": 16384,
+        "ddp_bucket_mb": 25,
+        "ddp_tokens": [2048, 8192] if quick else [1024, 4096, 16384],
+        "ddp_steps": 8 if quick else 20,
+        "stages": ["check", "collectives", "channels", "contention", "ddp"],
+        "nccl_log": nccl_log,
+    }
+
+
+def _write(out_dir: str, records: list[dict[str, Any]], errors: list[dict[str, Any]], extra: dict[str, Any],
+           status: str, mode: str) -> dict[str, Any]:
+    doc = common.write_group(out_dir, GROUP, records, MODULE)
+    doc["meta"].update(extra)
+    doc.update({"mode": mode, "status": status, "errors": errors})
+    path = os.path.join(out_dir, f"{GROUP}.json")
+    tmp = path + ".tmp"
+    with open(tmp, "w") as fh:
+        json.dump(doc, fh, indent=1)
+    os.replace(tmp, path)
+    return doc
+
+
+def run(out_dir: str, quick: bool = False, world_sizes: list[int] | None = None, budget_s: float | None = None,
+        nccl_log: bool = True) -> dict[str, Any]:
+    multicast_off()
+    import torch
+    import torch.multiprocessing as mp
+
+    t_start = time.time()
+    os.makedirs(out_dir, exist_ok=True)
+    n_gpus = torch.cuda.device_count()
+    if n_gpus < 1:
+        raise SystemExit("no CUDA device visible")
+    worlds = world_sizes or world_sizes_for(n_gpus)
+    bad = [w for w in worlds if w < 1 or w > n_gpus]
+    if bad:
+        raise SystemExit(f"world sizes {bad} exceed the {n_gpus} visible GPU(s)")
+    deadline = t_start + budget_s if budget_s else float("inf")
+    try:
+        nccl_version: Any = ".".join(str(v) for v in torch.cuda.nccl.version())
+    except Exception as exc:  # noqa: BLE001
+        nccl_version = f"unavailable: {exc!r}"
+    mode = "quick" if quick else "full"
+    extra: dict[str, Any] = {
+        "command": " ".join([sys.executable, "-m", MODULE, *sys.argv[1:]]),
+        "mode": mode,
+        "nccl_version": nccl_version,
+        "visible_gpus": n_gpus,
+        "world_sizes": worlds,
+        "nodes": 1,
+        "launcher": "torch.multiprocessing (spawn), one process per GPU, NCCL, MASTER_ADDR=127.0.0.1",
+        "nvlink_multicast": "off (NCCL_NVLS_ENABLE=0): NCCL's NVLS all-reduce is not measured",
+        "env": _env_snapshot(),
+        "gpus": _run_text(["nvidia-smi", "-L"]).splitlines(),
+        "nvidia_smi_topo": _run_text(["nvidia-smi", "topo", "-m"]),
+        "nvlink_status": _run_text(["nvidia-smi", "nvlink", "-s"])[:4000],
+        "config": {k: v for k, v in _config(quick, 0.0, False).items() if k not in ("deadline", "nccl_log")},
+    }
+    records: list[dict[str, Any]] = []
+    errors: list[dict[str, Any]] = []
+    status = "complete"
+    for w in worlds:
+        if time.time() > deadline:
+            errors.append({"where": f"world {w}", "error": "skipped: budget"})
+            status = "partial"
+            continue
+        part = os.path.join(out_dir, f".comm_w{w}.json")
+        log_path = os.path.join(out_dir, f".nccl_w{w}.log") if nccl_log else ""
+        for p in (part, log_path):
+            if p and os.path.exists(p):
+                os.remove(p)
+        cfg = _config(quick, deadline, bool(nccl_log))
+        cfg["nccl_log"] = log_path
+        common.log(f"world size {w}: spawning {w} process(es)")
+        t0 = time.time()
+        ctx = mp.start_processes(_worker, args=(w, _free_port(), cfg, part), nprocs=w, join=False,
+                                 start_method="spawn")
+        # hard stop: the budget plus a margin for shutdown, or 15 minutes for one world size
+        hard = min(deadline + 60, t0 + 900)
+        try:
+            while not ctx.join(timeout=5):
+                if time.time() > hard:
+                    raise TimeoutError(f"world {w} still running after {time.time() - t0:.0f} s")
+        except Exception as exc:  # noqa: BLE001 - recorded; the next world size still runs
+            errors.append({"where": f"world {w}", "error": repr(exc)[:2000]})
+            status = "partial"
+            for proc in ctx.processes:
+                if proc.is_alive():
+                    proc.kill()
+        if os.path.exists(part):
+            with open(part) as fh:
+                got = json.load(fh)
+            records += got.get("records", [])
+            errors += got.get("errors", [])
+            os.remove(part)
+        else:
+            errors.append({"where": f"world {w}", "error": "rank 0 wrote no results"})
+            status = "partial"
+        if log_path:
+            records.append({"bench": "nccl_init", "world_size": w, **parse_nccl_log(log_path)})
+        records.append({"bench": "world_wall", "world_size": w, "wall_s": round(time.time() - t0, 2)})
+        common.log(f"world size {w}: done in {time.time() - t0:.1f} s")
+        _write(out_dir, records, errors, {**extra, "wall_s": round(time.time() - t_start, 2)}, "running", mode)
+    if errors and status == "complete":
+        status = "partial"
+    doc = _write(out_dir, records, errors, {**extra, "wall_s": round(time.time() - t_start, 2)}, status, mode)
+    common.log(f"comm: {len(records)} records, {len(errors)} errors, status {status}, "
+               f"{time.time() - t_start:.1f} s -> {os.path.join(out_dir, GROUP + '.json')}")
+    return doc
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--quick", action="store_true", help="x16 size steps, fewer samples, shorter windows")
+    ap.add_argument("--world-sizes", default="", help="comma-separated, e.g. 2,8 (default: every power of two "
+                                                        "up to the visible GPUs)")
+    ap.add_argument("--budget-s", type=float, default=None, help="stop starting new measurements after this")
+    ap.add_argument("--no-nccl-log", action="store_true", help="do not record NCCL's INFO log of rank 0")
+    ns = ap.parse_args()
+    worlds = [int(w) for w in ns.world_sizes.split(",") if w.strip()] or None
+    doc = run(ns.out, quick=ns.quick, world_sizes=worlds, budget_s=ns.budget_s, nccl_log=not ns.no_nccl_log)
+    return 0 if doc["status"] == "complete" else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
