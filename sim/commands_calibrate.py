@@ -44,6 +44,9 @@ def measure_raw(raw_dir: Path, quick: bool, console: Console) -> None:
     steps = [
         [sys.executable, "-m", "sim.calibrate.gpu.micro", "--mode", "quick" if quick else "full", "--out", str(raw_dir)],
         [sys.executable, "-m", "sim.calibrate.gpu.host_costs", "--out", str(raw_dir)],
+        [sys.executable, "-m", "sim.calibrate.gpu.kernel_configs", "--out", str(raw_dir)],
+        [sys.executable, "-m", "sim.calibrate.gpu.sustained", "--out", str(raw_dir)],
+        [sys.executable, "-m", "sim.calibrate.gpu.profiler_overhead", "--no-traces", "--out", str(raw_dir)],
     ]
     for cmd in steps:
         console.print(f"[bold]measuring:[/bold] {' '.join(cmd)}")

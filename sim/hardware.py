@@ -97,6 +97,7 @@ class Hardware:
     network_latency_s: float
     comm_efficiency: float
     libraries: dict[str, dict[str, float]] = field(default_factory=dict)
+    profiler_event_s: dict[str, float] = field(default_factory=dict)
     corrections: dict[str, tuple[tuple[tuple[float, ...], float], ...]] = field(default_factory=dict)
     sustained_clock_hz: float | None = None
     source_file: str = ""
@@ -181,6 +182,7 @@ class Hardware:
             graph_kernel_s=h.graph_kernel_us.value * us,
             sync_s=h.sync_us.value * us,
             launch_queue_depth=int(h.launch_queue_depth.value),
+            profiler_event_s={cfg: q.value * us for cfg, q in h.profiler_event_us.items()},
             nvlink_bps=ln.nvlink_gbps.value * 1e9,
             nvlink_latency_s=ln.nvlink_latency_us.value * us,
             pcie_bps=ln.pcie_gbps.value * 1e9,

@@ -47,17 +47,36 @@ def step_graph(step: ImportedStep, source: Path) -> Graph:
     return wl.build(wl.params_for(wl.buckets()[0]))
 
 
+def profiler_config(step: ImportedStep) -> str:
+    """How the trace was recorded: 'stack' (Python frames recorded), 'shapes' (record_shapes) or 'plain'."""
+    if step.events.python_ts:
+        return "stack"
+    return "shapes" if step.events.meta.get("record_shapes") else "plain"
+
+
 def predicted_host(graph: Graph, step: ImportedStep, hw: Hardware) -> Graph:
-    """Replace measured per-op host time by the profile's, by how the kernel was launched."""
+    """Replace measured per-op host time by the profile's, by how the kernel was launched.
+
+    Each kernel's host time since the previous launch is priced as: its own launch path (eager
+    dispatch, Triton launcher, graph replay; an autograd node's cost when a backward node launched
+    it), plus the kernel-less top-level ops the trace shows before it (framework ops, autograd
+    nodes), plus what the profiler added to record the events in that interval (the trace was
+    recorded with it; the profile's host costs were measured without). Python between ops longer
+    than GAP_MIN_US is a `host` op and keeps its measured time."""
+    per_event = hw.profiler_event_s.get(profiler_config(step), 0.0)
     ops = []
     for op, imp in zip(graph.ops, step.ops, strict=True):
         if op.is_kernel and imp.family not in (None, PRIOR_FAMILY):
             if imp.launch_api in GRAPH_CALLS:
                 host = hw.graph_launch_s if imp.doc["host_us"] > 0 or imp.first_of_cpu_op else 0.0
-            elif imp.launch_api in TRITON_CALLS:
+            elif imp.launch_api in TRITON_CALLS and not imp.top_is_autograd_node:
                 host = hw.triton_launch_s
-            else:
-                host = (eager_dispatch_s(op, hw) if imp.first_of_cpu_op else 0.0) + hw.launch_s
+            else:  # one framework dispatch per launching op; a backward node's engine cost once per node
+                host = (eager_dispatch_s(op, hw) if imp.first_of_launching_op else 0.0) + hw.launch_s
+                if imp.top_is_autograd_node and imp.first_of_cpu_op:
+                    host += hw.autograd_node_s
+            host += imp.framework_ops * hw.framework_op_s + imp.autograd_nodes * hw.autograd_node_s
+            host += imp.host_events * per_event
             op = op.with_(host_s=host)
         ops.append(op)
     return graph.with_ops(ops)

@@ -337,6 +337,35 @@ def fit_overheads(raw: RawData) -> list[Fitted]:
                               {record_id(r) for r in replay}))
     # The host_costs group (newer, more op kinds, explicit kernel counts) wins where both measure.
     out += fit_host_costs(raw)
+    out += fit_profiler_overhead(raw)
+    return out
+
+
+PROFILER_EVENT_CATS = ("cpu_op", "cuda_runtime", "cuda_driver", "python_function")
+
+
+def fit_profiler_overhead(raw: RawData) -> list[Fitted]:
+    """Host time torch.profiler adds per recorded event, by configuration: the median over ops of
+    (profiled - plain host time per call) / (events recorded per call). One constant per event is
+    crude (a select op costs twice a view under record_shapes) but holds within about 2x per op and
+    within 10 % over a realistic mix of ops (the block_forward and unbind records)."""
+    recs = raw.records("profiler_overhead", "profiler_overhead")
+    if not recs:
+        return []
+    f = raw.file_of("profiler_overhead")
+    out: list[Fitted] = []
+    for cfg in ("plain", "shapes", "stack"):
+        rs = [r for r in recs if r.get("config") == cfg]
+        ratios = []
+        for r in rs:
+            events = sum(float(r["events_per_call"].get(c, 0.0)) for c in PROFILER_EVENT_CATS)
+            if events > 0:
+                ratios.append(max(0.0, float(r["profiled_us_per_call"]) - float(r["plain_us_per_call"])) / events)
+        if ratios:
+            out.append(Fitted("host.profiler_event_us", cfg, round(_median(ratios), 3), f,
+                              f"median over {len(ratios)} ops of (host time per call under the profiler - without) / "
+                              "events recorded per call (CPU ops, runtime/driver calls, Python frames)",
+                              {record_id(r) for r in rs}))
     return out
 
 

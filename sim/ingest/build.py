@@ -51,6 +51,12 @@ class ImportedOp:
     measured_us: float = 0.0
     launch_api: str = ""
     first_of_cpu_op: bool = True  # the first kernel launched under its top-level CPU op
+    # What the host did since the previous issue point (set on the first kernel of a launch):
+    host_events: int = 0  # events the profiler recorded (CPU ops, runtime/driver calls, Python frames)
+    framework_ops: int = 0  # top-level CPU ops other than this kernel's own that launched no kernel
+    autograd_nodes: int = 0  # of those, autograd engine backward nodes (ViewBackward0 ...)
+    top_is_autograd_node: bool = False  # this kernel was launched by a backward node
+    first_of_launching_op: bool = True  # the first kernel of its innermost enclosing CPU op (one dispatch)
 
 
 @dataclass
@@ -127,6 +133,35 @@ def _stacks(cpu_ops: list[CpuOp], calls: list[RuntimeCall]) -> dict[int, list[Cp
     return out
 
 
+AUTOGRAD_NODE_PREFIX = "autograd::engine::evaluate_function"
+
+
+def _top_level(cpu_ops: list[CpuOp]) -> list[CpuOp]:
+    """CPU ops not enclosed by another op of their thread, in start order (cpu_ops is sorted by (ts, -end))."""
+    end_by_tid: dict[int, float] = {}
+    out = []
+    for o in cpu_ops:
+        if o.ts >= end_by_tid.get(o.tid, float("-inf")):
+            out.append(o)
+            end_by_tid[o.tid] = o.end
+    return out
+
+
+class _Counts:
+    """Events recorded in a host interval (a, b]: how many, and which top-level ops began in it."""
+
+    def __init__(self, ev: StepEvents) -> None:
+        self.times = sorted([o.ts for o in ev.cpu_ops] + [r.ts for r in ev.runtime] + list(ev.python_ts))
+        self.tops = _top_level(ev.cpu_ops)
+        self.top_ts = [o.ts for o in self.tops]
+
+    def events(self, a: float, b: float) -> int:
+        return bisect.bisect_right(self.times, b) - bisect.bisect_right(self.times, a)
+
+    def top_ops(self, a: float, b: float) -> list[CpuOp]:
+        return self.tops[bisect.bisect_right(self.top_ts, a):bisect.bisect_right(self.top_ts, b)]
+
+
 def _phase(stack: list[CpuOp]) -> str:
     names = " ".join(o.name for o in stack)
     if "Optimizer" in names or "optimizer" in names:
@@ -140,6 +175,7 @@ def build_step(ev: StepEvents) -> ImportedStep:
     t0 = ev.step.ts
     stacks = _stacks(ev.cpu_ops, ev.runtime)
     cover = _Coverage([*ev.cpu_ops, *ev.runtime])
+    counts = _Counts(ev)
     latency, api_offset = _launch_latency(ev)
     sync_by_corr: dict[int, list[Any]] = {}
     for s in ev.syncs:
@@ -177,6 +213,7 @@ def build_step(ev: StepEvents) -> ImportedStep:
     counter = 0
     cursor = t0
     last_top: int | None = None
+    last_leaf: int | None = None
 
     for stream, busy_end in sorted(ev.prior_busy.items()):
         name = f"prior_work_s{stream}"
@@ -211,6 +248,13 @@ def build_step(ev: StepEvents) -> ImportedStep:
             top = stack[0].index if stack else None
             first_of_top = top is None or top != last_top
             last_top = top
+            leaf = stack[-1].index if stack else None
+            first_of_leaf = leaf is None or leaf != last_leaf
+            last_leaf = leaf
+            kernelless = [o for o in counts.top_ops(cursor, issue) if o.index != top]
+            n_nodes = sum(1 for o in kernelless if o.name.startswith(AUTOGRAD_NODE_PREFIX))
+            n_events = counts.events(cursor, issue)
+            by_node = bool(stack) and stack[0].name.startswith(AUTOGRAD_NODE_PREFIX)
             inner = _name_part(stack[-1].name) if stack else _name_part(r.name)
             for j, act in enumerate(acts):
                 counter += 1
@@ -257,7 +301,10 @@ def build_step(ev: StepEvents) -> ImportedStep:
                 doc["correlation"] = r.correlation
                 doc["trace_name"] = act.name[:300]
                 ops.append(ImportedOp(doc, family=family, measured_us=act.end - act.ts, launch_api=r.name,
-                                      first_of_cpu_op=first_of_top and j == 0))
+                                      first_of_cpu_op=first_of_top and j == 0, first_of_launching_op=first_of_leaf and j == 0,
+                                      host_events=n_events if j == 0 else 0,
+                                      framework_ops=len(kernelless) - n_nodes if j == 0 else 0,
+                                      autograd_nodes=n_nodes if j == 0 else 0, top_is_autograd_node=by_node))
                 act_of_op[name] = act
                 call_of_op[name] = r
                 last_op_on_stream[act.stream] = name

@@ -123,6 +123,7 @@ class StepEvents:
     unknown_categories: Counter[str] = field(default_factory=Counter)
     meta: dict[str, Any] = field(default_factory=dict)
     prior_busy: dict[int, float] = field(default_factory=dict)  # stream → end of earlier steps' work
+    python_ts: list[float] = field(default_factory=list)  # start of each python_function event (with_stack)
 
     @property
     def measured_end(self) -> float:
@@ -274,6 +275,7 @@ def read_step(path: Path, step: str | None = None) -> StepEvents:
     syncs: list[SyncRecord] = []
     unknown: Counter[str] = Counter()
     prior_busy: dict[int, float] = {}
+    python_ts: list[float] = []
     for i, ev in enumerate(iter_events(path)):
         ph = ev.get("ph")
         if ph != "X":
@@ -342,6 +344,10 @@ def read_step(path: Path, step: str | None = None) -> StepEvents:
                                     ts + _num(file, i, ev, "dur"), int(args.get("stream", -1)), corr,
                                     int(args.get("wait_on_stream", -1)),
                                     int(args.get("wait_on_cuda_event_record_corr_id", -1))))
+        elif cat == "python_function":
+            py_ts = ev.get("ts")
+            if isinstance(py_ts, int | float) and t0 <= py_ts <= t1:
+                python_ts.append(float(py_ts))
         elif cat not in IGNORED_CATS:
             unknown[cat] += 1
 
@@ -368,4 +374,4 @@ def read_step(path: Path, step: str | None = None) -> StepEvents:
         acts.sort(key=lambda g: (g.ts, g.index))
     return StepEvents(file=file, step=chosen, steps=steps, cpu_ops=cpu_ops, runtime=runtime, gpu=gpu,
                       syncs=syncs, launches=launches, unknown_categories=unknown, meta=meta,
-                      prior_busy={s: e for s, e in prior_busy.items() if e > t0})
+                      prior_busy={s: e for s, e in prior_busy.items() if e > t0}, python_ts=sorted(python_ts))

@@ -183,6 +183,10 @@ class HostSection(Strict):
     graph_kernel_us: Quantity = Field(description="device time of an empty kernel inside a CUDA graph (replaces kernel.fixed_us there)")
     sync_us: Quantity = Field(description="host cost of a stream/device synchronize once work is done")
     launch_queue_depth: PositiveQuantity = Field(description="pending launches per stream before the host blocks")
+    profiler_event_us: dict[Literal["plain", "shapes", "stack"], Quantity] = Field(
+        default_factory=dict,
+        description="host time torch.profiler adds per recorded event (CPU op, runtime/driver call, Python frame), "
+                    "by profiler configuration: plain, record_shapes (shapes), record_shapes + with_stack (stack)")
 
 
 class LinksSection(Strict):
