@@ -307,6 +307,21 @@ def bench_graph(fn: Callable[[], Any], n_inner: int = 100, n_replays: int = 20) 
     return res
 
 
+def timed_loop(fn: Callable[[], Any], n: int) -> tuple[float, float]:
+    """(enqueue, drain) µs per call of n back-to-back calls of fn: perf_counter to the return of
+    the n-th call, and to the end of the device's work (torch.cuda.synchronize)."""
+    import torch
+
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    t2 = time.perf_counter()
+    return (t1 - t0) * 1e6 / n, (t2 - t0) * 1e6 / n
+
+
 def host_loop(fn: Callable[[], Any], n: int = 1000, repeats: int = 5) -> dict[str, Any]:
     """CPU wall time per call of fn over n back-to-back calls without synchronizing.
 
@@ -314,20 +329,8 @@ def host_loop(fn: Callable[[], Any], n: int = 1000, repeats: int = 5) -> dict[st
     drain_us: same but until the device has finished (torch.cuda.synchronize), per call.
     Median over `repeats` loops, after one warm-up loop.
     """
-    import torch
-
-    def one() -> tuple[float, float]:
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        t1 = time.perf_counter()
-        torch.cuda.synchronize()
-        t2 = time.perf_counter()
-        return (t1 - t0) * 1e6 / n, (t2 - t0) * 1e6 / n
-
-    one()
-    enq, drain = zip(*[one() for _ in range(repeats)], strict=True)
+    timed_loop(fn, n)
+    enq, drain = zip(*[timed_loop(fn, n) for _ in range(repeats)], strict=True)
     return {
         "enqueue_us_per_call": statistics.median(enq),
         "drain_us_per_call": statistics.median(drain),

@@ -38,15 +38,7 @@ CONFIGS = {
 
 
 def _timed(fn: Any, n: int) -> float:
-    import torch
-
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(n):
-        fn()
-    t1 = time.perf_counter()
-    torch.cuda.synchronize()
-    return (t1 - t0) * 1e6 / n
+    return common.timed_loop(fn, n)[0]
 
 
 def _profiled(fn: Any, n: int, cfg: dict[str, bool]) -> tuple[float, dict[str, float]]:
