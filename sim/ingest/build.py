@@ -9,11 +9,14 @@ The host timeline becomes ops in program order (the order of the runtime calls):
   per-op dispatch by the profile's;
 - cudaStreamSynchronize/cudaDeviceSynchronize/cudaEventSynchronize, and a memcpy whose
   runtime call returned only after the copy ended (a blocking copy), become `sync` ops;
+  one that returned while work launched earlier was still queued or running (it waited for
+  one stream only; the engine's sync waits for all) becomes a `host` op of its duration;
 - a cudaStreamWaitEvent makes the next kernel on the waiting stream wait (`after`) for
   the last kernel that the recorded stream had been given when the event was recorded;
 - the stream's idle time before a kernel that was already queued (launched before its
   predecessor ended) is the device's per-kernel overhead: `device_gap_us`.
-Work of earlier steps still running when the step starts is a `prior_work` op per stream.
+Work of earlier steps still running (or still queued) when the step starts is a `prior_work`
+op per stream.
 """
 
 from __future__ import annotations
@@ -133,6 +136,28 @@ def _stacks(cpu_ops: list[CpuOp], calls: list[RuntimeCall]) -> dict[int, list[Cp
     return out
 
 
+class _Busy:
+    """Whether GPU work launched before a given time (in the step, or earlier steps' work) was still
+    queued or running after it."""
+
+    def __init__(self, ev: StepEvents) -> None:
+        acts = sorted((r.ts, g.end) for r in ev.runtime for g in ev.launches.get(r.correlation, []))
+        self.starts = [a for a, _ in acts]
+        self.max_end: list[float] = []
+        hi = max(ev.prior_busy.values(), default=float("-inf"))
+        for _, end in acts:
+            hi = max(hi, end)
+            self.max_end.append(hi)
+        self.prior_end = max(ev.prior_busy.values(), default=float("-inf"))
+
+    def at(self, t: float) -> bool:
+        """True when work launched before `t` ends more than a microsecond after it (a sync returning
+        at `t` did not wait for it)."""
+        k = bisect.bisect_left(self.starts, t)
+        hi = self.max_end[k - 1] if k > 0 else self.prior_end
+        return hi > t + 1.0
+
+
 AUTOGRAD_NODE_PREFIX = "autograd::engine::evaluate_function"
 
 
@@ -210,6 +235,8 @@ def build_step(ev: StepEvents) -> ImportedStep:
     op_seq: dict[str, int] = {}
     notes: list[str] = []
     heuristic_waits = 0
+    partial_syncs = 0
+    gpu_busy = _Busy(ev)
     counter = 0
     cursor = t0
     last_top: int | None = None
@@ -312,7 +339,11 @@ def build_step(ev: StepEvents) -> ImportedStep:
                 op_seq[name] = counter
             cursor = max(cursor, issue)
             blocking = [a for a in acts if a.cat != "kernel" and r.end >= a.end - 1.0 and r.name not in GRAPH_CALLS]
-            if blocking:
+            if blocking and gpu_busy.at(r.end):
+                emit_host(r.end - issue, "blocking_copy")
+                partial_syncs += 1
+                cursor = max(cursor, r.end)
+            elif blocking:
                 counter += 1
                 ops.append(ImportedOp({"name": f"sync{counter:04d}_{_name_part(r.name)}", "kind": "sync"}))
                 cursor = max(cursor, r.end)
@@ -320,8 +351,12 @@ def build_step(ev: StepEvents) -> ImportedStep:
             total, _ = host_before(r.ts)
             if total > 0:
                 emit_host(total, "before_sync")
-            counter += 1
-            ops.append(ImportedOp({"name": f"sync{counter:04d}_{_name_part(r.name)}", "kind": "sync"}))
+            if gpu_busy.at(r.end):
+                emit_host(r.end - r.ts, _name_part(r.name))
+                partial_syncs += 1
+            else:
+                counter += 1
+                ops.append(ImportedOp({"name": f"sync{counter:04d}_{_name_part(r.name)}", "kind": "sync"}))
             cursor = max(cursor, r.end)
         elif r.name in RECORD_CALLS:
             waiter = waiter_of_record.get(r.correlation)
@@ -342,6 +377,10 @@ def build_step(ev: StepEvents) -> ImportedStep:
             if rec_stream is None or waiting is None:
                 heuristic_waits += 1
             pending_waits.append((waiting, rec_stream, snapshot))
+    if partial_syncs:
+        notes.append(f"{partial_syncs} sync(s) returned while another stream was still busy (a stream or event sync, "
+                     "or a blocking copy): replayed as host waits of their measured duration, since the engine's "
+                     "sync waits for every stream")
     if heuristic_waits:
         notes.append(f"{heuristic_waits} cudaStreamWaitEvent(s) matched by heuristics (no cuda_sync record names "
                      "both streams: the waiting stream is the next kernel's, the recorded one the other stream "

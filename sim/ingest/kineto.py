@@ -204,12 +204,13 @@ def _check_event(file: str, index: int, ev: dict[str, Any]) -> str:
     return ph
 
 
-def _scan(path: Path) -> tuple[list[Step], float, float, array, array, dict[str, Any]]:
-    """Pass 1: step markers, the CPU span, and every runtime call's (ts, correlation)."""
+def _scan(path: Path) -> tuple[list[Step], float, float, array, array, array, dict[str, Any]]:
+    """Pass 1: step markers, the CPU span, every runtime call's (ts, correlation) and every GPU
+    activity's correlation (to tell which steps launch GPU work when the chosen one launches none)."""
     file = str(path)
     steps: list[Step] = []
     cpu_lo, cpu_hi = float("inf"), float("-inf")
-    rt_ts, rt_corr = array("d"), array("q")
+    rt_ts, rt_corr, gpu_corr = array("d"), array("q"), array("q")
     meta: dict[str, Any] = {}
     for i, ev in enumerate(iter_events(path, meta)):
         ph = _check_event(file, i, ev)
@@ -229,8 +230,12 @@ def _scan(path: Path) -> tuple[list[Step], float, float, array, array, dict[str,
             if corr is not None and corr > 0:
                 rt_ts.append(_num(file, i, ev, "ts"))
                 rt_corr.append(corr)
+        elif cat in GPU_CATS:
+            corr = (ev.get("args") or {}).get("correlation")
+            if isinstance(corr, int | float) and not isinstance(corr, bool):
+                gpu_corr.append(int(corr))
     steps.sort(key=lambda s: s.ts)
-    return steps, cpu_lo, cpu_hi, rt_ts, rt_corr, meta
+    return steps, cpu_lo, cpu_hi, rt_ts, rt_corr, gpu_corr, meta
 
 
 def select_step(steps: list[Step], cpu_lo: float, cpu_hi: float, want: str | None, file: str) -> Step:
@@ -241,7 +246,8 @@ def select_step(steps: list[Step], cpu_lo: float, cpu_hi: float, want: str | Non
             raise InputError("the trace has no ProfilerStep# markers, so --step cannot pick one", file=file,
                              value=want, expected="no --step (the whole trace is used)")
         if cpu_lo == float("inf"):
-            raise InputError("the trace has no CPU ops", file=file, expected="a PyTorch profiler trace")
+            raise InputError("the trace has no CPU ops (no 'cpu_op', 'operator' or 'user_annotation' event)", file=file,
+                             expected="a PyTorch profiler trace recorded with ProfilerActivity.CPU")
         return Step("whole trace", cpu_lo, cpu_hi, -1)
     if want is None:
         return steps[-1]
@@ -259,15 +265,41 @@ def select_step(steps: list[Step], cpu_lo: float, cpu_hi: float, want: str | Non
                      expected="one of: " + ", ".join(s.name for s in steps) + f" (or an index 0..{len(steps) - 1})")
 
 
+def _no_gpu_work(file: str, chosen: Step, steps: list[Step], rt_ts: array, rt_corr: array, gpu_corr: array,
+                 path: Path, by_default: bool) -> InputError:
+    """Why the chosen step has nothing to replay: no GPU activity in the whole trace (CPU-only, or a
+    device whose events the importer does not read), or GPU work only in other steps."""
+    if not gpu_corr:
+        cats: Counter[str] = Counter()
+        for ev in iter_events(path):
+            cat = _cat(ev)
+            if ev.get("ph") == "X" and cat not in CPU_CATS | RUNTIME_CATS | IGNORED_CATS | {SYNC_CAT}:
+                cats[cat] += 1
+        other = ", ".join(f"{c} ({n})" for c, n in cats.most_common(4))
+        return InputError("the trace has no GPU activity (no 'kernel', 'gpu_memcpy' or 'gpu_memset' event linked "
+                          "by args.correlation)" + (f"; categories not read: {other}" if other else ""), file=file,
+                          expected="a trace recorded with ProfilerActivity.CUDA on an NVIDIA or AMD GPU")
+    launching = set(gpu_corr)
+    starts = [s.ts for s in steps]
+    busy: set[int] = set()
+    for t, c in zip(rt_ts, rt_corr, strict=True):
+        k = bisect.bisect_right(starts, t) - 1
+        if k >= 0 and t <= steps[k].end and c in launching:
+            busy.add(k)
+    names = [steps[k].name for k in sorted(busy)]
+    hint = ("--step with one that does: " + ", ".join(names[-5:])) if names else "a step with kernels, memcpys or memsets"
+    which = " (the last step, the default)" if by_default and len(steps) > 1 else ""
+    return InputError(f"step {chosen.name!r}{which} launches no GPU work", file=file, expected=hint)
+
+
 def read_step(path: Path, step: str | None = None) -> StepEvents:
     """Both passes: the chosen step's events, linked and checked."""
     file = str(path)
-    steps, cpu_lo, cpu_hi, rt_ts, rt_corr, meta = _scan(path)
+    steps, cpu_lo, cpu_hi, rt_ts, rt_corr, gpu_corr, meta = _scan(path)
     chosen = select_step(steps, cpu_lo, cpu_hi, step, file)
     t0, t1 = chosen.ts, chosen.end
     in_step = {c for t, c in zip(rt_ts, rt_corr, strict=True) if t0 <= t <= t1}
     all_corr = sorted(set(rt_corr))
-    del rt_ts, rt_corr
 
     cpu_ops: list[CpuOp] = []
     runtime: list[RuntimeCall] = []
@@ -317,8 +349,9 @@ def read_step(path: Path, step: str | None = None) -> StepEvents:
                         raise _bad(file, i, ev, "GPU activity with no launch: no runtime call has its correlation id",
                                    value=corr, expected="a cudaLaunchKernel/cuLaunchKernel/cudaMemcpyAsync/... "
                                    "event with the same args.correlation")
-                    if ts < t0:
-                        prior_busy[stream] = max(prior_busy.get(stream, t0), ts + dur)
+                    # Launched before the step (it starts before the step ends), whether it was already
+                    # running at the step's start or still queued behind a GPU that lags the host.
+                    prior_busy[stream] = max(prior_busy.get(stream, t0), ts + dur)
                 continue
             if dur < 0:
                 raise _bad(file, i, ev, "negative duration", value=dur)
@@ -365,8 +398,7 @@ def read_step(path: Path, step: str | None = None) -> StepEvents:
                 expected="a kernel that starts after the runtime call that launched it")
         launches.setdefault(g.correlation, []).append(g)
     if not gpu:
-        raise InputError(f"step {chosen.name!r} launches no GPU work", file=file,
-                         expected="a step with kernels, memcpys or memsets")
+        raise _no_gpu_work(file, chosen, steps, rt_ts, rt_corr, gpu_corr, path, step is None)
     cpu_ops.sort(key=lambda o: (o.ts, -o.end, o.index))
     runtime.sort(key=lambda r: (r.ts, r.index))
     gpu.sort(key=lambda g: (g.ts, g.index))
