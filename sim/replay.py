@@ -57,12 +57,17 @@ def profiler_config(step: ImportedStep) -> str:
 def predicted_host(graph: Graph, step: ImportedStep, hw: Hardware) -> Graph:
     """Replace measured per-op host time by the profile's, by how the kernel was launched.
 
-    Each kernel's host time since the previous launch is priced as: its own launch path (eager
-    dispatch, Triton launcher, graph replay; an autograd node's cost when a backward node launched
-    it), plus the kernel-less top-level ops the trace shows before it (framework ops, autograd
-    nodes), plus what the profiler added to record the events in that interval (the trace was
-    recorded with it; the profile's host costs were measured without). Python between ops longer
-    than GAP_MIN_US is a `host` op and keeps its measured time."""
+    Each kernel's host time since the previous launch is priced as the sum of
+    - its own launch path: eager dispatch once per launching op, Triton launcher, graph replay;
+      an autograd node's cost when a backward node launched it; a torch.compile region's call
+      (forward or backward) once per call;
+    - the kernel-less top-level ops the trace shows before it: framework ops and autograd
+      nodes at the profile's cost; one that runs longer than KERNELLESS_WORK_US (and any slow
+      non-launch runtime call: cudaMalloc, cudaFree, initialisation) does work of its own and
+      keeps its measured time;
+    - what the profiler added to record the events in that interval (the trace was recorded
+      with it; the profile's host costs were measured without).
+    Python between ops longer than GAP_MIN_US is a `host` op and keeps its measured time."""
     per_event = hw.profiler_event_s.get(profiler_config(step), 0.0)
     ops = []
     for op, imp in zip(graph.ops, step.ops, strict=True):
@@ -76,6 +81,11 @@ def predicted_host(graph: Graph, step: ImportedStep, hw: Hardware) -> Graph:
                 if imp.top_is_autograd_node and imp.first_of_cpu_op:
                     host += hw.autograd_node_s
             host += imp.framework_ops * hw.framework_op_s + imp.autograd_nodes * hw.autograd_node_s
+            host += imp.kept_host_us * 1e-6
+            if imp.compiled_call == "forward":
+                host += hw.compiled_call_s
+            elif imp.compiled_call == "backward":
+                host += hw.compiled_backward_call_s
             host += imp.host_events * per_event
             op = op.with_(host_s=host)
         ops.append(op)

@@ -58,7 +58,9 @@ class ImportedOp:
     host_events: int = 0  # events the profiler recorded (CPU ops, runtime/driver calls, Python frames)
     framework_ops: int = 0  # top-level CPU ops other than this kernel's own that launched no kernel
     autograd_nodes: int = 0  # of those, autograd engine backward nodes (ViewBackward0 ...)
+    kept_host_us: float = 0.0  # measured time of kernel-less top-level ops that do work (> KERNELLESS_WORK_US)
     top_is_autograd_node: bool = False  # this kernel was launched by a backward node
+    compiled_call: str = ""  # "forward" / "backward": the first kernel of a torch.compile region's call
     first_of_launching_op: bool = True  # the first kernel of its innermost enclosing CPU op (one dispatch)
 
 
@@ -159,16 +161,46 @@ class _Busy:
 
 
 AUTOGRAD_NODE_PREFIX = "autograd::engine::evaluate_function"
+COMPILED_REGION_PREFIX = "Torch-Compiled Region"  # torch.compile's frame (Dynamo guards, the compiled call)
 
 
-def _top_level(cpu_ops: list[CpuOp]) -> list[CpuOp]:
-    """CPU ops not enclosed by another op of their thread, in start order (cpu_ops is sorted by (ts, -end))."""
+# A kernel-less CPU op that takes longer than this is doing work of its own (CPU tensor math,
+# data loading, a wait), not dispatching: predict mode keeps its measured time. Metadata ops
+# (view, t, transpose, select) take 1-8 us even under the profiler with record_shapes.
+KERNELLESS_WORK_US = 20.0
+
+
+def _top_level(cpu_ops: list[CpuOp], transparent: set[int]) -> list[CpuOp]:
+    """CPU ops not enclosed by another op of their thread, in start order (cpu_ops is sorted by
+    (ts, -end)). Ops in `transparent` (annotations around launches) neither count nor enclose."""
     end_by_tid: dict[int, float] = {}
     out = []
     for o in cpu_ops:
+        if o.index in transparent:
+            continue
         if o.ts >= end_by_tid.get(o.tid, float("-inf")):
             out.append(o)
             end_by_tid[o.tid] = o.end
+    return out
+
+
+def _transparent(cpu_ops: list[CpuOp], calls: list[RuntimeCall]) -> set[int]:
+    """User annotations (record_function ranges such as DistributedDataParallel.forward or a
+    user's "forward") that enclose a runtime call: the ops inside them are the framework's."""
+    ann = [o for o in cpu_ops if o.annotation]
+    if not ann:
+        return set()
+    times: dict[int, list[float]] = {}
+    for r in calls:
+        times.setdefault(r.tid, []).append(r.ts)
+    for v in times.values():
+        v.sort()
+    out = set()
+    for o in ann:
+        ts = times.get(o.tid, [])
+        k = bisect.bisect_left(ts, o.ts)
+        if k < len(ts) and ts[k] <= o.end:
+            out.add(o.index)
     return out
 
 
@@ -177,11 +209,21 @@ class _Counts:
 
     def __init__(self, ev: StepEvents) -> None:
         self.times = sorted([o.ts for o in ev.cpu_ops] + [r.ts for r in ev.runtime] + list(ev.python_ts))
-        self.tops = _top_level(ev.cpu_ops)
+        self.transparent = _transparent(ev.cpu_ops, ev.runtime)
+        self.tops = _top_level(ev.cpu_ops, self.transparent)
         self.top_ts = [o.ts for o in self.tops]
+        # Runtime/driver calls that are neither launches nor syncs and take long (cudaMalloc
+        # growing the cache, cudaFree, context or cuDNN initialisation): work the profile's
+        # steady-state dispatch costs do not contain.
+        self.slow_calls = [r for r in ev.runtime if r.end - r.ts > KERNELLESS_WORK_US
+                           and r.correlation not in ev.launches and r.name not in SYNC_CALLS]
+        self.slow_ts = [r.ts for r in self.slow_calls]
 
     def events(self, a: float, b: float) -> int:
         return bisect.bisect_right(self.times, b) - bisect.bisect_right(self.times, a)
+
+    def slow(self, a: float, b: float) -> list[RuntimeCall]:
+        return self.slow_calls[bisect.bisect_right(self.slow_ts, a):bisect.bisect_right(self.slow_ts, b)]
 
     def top_ops(self, a: float, b: float) -> list[CpuOp]:
         return self.tops[bisect.bisect_right(self.top_ts, a):bisect.bisect_right(self.top_ts, b)]
@@ -272,7 +314,8 @@ def build_step(ev: StepEvents) -> ImportedStep:
                 emit_host(gap, "gap")
                 total -= gap
             stack = stacks.get(r.index, [])
-            top = stack[0].index if stack else None
+            framed = [o for o in stack if o.index not in counts.transparent]
+            top = framed[0].index if framed else None
             first_of_top = top is None or top != last_top
             last_top = top
             leaf = stack[-1].index if stack else None
@@ -281,7 +324,20 @@ def build_step(ev: StepEvents) -> ImportedStep:
             kernelless = [o for o in counts.top_ops(cursor, issue) if o.index != top]
             n_nodes = sum(1 for o in kernelless if o.name.startswith(AUTOGRAD_NODE_PREFIX))
             n_events = counts.events(cursor, issue)
-            by_node = bool(stack) and stack[0].name.startswith(AUTOGRAD_NODE_PREFIX)
+            working = [o for o in kernelless if not o.name.startswith(AUTOGRAD_NODE_PREFIX)
+                       and o.end - o.ts > KERNELLESS_WORK_US]
+            kept_us = sum(o.end - o.ts for o in working)
+            kept_us += sum(c.end - c.ts for c in counts.slow(cursor, issue)
+                           if not any(o.ts <= c.ts <= o.end for o in working))
+            n_events -= sum(counts.events(o.ts - 1e-6, o.end) for o in working)  # their cost is in kept_us
+            n_framework = len(kernelless) - n_nodes - len(working)
+            by_node = bool(framed) and framed[0].name.startswith(AUTOGRAD_NODE_PREFIX)
+            compiled = ""
+            if first_of_top and framed:
+                if framed[0].name.startswith(COMPILED_REGION_PREFIX):
+                    compiled = "forward"
+                elif by_node and "CompiledFunctionBackward" in framed[0].name:
+                    compiled = "backward"
             inner = _name_part(stack[-1].name) if stack else _name_part(r.name)
             for j, act in enumerate(acts):
                 counter += 1
@@ -329,8 +385,10 @@ def build_step(ev: StepEvents) -> ImportedStep:
                 doc["trace_name"] = act.name[:300]
                 ops.append(ImportedOp(doc, family=family, measured_us=act.end - act.ts, launch_api=r.name,
                                       first_of_cpu_op=first_of_top and j == 0, first_of_launching_op=first_of_leaf and j == 0,
-                                      host_events=n_events if j == 0 else 0,
-                                      framework_ops=len(kernelless) - n_nodes if j == 0 else 0,
+                                      host_events=max(0, n_events) if j == 0 else 0,
+                                      framework_ops=n_framework if j == 0 else 0,
+                                      kept_host_us=kept_us if j == 0 else 0.0,
+                                      compiled_call=compiled if j == 0 else "",
                                       autograd_nodes=n_nodes if j == 0 else 0, top_is_autograd_node=by_node))
                 act_of_op[name] = act
                 call_of_op[name] = r

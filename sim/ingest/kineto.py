@@ -58,6 +58,7 @@ class CpuOp:
     input_types: list[Any] | None
     concrete: list[Any] | None
     args: dict[str, Any]
+    annotation: bool = False  # a user_annotation (record_function range), not a framework op
 
 
 @dataclass(slots=True)
@@ -323,7 +324,8 @@ def read_step(path: Path, step: str | None = None) -> StepEvents:
             args = ev.get("args") or {}
             cpu_ops.append(CpuOp(i, name, ts, ts + _num(file, i, ev, "dur"), _tid(ev), args.get("Input Dims"), args.get("Input type"), args.get("Concrete Inputs"),
                                  {k: v for k, v in args.items() if k not in ("Input Dims", "Input type",
-                                                                             "Concrete Inputs", "Input Strides")}))
+                                                                             "Concrete Inputs", "Input Strides")},
+                                 annotation=cat == "user_annotation"))
         elif cat in RUNTIME_CATS:
             ts = _num(file, i, ev, "ts")
             if ts < t0 or ts > t1:
