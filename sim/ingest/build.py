@@ -58,7 +58,7 @@ class ImportedOp:
     host_events: int = 0  # events the profiler recorded (CPU ops, runtime/driver calls, Python frames)
     framework_ops: int = 0  # top-level CPU ops other than this kernel's own that launched no kernel
     autograd_nodes: int = 0  # of those, autograd engine backward nodes (ViewBackward0 ...)
-    kept_host_us: float = 0.0  # measured time of kernel-less top-level ops that do work (> KERNELLESS_WORK_US)
+    kept_host_us: float = 0.0  # measured time of kernel-less ops and non-launch runtime calls > KERNELLESS_WORK_US
     top_is_autograd_node: bool = False  # this kernel was launched by a backward node
     compiled_call: str = ""  # "forward" / "backward": the first kernel of a torch.compile region's call
     first_of_launching_op: bool = True  # the first kernel of its innermost enclosing CPU op (one dispatch)
