@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from sim.calibrate.gpu.common import FLUSH_BYTES  # the L2 flush of the event-timed benchmarks
 from sim.costmodel import KernelCost, kernel_cost
 from sim.graph import Graph, LaunchConfig, Op, Tensor
 from sim.hardware import Hardware
@@ -75,9 +76,6 @@ def _event_window_us(graph: Graph, hw: Hardware) -> float:
     host_end = max((iv.end_s for iv in trace.intervals if iv.track == HOST_TRACK), default=0.0)
     end = max(last_kernel, host_end + hw.launch_latency_s)
     return (end - flush_end + hw.event_overhead_s) * 1e6
-
-
-FLUSH_BYTES = 256 * 1024 * 1024  # sim/calibrate/gpu/common.py: the L2 flush zeroes this many bytes
 
 
 def _graph(ops: list[Op], tensors: list[Tensor]) -> Graph:

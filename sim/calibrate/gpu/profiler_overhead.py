@@ -19,16 +19,14 @@ Writes DIR/profiler_overhead.json = {"meta", "group": "profiler_overhead", "reco
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 import os
 import statistics
-import tempfile
 import time
 from collections import Counter
 from typing import Any
 
 from . import common
+from .trace_utils import export_trace
 
 CONFIGS = {
     "plain": {"record_shapes": False, "with_stack": False},
@@ -50,12 +48,7 @@ def _profiled(fn: Any, n: int, cfg: dict[str, bool]) -> tuple[float, dict[str, f
         fn()  # warm the profiler's per-op paths
         torch.cuda.synchronize()
         us = _timed(fn, n)
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "t.json")
-        prof.export_chrome_trace(path)
-        opener = gzip.open if path.endswith(".gz") else open
-        with opener(path, "rt") as fh:
-            doc = json.load(fh)
+    doc = export_trace(prof)
     counts = Counter(e.get("cat", "") for e in doc.get("traceEvents", []) if e.get("ph") == "X")
     per_call = {cat: c / (n + 1) for cat, c in counts.items()
                 if cat in ("cpu_op", "cuda_runtime", "cuda_driver", "python_function", "kernel")}
