@@ -41,13 +41,9 @@ def measure_raw(raw_dir: Path, quick: bool, console: Console) -> None:
     """Run the microbenchmarks (a subprocess, so torch never loads into kernelsim itself)."""
     _require_gpu()
     raw_dir.mkdir(parents=True, exist_ok=True)
-    steps = [
-        [sys.executable, "-m", "sim.calibrate.gpu.micro", "--mode", "quick" if quick else "full", "--out", str(raw_dir)],
-        [sys.executable, "-m", "sim.calibrate.gpu.host_costs", "--out", str(raw_dir)],
-        [sys.executable, "-m", "sim.calibrate.gpu.kernel_configs", "--out", str(raw_dir)],
-        [sys.executable, "-m", "sim.calibrate.gpu.sustained", "--out", str(raw_dir)],
-        [sys.executable, "-m", "sim.calibrate.gpu.profiler_overhead", "--no-traces", "--out", str(raw_dir)],
-    ]
+    from sim.calibrate.gpu.calibrate_all import steps as measurement_steps
+
+    steps = measurement_steps(str(raw_dir), quick)
     for cmd in steps:
         console.print(f"[bold]measuring:[/bold] {' '.join(cmd)}")
         done = subprocess.run(cmd)

@@ -145,6 +145,49 @@ def fma_k_kernel(x_ptr, y_ptr, n, a, b, K: tl.constexpr, BLOCK: tl.constexpr):
     tl.store(y_ptr + offs, (u + v).to(y_ptr.dtype.element_ty), mask=m)
 
 
+try:  # triton >= 3.0
+    from triton.language.extra import libdevice
+except ImportError:  # pragma: no cover - older layouts
+    from triton.language.extra.cuda import libdevice
+
+MATH_OPS = ["sin", "cos", "tanh", "exp", "log", "sqrt", "rsqrt", "sigmoid", "silu", "pow", "erf"]
+
+
+@triton.jit
+def math_k_kernel(x_ptr, y_ptr, n, OP: tl.constexpr, K: tl.constexpr, BLOCK: tl.constexpr):
+    """K dependent iterations of acc = op(acc) + x for the math op number OP of MATH_OPS."""
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    msk = offs < n
+    x = tl.load(x_ptr + offs, mask=msk).to(tl.float32)
+    acc = x
+    for _ in tl.static_range(K):
+        if OP == 0:
+            a = tl.sin(acc)
+        elif OP == 1:
+            a = tl.cos(acc)
+        elif OP == 2:
+            a = libdevice.tanh(acc)
+        elif OP == 3:
+            a = tl.exp(acc * 0.01)
+        elif OP == 4:
+            a = tl.log(tl.abs(acc) + 1.0)
+        elif OP == 5:
+            a = tl.sqrt(tl.abs(acc))
+        elif OP == 6:
+            a = tl.rsqrt(tl.abs(acc) + 1.0)
+        elif OP == 7:
+            a = tl.sigmoid(acc)
+        elif OP == 8:
+            a = acc * tl.sigmoid(acc)
+        elif OP == 9:
+            a = libdevice.pow(tl.abs(acc) + 1.0, 0.75)
+        else:
+            a = tl.math.erf(acc)
+        acc = a + x
+    tl.store(y_ptr + offs, acc.to(y_ptr.dtype.element_ty), mask=msk)
+
+
 # ----------------------------------------------------------------------------- launchers
 # Each returns the CompiledKernel (triton 3.x JITFunction.run returns it) and the grid.
 

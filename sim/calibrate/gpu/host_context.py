@@ -1,0 +1,512 @@
+"""Host time of real models, measured in context (issue 15): whole steps without the profiler,
+per-op host costs inside autograd/no_grad/inference_mode, and Kineto traces of the same steps.
+
+    python3 -m sim.calibrate.gpu.host_context --out DIR [--traces-out DIR] [--smoke] [--budget-s S]
+
+Models (all bf16 parameters on one GPU, never seen by the older calibration groups):
+- gpt: token + position embedding, L pre-LN blocks (LayerNorm, qkv Linear with bias, causal SDPA,
+  proj, LayerNorm, fc1, GELU(erf), fc2), final LayerNorm, tied-free LM head, cross-entropy loss,
+  AdamW(foreach=True). Training step = zero_grad(set_to_none) + forward + loss + backward + step.
+- llama: RMSNorm, rotary embeddings (cos/sin tables, rotate-half), q/k/v/o Linear without bias,
+  causal SDPA, SwiGLU MLP (silu(w1 x) * w3 x -> w2), RMSNorm, LM head, AdamW(foreach=True).
+- mlp: L x (Linear d->4d, GELU, Linear 4d->d) with residual adds, MSE loss, AdamW(foreach=True).
+- decode: the gpt model's blocks as a KV-cache decoder (one token per step, cache [B, h, Lmax, dh]
+  written with index_copy_, SDPA over cache[:, :, :L]); eager under inference_mode or no_grad,
+  or the whole step captured as one CUDA graph.
+- compiled: torch.compile(model) (default mode, dynamic=False) of the mlp training step and the
+  gpt forward in inference_mode.
+
+Per config, after warm-up: `b2b_us` = wall time per step of N steps issued back to back
+(synchronize only at the end; median of 5 loops) — the steady-state step time; `sync_us` = wall
+per step when every step starts from an idle GPU and ends with torch.cuda.synchronize (median);
+`enqueue_us` = host time until the step's Python call returns (median of the sync loop).
+Then one Kineto trace (record_shapes=True, ProfilerStep# markers; wait 1, warmup 1, active 3).
+
+Per-op records (`bench: op_in_context`): host time per call of one framework op on modest
+tensors (64 x 1024 rows) in three modes: `grad` (inputs require grad: autograd records a
+node), `no_grad` and `inference_mode`; plus nn.Module call overhead and foreach AdamW steps
+over P parameter tensors. Nothing here is fitted: sim/calibrate/ fits offline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import os
+import shutil
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from . import common
+from .trace_utils import export_trace
+
+
+def _models() -> dict[str, Any]:
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    class Block(nn.Module):
+        def __init__(self, d: int, h: int, ff: int) -> None:
+            super().__init__()
+            self.h, self.dh = h, d // h
+            self.ln1 = nn.LayerNorm(d)
+            self.qkv = nn.Linear(d, 3 * d)
+            self.proj = nn.Linear(d, d)
+            self.ln2 = nn.LayerNorm(d)
+            self.fc1 = nn.Linear(d, ff)
+            self.fc2 = nn.Linear(ff, d)
+
+        def forward(self, x: Any) -> Any:
+            B, S, D = x.shape
+            q, k, v = self.qkv(self.ln1(x)).view(B, S, 3, self.h, self.dh).permute(2, 0, 3, 1, 4).unbind(0)
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.proj(o.transpose(1, 2).reshape(B, S, D))
+            return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+        def decode(self, x: Any, kc: Any, vc: Any, pos: Any, L: int) -> Any:
+            B, S, D = x.shape
+            q, k, v = self.qkv(self.ln1(x)).view(B, 1, 3, self.h, self.dh).permute(2, 0, 3, 1, 4).unbind(0)
+            kc.index_copy_(2, pos, k)
+            vc.index_copy_(2, pos, v)
+            o = F.scaled_dot_product_attention(q, kc[:, :, :L], vc[:, :, :L])
+            x = x + self.proj(o.transpose(1, 2).reshape(B, 1, D))
+            return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+    class GPT(nn.Module):
+        def __init__(self, vocab: int = 8192, d: int = 1024, h: int = 16, ff: int = 4096, layers: int = 4,
+                     max_seq: int = 2048) -> None:
+            super().__init__()
+            self.tok = nn.Embedding(vocab, d)
+            self.pos = nn.Embedding(max_seq, d)
+            self.blocks = nn.ModuleList([Block(d, h, ff) for _ in range(layers)])
+            self.ln_f = nn.LayerNorm(d)
+            self.head = nn.Linear(d, vocab, bias=False)
+            self.h, self.dh = h, d // h
+
+        def forward(self, idx: Any) -> Any:
+            B, S = idx.shape
+            x = self.tok(idx) + self.pos(torch.arange(S, device=idx.device))
+            for b in self.blocks:
+                x = b(x)
+            return self.head(self.ln_f(x))
+
+        def decode(self, idx: Any, caches: list[tuple[Any, Any]], pos: Any, L: int) -> Any:
+            x = self.tok(idx) + self.pos(pos).unsqueeze(0)
+            for b, (kc, vc) in zip(self.blocks, caches, strict=True):
+                x = b.decode(x, kc, vc, pos, L)
+            return self.head(self.ln_f(x))
+
+    class Rotary(nn.Module):
+        def __init__(self, dh: int, max_seq: int = 2048) -> None:
+            super().__init__()
+            inv = 1.0 / (10000 ** (torch.arange(0, dh, 2).float() / dh))
+            t = torch.arange(max_seq).float()
+            f = torch.outer(t, inv)
+            emb = torch.cat((f, f), dim=-1)
+            self.register_buffer("cos", emb.cos(), persistent=False)
+            self.register_buffer("sin", emb.sin(), persistent=False)
+
+        def forward(self, x: Any) -> Any:  # x [B, h, S, dh]
+            S = x.shape[2]
+            c, s = self.cos[:S].to(x.dtype), self.sin[:S].to(x.dtype)
+            x1, x2 = x.chunk(2, dim=-1)
+            return x * c + torch.cat((-x2, x1), dim=-1) * s
+
+    class LlamaBlock(nn.Module):
+        def __init__(self, d: int, h: int, ff: int) -> None:
+            super().__init__()
+            self.h, self.dh = h, d // h
+            self.n1 = nn.RMSNorm(d)
+            self.wq = nn.Linear(d, d, bias=False)
+            self.wk = nn.Linear(d, d, bias=False)
+            self.wv = nn.Linear(d, d, bias=False)
+            self.wo = nn.Linear(d, d, bias=False)
+            self.rot = Rotary(d // h)
+            self.n2 = nn.RMSNorm(d)
+            self.w1 = nn.Linear(d, ff, bias=False)
+            self.w3 = nn.Linear(d, ff, bias=False)
+            self.w2 = nn.Linear(ff, d, bias=False)
+
+        def forward(self, x: Any) -> Any:
+            B, S, D = x.shape
+            y = self.n1(x)
+            q = self.rot(self.wq(y).view(B, S, self.h, self.dh).transpose(1, 2))
+            k = self.rot(self.wk(y).view(B, S, self.h, self.dh).transpose(1, 2))
+            v = self.wv(y).view(B, S, self.h, self.dh).transpose(1, 2)
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.wo(o.transpose(1, 2).reshape(B, S, D))
+            y = self.n2(x)
+            return x + self.w2(F.silu(self.w1(y)) * self.w3(y))
+
+    class Llama(nn.Module):
+        def __init__(self, vocab: int = 8192, d: int = 1024, h: int = 8, ff: int = 2816, layers: int = 4) -> None:
+            super().__init__()
+            self.tok = nn.Embedding(vocab, d)
+            self.blocks = nn.ModuleList([LlamaBlock(d, h, ff) for _ in range(layers)])
+            self.norm = nn.RMSNorm(d)
+            self.head = nn.Linear(d, vocab, bias=False)
+
+        def forward(self, idx: Any) -> Any:
+            x = self.tok(idx)
+            for b in self.blocks:
+                x = b(x)
+            return self.head(self.norm(x))
+
+    class MLP(nn.Module):
+        def __init__(self, d: int = 1024, layers: int = 4) -> None:
+            super().__init__()
+            self.fc1 = nn.ModuleList([nn.Linear(d, 4 * d) for _ in range(layers)])
+            self.fc2 = nn.ModuleList([nn.Linear(4 * d, d) for _ in range(layers)])
+
+        def forward(self, x: Any) -> Any:
+            for a, b in zip(self.fc1, self.fc2, strict=True):
+                x = x + b(F.gelu(a(x)))
+            return x
+
+    return {"gpt": GPT, "llama": Llama, "mlp": MLP}
+
+
+def _loop(fn: Callable[[], Any], n: int, sync_each: bool) -> tuple[float, float]:
+    """(enqueue, wall) us per step over n steps."""
+    import torch
+
+    torch.cuda.synchronize()
+    if not sync_each:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        t1 = time.perf_counter()
+        torch.cuda.synchronize()
+        return (t1 - t0) * 1e6 / n, (time.perf_counter() - t0) * 1e6 / n
+    enq, wall = [], []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        t1 = time.perf_counter()
+        torch.cuda.synchronize()
+        enq.append((t1 - t0) * 1e6)
+        wall.append((time.perf_counter() - t0) * 1e6)
+    return statistics.median(enq), statistics.median(wall)
+
+
+def time_step(fn: Callable[[], Any], target_s: float = 0.25, repeats: int = 5) -> dict[str, Any]:
+    import torch
+
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    one = max(time.perf_counter() - t0, 1e-5)
+    n = int(min(400, max(5, target_s / one)))
+    b2b = [_loop(fn, n, sync_each=False) for _ in range(repeats)]
+    enq_s, sync = _loop(fn, max(5, n // 2), sync_each=True)
+    return {
+        "b2b_us": statistics.median(w for _, w in b2b),
+        "b2b_samples_us": [round(w, 2) for _, w in b2b],
+        "b2b_enqueue_us": statistics.median(e for e, _ in b2b),
+        "sync_us": sync,
+        "enqueue_us": enq_s,
+        "n_steps": n,
+        "repeats": repeats,
+    }
+
+
+def write_trace(path_gz: str, fn: Callable[[], Any]) -> dict[str, Any]:
+    import torch
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True,
+                 schedule=schedule(wait=1, warmup=1, active=3)) as prof:
+        for _ in range(5):
+            fn()
+            prof.step()
+        torch.cuda.synchronize()
+    tmp = path_gz[:-3]
+    export_trace(prof, tmp)
+    with open(tmp, "rb") as src, gzip.open(path_gz, "wb", compresslevel=6) as dst:
+        shutil.copyfileobj(src, dst)
+    os.unlink(tmp)
+    return {"trace": os.path.basename(path_gz), "trace_bytes": os.path.getsize(path_gz)}
+
+
+class Runner:
+    def __init__(self, out: str, traces_out: str | None, smoke: bool, budget_s: float) -> None:
+        meta = common.collect_meta({"mode": "smoke" if smoke else "full"})
+        self.rf = common.ResultFile(os.path.join(out, "host_context.json"), "host_context", meta)
+        self.traces_out, self.smoke = traces_out, smoke
+        self.deadline = time.time() + budget_s
+
+    def left(self) -> float:
+        return self.deadline - time.time()
+
+    def attempt(self, where: str, fn: Callable[[], Any]) -> Any:
+        import torch
+
+        if self.left() < 5:
+            common.log(f"skip {where}: out of time")
+            self.rf.doc["truncated"] = True
+            return None
+        try:
+            return fn()
+        except Exception as exc:  # noqa: BLE001
+            self.rf.error(where, exc)
+            try:
+                torch.cuda.synchronize()
+            except Exception:  # noqa: BLE001
+                pass
+            torch.cuda.empty_cache()
+            return None
+
+    def step_config(self, name: str, info: dict[str, Any], fn: Callable[[], Any], trace: bool = True) -> None:
+        import torch
+
+        t0 = time.time()
+        for _ in range(3):
+            fn()
+        torch.cuda.synchronize()
+        rec = {"bench": "step", "config": name, **info, "warmup_s": round(time.time() - t0, 2)}
+        rec.update(time_step(fn, target_s=0.05 if self.smoke else 0.25, repeats=2 if self.smoke else 5))
+        if trace and self.traces_out:
+            rec.update(write_trace(os.path.join(self.traces_out, f"{name}.json.gz"), fn))
+        self.rf.add(rec)
+        common.log(f"{name}: b2b {rec['b2b_us']:.1f} us, sync {rec['sync_us']:.1f} us, enqueue {rec['enqueue_us']:.1f} us")
+
+
+def run_steps(r: Runner) -> None:
+    import torch
+    import torch.nn.functional as F
+
+    M = _models()
+    dev, bf = "cuda", torch.bfloat16
+    torch.manual_seed(0)
+    vocab = 8192
+
+    def train_step(model: Any, opt: Any, make_loss: Callable[[], Any]) -> Callable[[], None]:
+        def fn() -> None:
+            opt.zero_grad(set_to_none=True)
+            make_loss().backward()
+            opt.step()
+        return fn
+
+    sizes_gpt = [(1, 128), (4, 256)] if r.smoke else [(1, 128), (2, 256), (4, 512), (8, 1024)]
+    for B, S in sizes_gpt:
+        def gpt_cfg(B: int = B, S: int = S) -> None:
+            m = M["gpt"]().to(dev, bf)
+            opt = torch.optim.AdamW(m.parameters(), lr=1e-4, foreach=True)
+            idx = torch.randint(0, vocab, (B, S), device=dev)
+            tgt = torch.randint(0, vocab, (B, S), device=dev)
+            fn = train_step(m, opt, lambda: F.cross_entropy(m(idx).view(-1, vocab), tgt.view(-1)))
+            r.step_config(f"gpt_train_b{B}_s{S}", {"model": "gpt", "mode": "eager", "phase": "train", "B": B, "S": S,
+                                                    "layers": 4, "d_model": 1024, "heads": 16, "d_ff": 4096,
+                                                    "vocab": vocab, "optimizer": "AdamW(foreach=True)"}, fn)
+        r.attempt(f"gpt_train_b{B}_s{S}", gpt_cfg)
+    for B, S in ([(1, 128)] if r.smoke else [(1, 128), (4, 256), (8, 1024)]):
+        def llama_cfg(B: int = B, S: int = S) -> None:
+            m = M["llama"]().to(dev, bf)
+            opt = torch.optim.AdamW(m.parameters(), lr=1e-4, foreach=True)
+            idx = torch.randint(0, vocab, (B, S), device=dev)
+            tgt = torch.randint(0, vocab, (B, S), device=dev)
+            fn = train_step(m, opt, lambda: F.cross_entropy(m(idx).view(-1, vocab), tgt.view(-1)))
+            info = {"model": "llama", "phase": "train", "B": B, "S": S, "layers": 4, "d_model": 1024,
+                    "heads": 8, "d_ff": 2816, "vocab": vocab, "optimizer": "AdamW(foreach=True)"}
+            r.step_config(f"llama_train_b{B}_s{S}", {**info, "mode": "eager"}, fn)
+
+            def fwd() -> None:
+                with torch.inference_mode():
+                    m(idx)
+            r.step_config(f"llama_infer_b{B}_s{S}", {**info, "phase": "inference_mode", "mode": "eager",
+                                                      "optimizer": None}, fwd)
+        r.attempt(f"llama_b{B}_s{S}", llama_cfg)
+    for T in ([128] if r.smoke else [128, 1024, 8192]):
+        def mlp_cfg(T: int = T) -> None:
+            m = M["mlp"]().to(dev, bf)
+            opt = torch.optim.AdamW(m.parameters(), lr=1e-4, foreach=True)
+            x = torch.randn(T, 1024, device=dev, dtype=bf)
+            y = torch.randn(T, 1024, device=dev, dtype=bf)
+            info = {"model": "mlp", "phase": "train", "T": T, "layers": 4, "d_model": 1024, "d_ff": 4096,
+                    "optimizer": "AdamW(foreach=True)"}
+            r.step_config(f"mlp_train_t{T}", {**info, "mode": "eager"},
+                          train_step(m, opt, lambda: F.mse_loss(m(x), y)))
+            if T <= 1024:
+                mc = torch.compile(m, dynamic=False)
+                r.step_config(f"mlp_train_t{T}_compiled", {**info, "mode": "compiled"},
+                              train_step(m, opt, lambda: F.mse_loss(mc(x), y)))
+        r.attempt(f"mlp_t{T}", mlp_cfg)
+
+    # decode: gpt blocks with a KV cache
+    for B in ([1] if r.smoke else [1, 8, 64]):
+        def decode_cfg(B: int = B) -> None:
+            m = M["gpt"]().to(dev, bf).eval()
+            Lmax, L = 1024, 512
+            caches = [(torch.randn(B, m.h, Lmax, m.dh, device=dev, dtype=bf),
+                       torch.randn(B, m.h, Lmax, m.dh, device=dev, dtype=bf)) for _ in m.blocks]
+            idx = torch.randint(0, vocab, (B, 1), device=dev)
+            pos = torch.tensor([L - 1], device=dev)
+            info = {"model": "gpt_decode", "phase": "decode", "B": B, "L": L, "Lmax": Lmax, "layers": 4,
+                    "d_model": 1024, "heads": 16, "d_ff": 4096, "vocab": vocab}
+
+            def step_inf() -> None:
+                with torch.inference_mode():
+                    m.decode(idx, caches, pos, L)
+
+            def step_ng() -> None:
+                with torch.no_grad():
+                    m.decode(idx, caches, pos, L)
+            r.step_config(f"decode_b{B}_inference", {**info, "mode": "eager", "grad_mode": "inference_mode"}, step_inf)
+            r.step_config(f"decode_b{B}_nograd", {**info, "mode": "eager", "grad_mode": "no_grad"}, step_ng,
+                          trace=B == 8)
+            st = torch.cuda.Stream()
+            st.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(st):
+                for _ in range(3):
+                    step_ng()
+            torch.cuda.current_stream().wait_stream(st)
+            g = torch.cuda.CUDAGraph()
+            with torch.no_grad(), torch.cuda.graph(g):
+                m.decode(idx, caches, pos, L)
+            r.step_config(f"decode_b{B}_graph", {**info, "mode": "cuda_graph", "grad_mode": "no_grad"}, g.replay)
+        r.attempt(f"decode_b{B}", decode_cfg)
+
+    def gpt_infer_cfg() -> None:
+        m = M["gpt"]().to(dev, bf).eval()
+        idx = torch.randint(0, vocab, (1, 128), device=dev)
+        info = {"model": "gpt", "phase": "inference_mode", "B": 1, "S": 128, "layers": 4, "d_model": 1024,
+                "heads": 16, "d_ff": 4096, "vocab": vocab}
+
+        def fwd() -> None:
+            with torch.inference_mode():
+                m(idx)
+        r.step_config("gpt_infer_b1_s128", {**info, "mode": "eager"}, fwd)
+        mc = torch.compile(m, dynamic=False)
+
+        def fwd_c() -> None:
+            with torch.inference_mode():
+                mc(idx)
+        r.step_config("gpt_infer_b1_s128_compiled", {**info, "mode": "compiled"}, fwd_c)
+    if not r.smoke:
+        r.attempt("gpt_infer", gpt_infer_cfg)
+
+
+def run_ops(r: Runner) -> None:
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    dev, bf = "cuda", torch.bfloat16
+    R, D = 64, 1024
+    n = 100 if r.smoke else 300
+    reps = 2 if r.smoke else 5
+
+    def make(grad: bool) -> dict[str, Any]:
+        x = torch.randn(R, D, device=dev, dtype=bf, requires_grad=grad)
+        w = torch.randn(D, D, device=dev, dtype=bf, requires_grad=grad)
+        b = torch.randn(D, device=dev, dtype=bf, requires_grad=grad)
+        q = torch.randn(1, 8, R, 128, device=dev, dtype=bf, requires_grad=grad)
+        emb = torch.randn(8192, D, device=dev, dtype=bf, requires_grad=grad)
+        idx = torch.randint(0, 8192, (R,), device=dev)
+        tgt = torch.randint(0, D, (R,), device=dev)
+        dst = torch.empty(R, D, device=dev, dtype=bf)
+        xs = torch.randn(R, D, device=dev, dtype=bf)
+        return {
+            "aten::addmm (F.linear with bias)": lambda: F.linear(x, w, b),
+            "aten::mm (F.linear no bias)": lambda: F.linear(x, w),
+            "aten::layer_norm": lambda: F.layer_norm(x, (D,), b, b),
+            "aten::rms_norm": lambda: F.rms_norm(x, (D,), b),
+            "aten::_scaled_dot_product_*_attention (causal)": lambda: F.scaled_dot_product_attention(q, q, q, is_causal=True),
+            "aten::add": lambda: x + x,
+            "aten::mul": lambda: x * x,
+            "aten::gelu": lambda: F.gelu(x),
+            "aten::silu": lambda: F.silu(x),
+            "aten::softmax": lambda: torch.softmax(x, -1),
+            "aten::embedding": lambda: F.embedding(idx, emb),
+            "aten::cross_entropy_loss": lambda: F.cross_entropy(x, tgt),
+            "aten::view": lambda: x.view(R * 2, D // 2),
+            "aten::reshape": lambda: x.reshape(R * 2, D // 2),
+            "aten::permute": lambda: x.permute(1, 0),
+            "aten::transpose": lambda: x.transpose(0, 1),
+            "aten::copy_": lambda: dst.copy_(xs),
+            "aten::cat": lambda: torch.cat((x, x), dim=-1),
+            "aten::chunk": lambda: x.chunk(2, dim=-1),
+        }
+
+    for mode in ("grad", "no_grad", "inference_mode"):
+        ops = make(mode == "grad")
+        for name, fn in ops.items():
+            def one(name: str = name, fn: Callable[[], Any] = fn, mode: str = mode) -> None:
+                if mode == "no_grad":
+                    ctx: Any = torch.no_grad
+                elif mode == "inference_mode":
+                    ctx = torch.inference_mode
+                else:
+                    ctx = torch.enable_grad
+                with ctx():
+                    fn()
+                    res = common.host_loop(fn, n=n, repeats=reps)
+                r.rf.add({"bench": "op_in_context", "op": name, "grad_mode": mode, "rows": R, "cols": D,
+                          "host_us_per_op": res["enqueue_us_per_call"], "samples_us": res["enqueue_samples_us"],
+                          "drain_us_per_op": res["drain_us_per_call"]})
+            r.attempt(f"op {name} {mode}", one)
+        common.log(f"ops in mode {mode} done")
+
+    # nn.Module call overhead: an Identity module vs the bare function, and a Linear module vs F.linear
+    def module_cost() -> None:
+        x = torch.randn(R, D, device=dev, dtype=bf)
+        lin = nn.Linear(D, D).to(dev, bf)
+        ident = nn.Identity()
+        with torch.no_grad():
+            for name, fn in (("Identity()(x)", lambda: ident(x)), ("lambda x: x", lambda: (lambda t: t)(x)),
+                             ("nn.Linear(x)", lambda: lin(x)),
+                             ("F.linear(x, w, b)", lambda: F.linear(x, lin.weight, lin.bias))):
+                res = common.host_loop(fn, n=n * 3, repeats=reps)
+                r.rf.add({"bench": "module_call", "call": name, "host_us_per_call": res["enqueue_us_per_call"],
+                          "samples_us": res["enqueue_samples_us"]})
+    r.attempt("module_call", module_cost)
+
+    # foreach AdamW over P parameter tensors of 64x1024 (host per step vs P)
+    for P in ((4, 16) if r.smoke else (4, 16, 64, 256)):
+        def adamw(P: int = P) -> None:
+            ps = [torch.randn(64, 1024, device=dev, dtype=bf, requires_grad=True) for _ in range(P)]
+            for p in ps:
+                p.grad = torch.randn_like(p)
+            for fused in (False, True):
+                opt = torch.optim.AdamW(ps, lr=1e-4, foreach=not fused, fused=fused)
+                opt.step()
+                res = common.host_loop(opt.step, n=30 if r.smoke else 100, repeats=reps)
+                r.rf.add({"bench": "optimizer_step", "optimizer": "AdamW", "impl": "fused" if fused else "foreach",
+                          "params": P, "param_shape": [64, 1024], "host_us_per_step": res["enqueue_us_per_call"],
+                          "drain_us_per_step": res["drain_us_per_call"], "samples_us": res["enqueue_samples_us"]})
+        r.attempt(f"adamw P={P}", adamw)
+    common.log("per-op host costs done")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True, help="folder for host_context.json")
+    ap.add_argument("--traces-out", default=None, help="folder for <config>.json.gz Kineto traces")
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes, few repetitions")
+    ap.add_argument("--budget-s", type=float, default=300.0, help="wall budget (s)")
+    ns = ap.parse_args(argv)
+    os.makedirs(ns.out, exist_ok=True)
+    if ns.traces_out:
+        os.makedirs(ns.traces_out, exist_ok=True)
+    import torch
+
+    from .validate import _set_dynamo_limits
+
+    _set_dynamo_limits()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    r = Runner(ns.out, ns.traces_out, ns.smoke, ns.budget_s)
+    common.warm_gpu(1.0)
+    r.attempt("ops", lambda: run_ops(r))
+    r.attempt("steps", lambda: run_steps(r))
+    r.rf.close("truncated" if r.rf.doc.get("truncated") else "complete")
+    common.log(f"host_context: {len(r.rf.doc['records'])} records, {len(r.rf.doc['errors'])} errors")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
