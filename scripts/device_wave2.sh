@@ -5,6 +5,7 @@
 #   host      sim.calibrate.gpu.host_context (steps of real models, per-op host costs, traces)
 #   heldout   sim.calibrate.gpu.heldout_kernels (issue 18's held-out kernel set)
 #   calib     sim.calibrate.gpu.calibrate_all (every group `kernelsim calibrate` measures, full mode)
+#   comm      sim.calibrate.gpu.comm on every visible GPU (NVLink multicast off), budget COMM_BUDGET_S
 # Results: $OUT/wave2_ID_<part>.tar.gz written as each part ends, and $OUT/wave2_ID.log.
 # Budgets: HOST_BUDGET_S, HELDOUT_BUDGET_S. Never changes GPU settings.
 set -u -o pipefail
@@ -13,6 +14,8 @@ PARTS=${2:-host,heldout,calib}
 OUT=${OUT:-/tmp/ks_out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
+# NVLink multicast stays off everywhere (the device machines require it)
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 PY=${PY:-python3}
 RES=/tmp/ks_wave2_$ID
 rm -rf "$RES" && mkdir -p "$RES"
@@ -35,7 +38,11 @@ for part in ${PARTS//,/ }; do
       $PY -m sim.calibrate.gpu.heldout_kernels --out "$RES/heldout" --budget-s "${HELDOUT_BUDGET_S:-150}" ;;
     calib)
       export KS_COMMAND="bash scripts/device_wave2.sh $ID (part calib: python3 -m sim.calibrate.gpu.calibrate_all)"
-      $PY -m sim.calibrate.gpu.calibrate_all --out "$RES/calib/raw" ;;
+      CUDA_VISIBLE_DEVICES=${CALIB_GPU:-0} $PY -m sim.calibrate.gpu.calibrate_all --out "$RES/calib/raw" ;;
+    comm)
+      export KS_COMMAND="bash scripts/device_wave2.sh $ID (part comm: python3 -m sim.calibrate.gpu.comm)"
+      nvidia-smi topo -m || true
+      $PY -m sim.calibrate.gpu.comm --out "$RES/comm" --budget-s "${COMM_BUDGET_S:-200}" ;;
     *) echo "unknown part $part" ;;
   esac
   echo "== part $part: exit $?, $(( $(date +%s) - P0 )) s"

@@ -483,6 +483,53 @@ def _stage_ddp(ctx: _Ctx) -> None:
     ctx.flush()
 
 
+def _stage_host(ctx: _Ctx) -> None:
+    """Host cost of a torch.distributed call: perf_counter per call of back-to-back
+    all-reduces / all-gathers on 4 KiB (until the call returns, no synchronize; median of 5
+    loops of 200 calls), and the wall time of one call + synchronize from an idle GPU."""
+    torch, dist = ctx.torch, ctx.dist
+    x = torch.ones(1024, device="cuda")
+    out = torch.empty(1024 * ctx.world, device="cuda")
+    ops = {"all_reduce": lambda: dist.all_reduce(x),
+           "all_gather_into_tensor": lambda: dist.all_gather_into_tensor(out, x),
+           "all_reduce_async_op": lambda: dist.all_reduce(x, async_op=True)}
+    for name, op in ops.items():
+        try:
+            for _ in range(20):
+                op()
+            torch.cuda.synchronize()
+            dist.barrier()
+            loops = []
+            for _ in range(5):
+                torch.cuda.synchronize()
+                dist.barrier()
+                t0 = time.perf_counter()
+                for _ in range(200):
+                    op()
+                loops.append((time.perf_counter() - t0) * 1e6 / 200)
+                torch.cuda.synchronize()
+            single = []
+            for _ in range(50):
+                dist.barrier()
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                op()
+                torch.cuda.synchronize()
+                single.append((time.perf_counter() - t0) * 1e6)
+            hosts = ctx.gather(statistics.median(loops))
+            singles = ctx.gather(statistics.median(single))
+            ctx.add({"bench": "dist_host", "call": name, "world_size": ctx.world, "bytes": 4096,
+                     "host_us_per_call": sum(hosts) / len(hosts), "host_us_ranks": hosts,
+                     "single_call_wall_us": sum(singles) / len(singles), "single_call_wall_us_ranks": singles,
+                     "rank0_loop_samples_us": common.trim_samples(loops)})
+            if ctx.rank == 0:
+                common.log(f"world {ctx.world} host {name}: {sum(hosts) / len(hosts):.1f} us per call, "
+                           f"single call + sync {sum(singles) / len(singles):.1f} us")
+        except Exception as exc:  # noqa: BLE001
+            ctx.error(f"host {name}", exc)
+    ctx.flush()
+
+
 def _worker(rank: int, world: int, port: int, cfg: dict[str, Any], result_path: str) -> None:
     multicast_off()
     os.environ["MASTER_ADDR"] = "127.0.0.1"
@@ -507,8 +554,8 @@ def _worker(rank: int, world: int, port: int, cfg: dict[str, Any], result_path: 
                                     if hasattr(torch.cuda.get_device_properties(rank), "pci_bus_id") else None,
                                     "pid": os.getpid()})})
     ctx.flush()
-    stages = [("check", _stage_check), ("collectives", _stage_collectives), ("channels", _stage_channels),
-              ("contention", _stage_contention), ("ddp", _stage_ddp)]
+    stages = [("check", _stage_check), ("host", _stage_host), ("collectives", _stage_collectives),
+              ("channels", _stage_channels), ("contention", _stage_contention), ("ddp", _stage_ddp)]
     for name, fn in stages:
         if name not in cfg["stages"]:
             continue
@@ -574,7 +621,7 @@ def _config(quick: bool, deadline: float, nccl_log: bool) -> dict[str, Any]:
         "ddp_bucket_mb": 25,
         "ddp_tokens": [2048, 8192] if quick else [1024, 4096, 16384],
         "ddp_steps": 8 if quick else 20,
-        "stages": ["check", "collectives", "channels", "contention", "ddp"],
+        "stages": ["check", "host", "collectives", "channels", "contention", "ddp"],
         "nccl_log": nccl_log,
     }
 
