@@ -616,12 +616,15 @@ def _config(quick: bool, deadline: float, nccl_log: bool) -> dict[str, Any]:
         "contention_ar_bytes": (64 << 20) if quick else (256 << 20),
         "contention_window_ms": 30.0 if quick else 100.0,
         "contention_reps": 3 if quick else 5,
-        "ddp_hidden": 4096,
-        "ddp_ffn": 16384,
-        "ddp_bucket_mb": 25,
-        "ddp_tokens": [2048, 8192] if quick else [1024, 4096, 16384],
+        # the DDP workload can be changed from the environment (a second, held-out workload)
+        "ddp_hidden": int(os.environ.get("KS_DDP_HIDDEN", 4096)),
+        "ddp_ffn": int(os.environ.get("KS_DDP_FFN", 16384)),
+        "ddp_bucket_mb": int(os.environ.get("KS_DDP_BUCKET_MB", 25)),
+        "ddp_tokens": ([int(t) for t in os.environ["KS_DDP_TOKENS"].split(",")] if os.environ.get("KS_DDP_TOKENS")
+                       else [2048, 8192] if quick else [1024, 4096, 16384]),
         "ddp_steps": 8 if quick else 20,
-        "stages": ["check", "host", "collectives", "channels", "contention", "ddp"],
+        "stages": (os.environ["KS_COMM_STAGES"].split(",") if os.environ.get("KS_COMM_STAGES")
+                   else ["check", "host", "collectives", "channels", "contention", "ddp"]),
         "nccl_log": nccl_log,
     }
 
