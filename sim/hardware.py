@@ -334,7 +334,9 @@ def _topology(t: TopologySection | None) -> Topology | None:
     return Topology(gpus_per_node=int(t.gpus_per_node.value), nodes=int(t.nodes.value), intra_node=t.intra_node,
                     nics_per_node=int(t.nics_per_node.value), network_efficiency=t.network_efficiency.value,
                     nvls_busbw_bps=t.nvls_busbw_gbps.value * 1e9, channels=int(t.channels.value),
-                    channel_bps=t.channel_gbps.value * 1e9, reference_busbw=refs)
+                    channel_bps=t.channel_gbps.value * 1e9, reference_busbw=refs,
+                    collective_fits=tuple((name, tuple((float(b), float(g) * 1e9) for b, g in sorted(c.points)),
+                                           c.host_us * 1e-6) for name, c in sorted(t.collective_fits.items())))
 
 
 def _merge(base: dict, over: dict) -> dict:

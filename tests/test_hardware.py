@@ -40,7 +40,7 @@ def test_every_number_has_provenance(path) -> None:  # type: ignore[no-untyped-d
 
     def walk(node, where):  # type: ignore[no-untyped-def]
         if isinstance(node, dict):
-            if "value" in node or "fp32" in node or "sfu" in node or "int" in node:
+            if "value" in node or "fp32" in node or "sfu" in node or "int" in node or "source" in node:
                 assert node.get("source") in {"datasheet", "measured", "estimate", "published"}, where
                 if node["source"] == "measured":
                     assert node.get("measured_on") and node.get("date"), where

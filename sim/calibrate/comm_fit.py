@@ -251,13 +251,181 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", default="h200-hgx8", help="hardware profile whose comm model is compared")
     ap.add_argument("--all-sizes", action="store_true", help="emit every size, not only the largest per collective")
     ap.add_argument("--raw-ref", default=None, help="the path written into each entry's `raw` (default: RAW as given)")
+    ap.add_argument("--write-nvl2", type=Path, default=None,
+                    help="write the 2-GPU overlay profile fitted from RAW (on --profile) to this file")
     ns = ap.parse_args(argv)
     from sim.hardware import load_profile
+    from sim.outputs import write_text_atomic
 
     doc = load_comm(ns.raw)
     hw = load_profile(ns.profile)
+    if ns.write_nvl2 is not None:
+        write_text_atomic(ns.write_nvl2, nvl2_profile_yaml(doc, hw, ns.raw_ref or str(ns.raw), base_name=ns.profile))
+        print(f"wrote {ns.write_nvl2}")
+        return 0
     print(report(doc, hw, ns.raw_ref or str(ns.raw), all_sizes=ns.all_sizes), end="")
     return 0
+
+
+
+# ----------------------------------------------------------------------------- fit (issue 20)
+
+# Sizes the fit may use: nccl-tests sizes in x16 steps (1 KiB, 16 KiB, ... 1 GiB). Every other
+# measured size (x4 steps in between) and every size of a repeat run is held out.
+FIT_SIZES = tuple(1024 * 16**i for i in range(6))
+
+
+def _device_floor_s(coll: str, n: int, hw: Any) -> float:
+    """Kernel fixed cost + NCCL's base and hop latencies of the Simple ring (no bandwidth term):
+    what a device-bound call costs besides the fitted latency and bytes / bandwidth."""
+    import dataclasses
+
+    from sim.costmodel.collective import links_of
+
+    topo = dataclasses.replace(hw.fabric, collective_fits=((coll, ((1.0, 1e18),), 0.0),))
+    plan = plan_collective(coll, 1.0, n, 1, links_of(hw), topo, algorithm="ring", protocol="simple")
+    return float(hw.kernel_fixed_s + plan.latency_s)
+
+
+def host_call_us(doc: dict[str, Any], ranks: int) -> float | None:
+    """Host time per torch.distributed all-reduce call at `ranks` (the `dist_host` stage)."""
+    for r in doc["records"]:
+        if r.get("bench") == "dist_host" and r.get("call") == "all_reduce" and int(r.get("world_size", 0)) == ranks:
+            return float(r["host_us_per_call"])
+    return None
+
+
+def fit_collectives(doc: dict[str, Any], hw: Any, ranks: int = 2) -> dict[str, dict[str, Any]]:
+    """Per collective, from the fit sizes only: the host time of one call (median time of the
+    host-bound sizes <= 256 KiB, where the device needs a few us) and the bus bandwidth of the
+    bandwidth term, f S / (t - floor), at device-bound sizes (t > 2 x that host time)."""
+    by_coll: dict[str, list[tuple[float, float]]] = {}
+    for r in collective_records(doc):
+        if int(r["world_size"]) == ranks and int(r["bytes"]) in FIT_SIZES:
+            by_coll.setdefault(str(r["collective"]), []).append((float(r["bytes"]), float(r["time_us"]) * 1e-6))
+    out: dict[str, dict[str, Any]] = {}
+    for coll, pts in sorted(by_coll.items()):
+        small = [t for s, t in pts if s <= 256 * 1024]
+        if not small:
+            continue
+        host = statistics.median(small)
+        f = busbw_factor(coll, ranks)
+        floor = _device_floor_s(coll, ranks, hw)
+        points = [[int(s), round(f * s / (t - floor) / 1e9, 1)] for s, t in sorted(pts) if t > 2 * host]
+        if points:
+            out[coll] = {"points": points, "host_us": round(host * 1e6, 2)}
+    return out
+
+
+@dataclass(frozen=True)
+class HeldOutRow:
+    run: str
+    collective: str
+    ranks: int
+    bytes: int
+    measured_us: float
+    predicted_us: float
+    split: str  # fit | held-out size | repeat run
+    host_bound: bool
+
+    @property
+    def error(self) -> float:
+        return self.predicted_us / self.measured_us - 1.0
+
+
+def predict_call_us(coll: str, size: float, ranks: int, hw: Any) -> tuple[float, bool]:
+    """Per-call time of back-to-back calls (what the harness times): the host's per-call cost or
+    the device time, whichever is longer (calls overlap host and device otherwise)."""
+    from sim.costmodel.collective import links_of
+
+    plan = plan_collective(coll, size, ranks, 1, links_of(hw), hw.fabric)
+    device = (hw.kernel_fixed_s + plan.time_s) * 1e6
+    host = hw.fabric.collective_host_s(coll)
+    host_us = (host if host is not None else hw.eager_op_by_kind_s.get("collective", hw.eager_op_s)) * 1e6
+    return max(device, host_us), host_us >= device
+
+
+def heldout_rows(runs: dict[str, dict[str, Any]], hw: Any, fit_run: str, ranks: int = 2) -> list[HeldOutRow]:
+    """The profile's prediction of every measured collective of every run, labelled by split."""
+    rows = []
+    for run, doc in runs.items():
+        for r in collective_records(doc):
+            if int(r["world_size"]) != ranks:
+                continue
+            size, coll = int(r["bytes"]), str(r["collective"])
+            pred, hb = predict_call_us(coll, size, ranks, hw)
+            split = ("repeat run" if run != fit_run else "fit" if size in FIT_SIZES else "held-out size")
+            rows.append(HeldOutRow(run, coll, ranks, size, float(r["time_us"]), pred, split, hb))
+    return rows
+
+
+def _channel_gbps(doc: dict[str, Any], ranks: int) -> float | None:
+    """Bus bandwidth of an all-reduce pinned to one channel (one CTA)."""
+    for r in doc["records"]:
+        if (r.get("bench") == "channels" and r.get("collective") == "all_reduce" and int(r.get("world_size", 0)) == ranks
+                and int(r.get("ctas", 0)) == 1 and r.get("busbw_gbps")):
+            return float(r["busbw_gbps"])
+    return None
+
+
+def _coll_channels(doc: dict[str, Any], ranks: int) -> int | None:
+    for r in doc["records"]:
+        if r.get("bench") == "nccl_init" and int(r.get("world_size", 0)) == ranks and r.get("coll_channels"):
+            return int(r["coll_channels"])
+    return None
+
+
+def nvl2_profile_yaml(doc: dict[str, Any], base: Any, raw_ref: str, base_name: str = "h200-measured",
+                      name: str = "h200-nvl2") -> str:
+    """The two-GPU NVLink profile as an overlay on `base_name`: topology, per-collective fits,
+    channel figures and the host cost of a torch.distributed call, all from one raw comm file."""
+    meta = doc.get("meta") or {}
+    date = str(meta.get("date_utc", ""))[:10]
+    on = f"{_measured_on(meta)}, NCCL {meta.get('nccl_version', '?')}, NVLS off"
+
+    def measured(value: float, fit: str) -> str:
+        return (f'{{value: {value}, source: measured, measured_on: "{on}", date: "{date}", raw: "{raw_ref}", '
+                f'fit: "{fit}"}}')
+    fits = fit_collectives(doc, base)
+    host = host_call_us(doc, 2)
+    bcast_pts = fits.get("broadcast", {}).get("points") or []
+    ch_gbps = _channel_gbps(doc, 2)
+    channels = _coll_channels(doc, 2)
+    bcast = bcast_pts[-1][1] if bcast_pts else None
+    if host is None or ch_gbps is None or channels is None or bcast is None:
+        raise InputError("raw comm file lacks what the 2-GPU profile needs", file=raw_ref,
+                         expected="dist_host, channels, nccl_init and broadcast records at world size 2")
+    lines = [
+        "# Two NVIDIA H200 of one host on NVLink 4 through NVSwitch (the workplace's nvidia-h200-x2 kind),",
+        "# NVLink multicast (NVLS) off. An overlay on the measured single-GPU profile: every number below",
+        f"# comes from {raw_ref} through `python -m sim.calibrate.comm_fit --write-nvl2` (a test holds it).",
+        "schema: kernelsim.hardware/v1",
+        f"base: {base_name}",
+        f"name: {name}",
+        "gpu: NVIDIA H200 SXM x2 (one host, NVLink 4 via NVSwitch)",
+        "description: Two H200 GPUs of one host; collectives fitted on NCCL 2.28 with NVLink SHARP disabled.",
+        "host:",
+        "  eager_op_us_by_kind:",
+        f"    collective: {measured(round(host, 2), 'host time per torch.distributed.all_reduce call, 4 KiB, back to back, mean of the ranks (dist_host); per collective: topology.collective_fits')}",
+        "links:",
+        f"  comm_efficiency: {measured(round(bcast / 450.0, 3), 'broadcast bus bandwidth at 1 GiB / NVLink 450 GB/s per direction')}",
+        "topology:",
+        f"  gpus_per_node: {measured(2, 'NCCL INFO: nRanks 2 nNodes 1 localRanks 2')}",
+        f"  nodes: {measured(1, 'NCCL INFO: nNodes 1')}",
+        "  intra_node: nvswitch",
+        f"  nics_per_node: {measured(0, 'NCCL INFO: NET/IB no device found (sockets only)')}",
+        '  network_efficiency: {value: 0.94, source: estimate, note: "unused: one node, no NICs"}',
+        f"  nvls_busbw_gbps: {measured(0, 'NVLink SHARP disabled (NCCL_NVLS_ENABLE=0): NCCL reports 0 NVLS channels')}",
+        f"  channels: {measured(channels, 'NCCL INFO: collective channels at 2 ranks')}",
+        f"  channel_gbps: {measured(round(ch_gbps, 1), 'all-reduce bus bandwidth with one CTA (NCCL min=max CTAs 1), 256 MiB')}",
+        "  collective_fits:",
+    ]
+    for coll, v in sorted(fits.items()):
+        pts = ", ".join(f"[{b}, {g}]" for b, g in v["points"])
+        lines.append(f"    {coll}: {{points: [{pts}], host_us: {v['host_us']}, ranks: 2, source: measured, "
+                     f'measured_on: "{on}", date: "{date}", raw: "{raw_ref}", '
+                     f'fit: "bandwidth term at device-bound x16 sizes; host: median time of calls <= 256 KiB"}}')
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

@@ -119,6 +119,12 @@ def _candidate(collective: str, size: float, n: int, m: int, algo: str, proto: s
     intra_hop = HOP_LATENCY_US[links.intra_kind][proto] * 1e-6
     net_hop = HOP_LATENCY_US["net"][proto] * 1e-6
     f = busbw_factor(collective, n)
+    measured_bus = topo.collective_busbw(collective, size) if m == 1 else None
+    if measured_bus is not None and algo != "nvls":
+        # NB: a measured bus bandwidth at this size replaces the link estimate for every protocol
+        # of the ring family (LL/LL128 keep their fraction of it). Measured within one node only:
+        # across nodes the NICs decide.
+        ring_bus = min(measured_bus, channel_bps)
     if algo == "nvls":
         if collective != "all_reduce" or m > 1 or topo.nvls_busbw_bps <= 0 or proto != "simple":
             return None
@@ -142,7 +148,7 @@ def _candidate(collective: str, size: float, n: int, m: int, algo: str, proto: s
     if collective == "all_to_all":
         intra_bytes = (p - 1) / n * size
         net_bytes = p * (n - p) / n * size  # per node, over its NICs
-        intra_t = intra_bytes / (min(links.intra_bps, channel_bps) * proto_bw)
+        intra_t = intra_bytes / (min(measured_bus or links.intra_bps, channel_bps) * proto_bw)
         net_t = net_bytes / (net_node_bps * proto_bw) if m > 1 else 0.0
         transfer = max(intra_t, net_t)
         lat = base + (net_hop if m > 1 else intra_hop)
@@ -151,7 +157,8 @@ def _candidate(collective: str, size: float, n: int, m: int, algo: str, proto: s
         return (lat, transfer, min(1.0, intra_bytes / transfer / links.intra_bps),
                 min(1.0, net_bytes / transfer / net_node_bps) if m > 1 else 0.0)
     if collective == "send_recv":
-        bus = min(links.intra_bps if m == 1 else links.nic_bps, channel_bps) * proto_bw
+        link = (measured_bus or links.intra_bps) if m == 1 else links.nic_bps
+        bus = min(link, channel_bps) * proto_bw
         hop = net_hop if m > 1 else intra_hop
         return base + hop, size / bus, (bus / links.intra_bps if m == 1 else 0.0), (bus / net_node_bps if m > 1 else 0.0)
     hops, inter = _ring_steps(collective, n, m)

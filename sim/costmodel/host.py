@@ -14,6 +14,10 @@ def eager_dispatch_s(op: Op, hw: Hardware) -> float:
     (MmBackward launches two GEMMs), so workloads declare nodes with `host` ops."""
     if op.library == "triton":  # a Triton kernel launched from Python (e.g. in an autograd.Function)
         return hw.triton_launch_s
+    if op.kind == "collective":  # torch.distributed's call, measured per collective where the topology has it
+        measured = hw.fabric.collective_host_s(str(op.attrs.get("collective", "")))
+        if measured is not None:
+            return measured
     return hw.eager_op_by_kind_s.get(op.kind, hw.eager_op_s)
 
 

@@ -209,6 +209,18 @@ class BusBwPoint(Provenance):
     algorithm: str | None = Field(default=None, description="the algorithm NCCL used, when the source says")
 
 
+class CollectiveFit(Provenance):
+    """A collective's measured behaviour on this topology at `ranks`: the bus bandwidth of its
+    bandwidth term (time less NCCL's base and hop latencies) at device-bound sizes, interpolated
+    log-log between them (NCCL uses fewer channels for smaller messages, so it rises with size),
+    and the host time of one torch.distributed call of it."""
+
+    points: list[tuple[float, float]] = Field(
+        min_length=1, description="[bytes, bus GB/s of the bandwidth term] at measured device-bound sizes, ascending")
+    host_us: float = Field(ge=0, description="host time of one call (torch.distributed), from host-bound sizes")
+    ranks: int = Field(ge=2, description="the group size it was measured at")
+
+
 class TopologySection(Strict):
     """How GPUs are connected: nodes of GPUs on NVLink/NVSwitch (or PCIe), nodes joined by NICs.
 
@@ -227,6 +239,10 @@ class TopologySection(Strict):
     channel_gbps: PositiveQuantity = Field(description="most one channel (one CTA) moves")
     reference_busbw: list[BusBwPoint] = Field(
         default_factory=list, description="published or measured nccl-tests bus bandwidths the model is tested against")
+    collective_fits: dict[Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast",
+                                  "send_recv"], CollectiveFit] = Field(
+        default_factory=dict,
+        description="measured per-collective plateau bus bandwidth and extra latency (replace the link estimate)")
 
 
 class PowerSection(Strict):
