@@ -1,0 +1,91 @@
+"""The wave-2 held-out kernels (validation/h200/heldout_kernels/*.json, measured by
+sim.calibrate.gpu.heldout_kernels) as Cases: shapes and configurations that no fit and no
+correction table uses. Each record becomes the one-op graph a user would write for it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from sim.calibrate.cases import Case, _attention, _elementwise, _gemm, _graph, _profiled_reduction
+from sim.graph import Op, Tensor
+
+# The held-out records' reduction names, as the profiled-reduction builder knows them.
+_REDUCTION_BENCH = {"layer_norm_fwd": "layernorm_fwd", "layer_norm_bwd": "layernorm_bwd",
+                    "softmax_fwd": "softmax_fwd", "sum_dim0": "sum_dim0", "sum_dim1": "sum_dim1"}
+
+# Elementwise math of the eager torch unary ops (names priced by the profile's op_costs).
+_EAGER_MATH = {"sin": "sin", "cos": "cos", "tanh": "tanh", "exp": "exp", "log": "log", "sqrt": "sqrt",
+               "rsqrt": "rsqrt", "sigmoid": "sigmoid", "silu": "silu", "pow": "pow", "erf": "erf"}
+
+
+def _kernels(rec: dict[str, Any]) -> list[dict[str, Any]]:
+    return [k for k in rec.get("kernels") or [] if "Memset" not in str(k.get("name", ""))]
+
+
+def heldout_case(rec: dict[str, Any]) -> Case | None:
+    bench = rec.get("bench")
+    if bench == "fused_bgd":
+        case = _elementwise({**rec, "impl": "triton"}, "fused_heldout")
+        return case
+    if bench == "attention":
+        kern = _kernels(rec)
+        base = _attention({**rec, "bench": "sdpa_fwd"})
+        if base is None or not kern:
+            return None
+        graph = base.graph
+        if rec.get("phase") == "bwd":
+            fwd = graph.ops[0]
+            tensors = list(graph.tensors.values()) + [Tensor(f"g{x}", tuple(graph.tensors["q"].shape), "bf16")
+                                                      for x in "qkvo"]
+            op = fwd.with_(name="attn_bwd", reads=("q", "k", "v", "o", "go"), writes=("gq", "gk", "gv"),
+                           attrs={**fwd.attrs, "direction": "backward"})
+            graph = _graph([op], tensors)
+        measured = sum(float(k["duration_us"]) for k in kern)
+        label = f"attention {rec['phase']} b{rec['batch']} h{rec['heads']} s{rec['seq']} d{rec['head_dim']}" + (
+            " causal" if rec.get("causal") else "")
+        return Case("attention_heldout", label, graph, measured, rec, profiled=True)
+    if bench == "reduction":
+        name = _REDUCTION_BENCH.get(str(rec.get("op")))
+        if name is None:
+            return None
+        case = _profiled_reduction({**rec, "bench": name, "kernels": rec.get("kernels")})
+        if case is None:
+            return None
+        return Case("reduction_heldout", case.label, case.graph, case.measured_us, rec, profiled=True)
+    if bench == "gemm":
+        case = _gemm(rec)
+        return Case("gemm_heldout", case.label, case.graph, case.measured_us, rec, profiled=case.profiled)
+    if bench == "copy":
+        kern = _kernels(rec)
+        if not kern:
+            return None
+        numel = int(rec["numel"])
+        t = [Tensor("x", (numel,), "bf16"), Tensor("y", (numel,), "bf16")]
+        op = Op(name="copy", kind="copy", reads=("x",), writes=("y",))
+        return Case("copy_heldout", f"copy {rec['tensor_bytes']}B (profiled)", _graph([op], t),
+                    sum(float(k["duration_us"]) for k in kern), rec, profiled=True)
+    if bench == "math_eager":
+        kern = _kernels(rec)
+        if not kern:
+            return None
+        numel = int(rec["numel"])
+        t = [Tensor("x", (numel,), "bf16"), Tensor("y", (numel,), "bf16")]
+        op = Op(name=str(rec["op"]), kind="elementwise", reads=("x",), writes=("y",),
+                attrs=MappingProxyType({"math": MappingProxyType({_EAGER_MATH[str(rec["op"])]: 1}), "numel": numel}))
+        return Case("math_heldout", f"eager {rec['op']} n={numel} (profiled)", _graph([op], t),
+                    sum(float(k["duration_us"]) for k in kern), rec, profiled=True)
+    return None
+
+
+def heldout_cases(path: Path) -> list[Case]:
+    """Every record of one held-out file that the cost model can describe."""
+    doc = json.loads(Path(path).read_text())
+    out = []
+    for rec in doc.get("records") or []:
+        case = heldout_case(rec)
+        if case is not None:
+            out.append(case)
+    return out
