@@ -107,6 +107,11 @@ def variant_graph(scn: Scenario, v: Variant, v_index: int, graph: Graph, params:
         return _apply_path(scn, list(v.transforms), f"variants[{v_index}].transforms", graph, params)
     candidates = [(name, _apply_path(scn, list(specs), f"variants[{v_index}].choose.paths.{name}", graph, params)[0])
                   for name, specs in v.choose.paths.items()]
+    for other_index, other in choose_from(scn, v_index):
+        candidates.append((other.name, variant_graph(scn, other, other_index, graph, params, hw)[0]))
+    if not candidates:
+        raise InputError("no candidate: 'from: all' found no variant with 'transforms'", file=scn.file,
+                         path=f"variants[{v_index}].choose", expected="other variants, or 'paths'")
     if hw is None:
         return candidates[0][1], candidates[0][0]
     base_t = simulate(graph, price(graph, hw), hw).end_s
@@ -116,6 +121,31 @@ def variant_graph(scn: Scenario, v: Variant, v_index: int, graph: Graph, params:
         if t < best_t and t <= base_t * (1.0 - v.choose.min_gain):
             name, best, best_t = cand_name, cand, t
     return best, name
+
+
+def choose_from(scn: Scenario | ScenarioFile, v_index: int) -> list[tuple[int, Variant]]:
+    """The other variants (index, variant) that variant `v_index`'s `choose.from` names, in scenario order."""
+    spec = scn.spec if isinstance(scn, Scenario) else scn
+    file = scn.file if isinstance(scn, Scenario) else ""
+    choose = spec.variants[v_index].choose
+    if choose is None or not choose.from_:
+        return []
+    index = {o.name: i for i, o in enumerate(spec.variants)}
+    if choose.from_ == "all":
+        return [(i, o) for i, o in enumerate(spec.variants) if o.choose is None]
+    out = []
+    for j, name in enumerate(choose.from_):
+        where = f"variants[{v_index}].choose.from[{j}]"
+        if name not in index or name == spec.variants[v_index].name:
+            others = [o.name for o in spec.variants if o.choose is None]
+            raise InputError("unknown variant", file=file, path=where, value=name,
+                             expected="another variant of this scenario: " + ", ".join(others))
+        other = spec.variants[index[name]]
+        if other.choose is not None:
+            raise InputError("a 'choose' variant cannot be a candidate of another", file=file, path=where,
+                             value=name, expected="a variant with 'transforms'")
+        out.append((index[name], other))
+    return out
 
 
 def _cost_key(op: Op, graph: Graph) -> tuple[Any, ...]:
@@ -301,6 +331,7 @@ def run_scenario(scn: Scenario, *, keep_traces: bool = False) -> tuple[dict[str,
             params = scn.workload.params_for(b)
             base_graph = scn.workload.build(params)
             base_costs = price(base_graph, hw)
+            base_trace: Trace | None = None
             for vi, v in enumerate(variants):
                 if vi == 0:
                     graph, path, costs = base_graph, "baseline", base_costs
@@ -313,7 +344,10 @@ def run_scenario(scn: Scenario, *, keep_traces: bool = False) -> tuple[dict[str,
                 per_variant[v.name].append(_bucket_result(b, params, m, path))
                 if comm is not None:
                     per_variant[v.name][-1]["comm"] = comm
-                rep, new = _micro(base_graph, base_costs, graph, costs)
+                # The simulated (first) rank's graph and costs: on several ranks its collectives are priced
+                # over the real group, where `costs` priced them as one-rank calls (only the launch).
+                base_trace = base_trace or trace
+                rep, new = _micro(base_trace.graph, base_trace.costs, trace.graph, trace.costs)
                 micro[v.name].append((b.weight, rep, new))
         base_buckets = per_variant["baseline"]
         base_w = sum(bk["time_us"] * bk["weight"] for bk in base_buckets) / total_w

@@ -122,21 +122,55 @@ def build_op(raw: OpBase, env: dict[str, float], *, file: str, path: str, mode: 
 
 
 def flat_ops(spec: WorkloadFile, params: dict[str, float], file: str) -> list[tuple[OpBase, str]]:
-    """Entries with repeat blocks expanded: (op with its final name, key path in the file)."""
+    """Entries with repeat blocks expanded: (op with its final names, key path in the file)."""
     out: list[tuple[OpBase, str]] = []
     for i, entry in enumerate(spec.ops):
-        if not isinstance(entry, RepeatBlock):
+        if isinstance(entry, RepeatBlock):
+            out.extend(_expand_repeat(entry, params, file, f"ops[{i}]"))
+        else:
             out.append((entry, f"ops[{i}]"))
-            continue
-        count = _int(expr.evaluate_at(entry.count, params, file=file, path=f"ops[{i}].count"),
-                     file=file, path=f"ops[{i}].count", minimum=0)
-        local = {o.name for o in entry.ops}
-        for r in range(count):
-            prefix = f"{entry.name}{r}."
-            for j, o in enumerate(entry.ops):
-                after = [prefix + a if a in local else a for a in o.after]
-                out.append((o.model_copy(update={"name": prefix + o.name, "after": after}), f"ops[{i}].ops[{j}]"))
     return out
+
+
+def _expand_repeat(block: RepeatBlock, params: dict[str, float], file: str, where: str) -> list[tuple[OpBase, str]]:
+    """`count` copies of the block's body (inner blocks expanded first), with per-iteration names.
+
+    Ops become `NAME<r>.op`; a tensor the body writes becomes `T@<r>` in iteration r (the last
+    iteration keeps `T`), and every read sees the newest version of its tensor, so an op after
+    the block, or the next iteration, reads what the last one wrote. Without this a fusion
+    inside one iteration would see the next iteration's reads of the same name and keep its
+    intermediates in HBM.
+    """
+    count = _int(expr.evaluate_at(block.count, params, file=file, path=f"{where}.count"),
+                 file=file, path=f"{where}.count", minimum=0)
+    body: list[tuple[OpBase, str]] = []
+    for j, entry in enumerate(block.ops):
+        if isinstance(entry, RepeatBlock):
+            body.extend(_expand_repeat(entry, params, file, f"{where}.ops[{j}]"))
+        else:
+            body.append((entry, f"{where}.ops[{j}]"))
+    local = {o.name for o, _ in body}
+    written = {t for o, _ in body for t in o.writes} - set(block.carried)
+    out: list[tuple[OpBase, str]] = []
+    version: dict[str, str] = {}
+    for r in range(count):
+        prefix = f"{block.name}{r}."
+        suffix = "" if r == count - 1 else f"@{r}"
+        for o, path in body:
+            reads = [version.get(t, t) for t in o.reads]
+            for t in o.writes:
+                if t in written:
+                    version[t] = t + suffix  # an inner block's `T@<j>` becomes `T@<j>@<r>`
+            writes = [version.get(t, t) for t in o.writes]
+            after = [prefix + a if a in local else a for a in o.after]
+            out.append((o.model_copy(update={"name": prefix + o.name, "after": after, "reads": reads,
+                                             "writes": writes}), path))
+    return out
+
+
+def declared_name(tensor: str) -> str:
+    """The `tensors` entry a (possibly per-iteration) tensor name refers to."""
+    return tensor.split("@", 1)[0]
 
 
 def build_graph(spec: WorkloadFile, params: dict[str, float], file: str) -> Graph:
@@ -149,6 +183,11 @@ def build_graph(spec: WorkloadFile, params: dict[str, float], file: str) -> Grap
             shape.append(_int(v, file=file, path=f"tensors.{tname}.shape[{j}]", minimum=1))
         tensors[tname] = Tensor(name=tname, shape=tuple(shape), dtype=decl.dtype)
     ops = [build_op(o, params, file=file, path=path, mode=spec.mode) for o, path in flat_ops(spec, params, file)]
+    for op in ops:  # per-iteration names of repeat blocks share their declaration's shape
+        for t in op.reads + op.writes:
+            if t not in tensors:
+                base = tensors[declared_name(t)]
+                tensors[t] = Tensor(name=t, shape=base.shape, dtype=base.dtype)
     return Graph(
         name=spec.name,
         kind=spec.kind,
@@ -156,6 +195,22 @@ def build_graph(spec: WorkloadFile, params: dict[str, float], file: str) -> Grap
         tensors=MappingProxyType(tensors),
         ops=tuple(ops),
     )
+
+
+def _body_writes(block: RepeatBlock) -> set[str]:
+    return {t for o in block.ops for t in (_body_writes(o) if isinstance(o, RepeatBlock) else o.writes)}
+
+
+def _check_counts(block: RepeatBlock, names: set[str], file: str, where: str) -> None:
+    expr.check(block.count, names, file=file, path=f"{where}.count")
+    writes = _body_writes(block)
+    for j, t in enumerate(block.carried):
+        if t not in writes:
+            raise InputError("the block's ops do not write this tensor", file=file, path=f"{where}.carried[{j}]",
+                             value=t, expected="a tensor written inside the block: " + ", ".join(sorted(writes)))
+    for j, o in enumerate(block.ops):
+        if isinstance(o, RepeatBlock):
+            _check_counts(o, names, file, f"{where}.ops[{j}]")
 
 
 def check_workload(wl: Workload) -> None:
@@ -178,7 +233,7 @@ def check_workload(wl: Workload) -> None:
             expr.check(dim, names, file=file, path=f"tensors.{tname}.shape[{j}]")
     for i, entry in enumerate(spec.ops):
         if isinstance(entry, RepeatBlock):
-            expr.check(entry.count, names, file=file, path=f"ops[{i}].count")
+            _check_counts(entry, names, file, f"ops[{i}]")
     for bucket in spec.distribution.buckets[:1]:
         flat = flat_ops(spec, wl.params_for(bucket), file)
     index = {o.name: i for i, (o, _) in enumerate(flat)}
@@ -195,7 +250,7 @@ def check_workload(wl: Workload) -> None:
                 if v is not None:
                     expr.check(v, names, file=file, path=f"{where}.launch.{key}")
         for j, t in enumerate(op.reads + op.writes):
-            if t not in spec.tensors:
+            if declared_name(t) not in spec.tensors:
                 field_name = "reads" if j < len(op.reads) else "writes"
                 k = j if j < len(op.reads) else j - len(op.reads)
                 raise InputError(

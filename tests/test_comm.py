@@ -301,3 +301,26 @@ def test_straggler_and_layout_knobs(tmp_path: Path) -> None:
     # Everyone else waited for rank 5 at the buckets.
     assert b_slow["comm"]["rendezvous_wait_us"] == 0.0 or b_slow["comm"]["critical_rank"] == 5
     assert math.isfinite(b_slow["comm"]["exposed_comm_us"])
+
+
+def test_dp_kernel_only_gain_prices_collectives_over_the_group(dp_run) -> None:  # type: ignore[no-untyped-def]
+    """The no_overlap variant's kernel-only gain compares the collectives' durations on 8 ranks (one large
+    all-reduce vs 8 per-layer ones: about even), not their one-rank launch cost (which read +87.5 %)."""
+    result, traces = dp_run
+    variants = {v["name"]: v for v in result["hardware"][0]["variants"]}
+    micro = variants["no_overlap"]["micro"]
+    hw = result["hardware"][0]["name"]
+    per_bucket = []
+    for b in range(len(variants["baseline"]["buckets"])):
+        t_base = traces[(hw, "baseline", b)]
+        t_flat = traces[(hw, "no_overlap", b)]
+        base_comm = sum(c.time_s for o, c in zip(t_base.graph.ops, t_base.costs, strict=True) if o.kind == "collective")
+        flat_comm = sum(c.time_s for o, c in zip(t_flat.graph.ops, t_flat.costs, strict=True) if o.kind == "collective")
+        per_bucket.append((base_comm, flat_comm))
+    weights = [bk["weight"] for bk in variants["baseline"]["buckets"]]
+    rep = sum(w * b for w, (b, _) in zip(weights, per_bucket, strict=True)) / sum(weights)
+    new = sum(w * f for w, (_, f) in zip(weights, per_bucket, strict=True)) / sum(weights)
+    assert micro["replaced_kernel_time_us"] == pytest.approx(rep * 1e6, rel=1e-9)
+    assert micro["new_kernel_time_us"] == pytest.approx(new * 1e6, rel=1e-9)
+    assert rep > 8 * 100e-6  # eight all-reduces of ~270 MB each on 8 ranks: each far above a launch
+    assert abs(micro["gain"]) < 0.2

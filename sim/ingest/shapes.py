@@ -178,16 +178,66 @@ def _streaming(op: CpuOp, kind: str, prefix: str, math: dict[str, float]) -> Inf
     big = max(ts, key=lambda t: _numel(t[0]))
     if kind == "reduction":
         first = ts[0][0] if ts[0][0] else big[0]
-        cols = first[-1]
-        rows = max(1, _numel(first) // max(1, cols))
-        inf.fields.update({"rows": rows, "cols": cols})
-        _decl(inf, prefix, "out", first, ts[0][1])
+        reduced = _reduced_dims(op, len(first))
+        if reduced is None:  # normalizations and scans: the output has the input's shape
+            cols = first[-1]
+            rows = max(1, _numel(first) // max(1, cols))
+            inf.fields.update({"rows": rows, "cols": cols})
+            _decl(inf, prefix, "out", first, ts[0][1])
+        else:
+            dims, keepdim = reduced
+            inner = _numel(tuple(first[d] for d in dims))
+            outer = max(1, _numel(first) // max(1, inner))
+            if len(dims) == len(first):
+                # NB: a full reduction runs many blocks, each over a slice, like a row-wise one over the last dim.
+                inf.fields.update({"rows": max(1, _numel(first) // max(1, first[-1])), "cols": first[-1]})
+            elif dims == list(range(len(dims))):
+                # Leading dims reduced (a bias gradient's sum(dim=0)): column sums.
+                inf.fields.update({"rows": inner, "cols": outer, "axis": "rows"})
+            else:
+                # NB: reduced dims that are not leading are priced as a row-wise reduction over them.
+                inf.fields.update({"rows": outer, "cols": inner})
+            out = tuple(1 if d in dims else x for d, x in enumerate(first)) if keepdim else \
+                tuple(x for d, x in enumerate(first) if d not in dims)
+            _decl(inf, prefix, "out", out or (1,), ts[0][1])
     else:
         out = _broadcast(shapes)
         _decl(inf, prefix, "out", out, big[1])
     if math:
         inf.fields["math"] = dict(math)
     return inf
+
+
+# Reductions whose output drops the reduced dims: op → (index of `dim`, index of `keepdim`) in its arguments.
+REDUCED_DIM_ARGS = {"sum": (1, 2), "mean": (1, 2), "amax": (1, 2), "amin": (1, 2), "max": (1, 2), "min": (1, 2),
+                    "argmax": (1, 2), "argmin": (1, 2), "norm": (2, 3)}
+
+
+def _reduced_dims(op: CpuOp, rank: int) -> tuple[list[int], bool] | None:
+    """The dims a reducing op removes (sorted, non-negative) and its keepdim, from `Concrete Inputs`;
+    None for ops whose output keeps the input's shape (softmax, norms, scans)."""
+    at = REDUCED_DIM_ARGS.get(_short(op.name))
+    if at is None:
+        return None
+    dim_at, keep_at = at
+    concrete = op.concrete or []
+    raw = str(concrete[dim_at]).strip() if 0 <= dim_at < len(concrete) else ""
+    keepdim = 0 <= keep_at < len(concrete) and str(concrete[keep_at]).strip().lower() == "true"
+    dims: list[int] = []
+    for part in raw.strip("[]()").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            d = int(part)
+        except ValueError:
+            return None
+        if not -rank <= d < rank:
+            return None
+        dims.append(d % rank)
+    if not dims:  # no dim: every dim is reduced (a full sum, a loss)
+        dims = list(range(rank))
+    return sorted(set(dims)), keepdim
 
 
 def infer_op(family: str, stack: list[CpuOp], act: GpuActivity, prefix: str) -> Inferred | None:

@@ -154,10 +154,23 @@ DispatchArgs.model_rebuild()
 
 class ChooseArgs(Strict):
     """Let kernelsim pick the path per bucket: the fastest under the model, if it beats the
-    baseline by at least `min_gain` (else the bucket stays on the baseline: a fallback)."""
+    baseline by at least `min_gain` (else the bucket stays on the baseline: a fallback).
 
-    paths: dict[str, list[TransformSpec]] = Field(min_length=1)
+    Candidates are the `paths` given here and the scenario's other variants named in `from`
+    (`all`: every variant that is not itself a `choose`), each under its variant's name.
+    """
+
+    paths: dict[str, list[TransformSpec]] = Field(default_factory=dict)
+    from_: Literal["all"] | list[str] = Field(
+        default_factory=list, alias="from",
+        description="other variants of the scenario to choose among (by name), or `all` of them")
     min_gain: float = Field(default=0.0, ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _some_candidate(self) -> ChooseArgs:
+        if not self.paths and not self.from_:
+            raise ValueError("give the candidates: 'paths', 'from' (variant names or 'all'), or both")
+        return self
 
 
 class Variant(Strict):

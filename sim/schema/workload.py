@@ -188,12 +188,21 @@ Op = Annotated[
 
 
 class RepeatBlock(Strict):
-    """`count` copies of `ops` (e.g. the layers of a stack); op names become `NAME<i>.op`."""
+    """`count` copies of `ops` (e.g. the layers of a stack); op names become `NAME<i>.op`.
+
+    Blocks may nest (`outer<i>.inner<j>.op`). Every iteration writes its own tensors: a tensor
+    the body writes is named `T@<i>` in iteration i (the last iteration keeps `T`, so ops after
+    the block read it), and a read sees the newest version, so a body that reads `x` before
+    writing it reads the previous iteration's `x` (loop-carried state). Tensors listed in
+    `carried` keep one name in every iteration (a buffer updated in place, e.g. an accumulator).
+    """
 
     kind: Literal["repeat"]
     name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     count: Expr
-    ops: list[Op] = Field(min_length=1)
+    carried: list[str] = Field(
+        default_factory=list, description="tensors the body writes that keep one name in every iteration")
+    ops: list[Entry] = Field(min_length=1)
 
 
 Entry = Annotated[
@@ -201,6 +210,7 @@ Entry = Annotated[
     | RepeatBlock,
     Field(discriminator="kind"),
 ]
+RepeatBlock.model_rebuild()
 OP_KINDS = ("gemm", "elementwise", "reduction", "attention", "copy", "layout", "collective", "host", "sync", "repeat")
 
 
@@ -215,6 +225,14 @@ class WorkloadFile(Strict):
     tensors: dict[str, TensorDecl] = Field(default_factory=dict)
     parallel: Parallel | None = Field(default=None, description="run the step on several ranks (sim.comm.parallel)")
     ops: list[Entry] = Field(min_length=1)
+
+    @field_validator("tensors", mode="after")
+    @classmethod
+    def _plain_tensor_names(cls, tensors: dict[str, TensorDecl]) -> dict[str, TensorDecl]:
+        for name in tensors:
+            if "@" in name:
+                raise ValueError(f"tensor name {name!r} contains '@', which marks a repeat block's per-iteration names")
+        return tensors
 
     @field_validator("ops", mode="before")
     @classmethod
@@ -236,9 +254,15 @@ class WorkloadFile(Strict):
                 raise ValueError(f"op name {op.name!r} is used twice; op names must be unique")
             seen.add(op.name)
             if isinstance(op, RepeatBlock):
-                inner: set[str] = set()
-                for o in op.ops:
-                    if o.name in inner:
-                        raise ValueError(f"op name {o.name!r} is used twice in repeat block {op.name!r}")
-                    inner.add(o.name)
+                _inner_names_unique(op)
         return ops
+
+
+def _inner_names_unique(block: RepeatBlock) -> None:
+    inner: set[str] = set()
+    for o in block.ops:
+        if o.name in inner:
+            raise ValueError(f"op name {o.name!r} is used twice in repeat block {block.name!r}")
+        inner.add(o.name)
+        if isinstance(o, RepeatBlock):
+            _inner_names_unique(o)

@@ -10,9 +10,11 @@ import yaml
 
 from sim.errors import InputError
 from sim.ingest import import_trace, workload_yaml
+from sim.ingest.build import workload_doc
 from sim.ingest.families import FAMILIES, kernel_family
 from sim.ingest.kineto import read_step
 from sim.workload import load_workload
+from tests.conftest import FIXTURES
 from tests.ingest.conftest import MALFORMED
 
 
@@ -147,3 +149,18 @@ def test_helper_kernels_of_one_cpu_op_are_not_priced_twice() -> None:
     backward = [d for d in attn if d.get("direction") == "backward" or d.get("phase") == "backward"]
     assert sum(1 for d in backward if d["kind"] == "attention") == 1
     assert all(d.get("unpriced") for d in backward if d["kind"] != "attention")
+
+
+def test_bias_gradient_sum_keeps_one_row() -> None:
+    """`sum(dim=0, keepdim=True)` of a [2048, 16384] gradient writes [1, 16384] (column sums), not the input's shape."""
+    step = import_trace(FIXTURES / "traces" / "mlp_eager.json.gz")
+    doc = workload_doc(step, FIXTURES / "traces" / "mlp_eager.json.gz")
+    tensors = doc["tensors"]
+    sums = [d for d in doc["ops"] if d["kind"] == "reduction" and d.get("axis") == "rows"]
+    assert sums, "the bias-gradient sums are column sums"
+    for d in sums:
+        (out,) = d["writes"]
+        rows, cols = d["rows"], d["cols"]
+        assert tensors[out]["shape"] == [1, cols]
+        assert [tensors[r]["shape"] for r in d["reads"]] == [[rows, cols]]
+    assert any((d["rows"], d["cols"]) == (2048, 16384) for d in sums)
