@@ -1,0 +1,74 @@
+"""`choose` variants: kernelsim picks the fastest path per bucket, among its own `paths` and the
+scenario's other variants (`from: all` or names)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sim.errors import InputError
+from sim.scenario import load_scenario, run_scenario
+from tests.conftest import ROOT
+
+SEED = ROOT / "scenarios" / "bias_gelu_dropout.yaml"
+
+
+def test_seed_dispatch_auto_considers_every_path() -> None:
+    scn = load_scenario(SEED, hardware_override=["h200-measured"])
+    result, _ = run_scenario(scn)
+    variants = {v["name"]: v for v in result["hardware"][0]["variants"]}
+    auto = variants.pop("dispatch_auto")
+    margin = scn.spec.variants[-1].choose.min_gain  # type: ignore[union-attr]
+    for i, bk in enumerate(auto["buckets"]):
+        base = variants["baseline"]["buckets"][i]["time_us"]
+        others = {name: v["buckets"][i]["time_us"] for name, v in variants.items() if name != "baseline"}
+        best = min(others, key=lambda n: others[n])
+        if others[best] <= base * (1 - margin):
+            assert bk["path"] == best
+            assert bk["time_us"] == pytest.approx(others[best], rel=1e-9)
+        else:
+            assert bk["path"] == "fallback"
+            assert bk["time_us"] == pytest.approx(base, rel=1e-9)
+    # The per-bucket policy advise finds (eager below 4096 tokens, compiled above) beats every single path.
+    paths = {int(bk["params"]["tokens"]): bk["path"] for bk in auto["buckets"]}
+    assert all(p == ("compiled" if t >= 4096 else "fallback") for t, p in paths.items())
+    assert auto["weighted_time_us"] < min(v["weighted_time_us"] for v in variants.values())
+
+
+def _scenario(tmp_path: Path, choose: dict) -> Path:  # type: ignore[type-arg]
+    doc = yaml.safe_load(SEED.read_text())
+    doc["workload"] = str(ROOT / "workloads" / "mlp_bias_gelu_dropout.yaml")
+    doc["hardware"] = ["h200-measured"]
+    doc["variants"] = [v for v in doc["variants"] if v["name"] in ("compiled", "fused_b512")]
+    doc["variants"].append({"name": "auto", "choose": choose})
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def test_choose_from_named_variants(tmp_path: Path) -> None:
+    scn = load_scenario(_scenario(tmp_path, {"from": ["fused_b512"], "min_gain": 0.0}))
+    result, _ = run_scenario(scn)
+    auto = next(v for v in result["hardware"][0]["variants"] if v["name"] == "auto")
+    assert {bk["path"] for bk in auto["buckets"]} <= {"fused_b512", "fallback"}
+
+
+@pytest.mark.parametrize(("choose", "where", "problem"), [
+    ({"from": ["nope"]}, r"variants\[2\]\.choose\.from\[0\]", "unknown variant"),
+    ({"from": ["auto"]}, r"variants\[2\]\.choose\.from\[0\]", "unknown variant"),
+    ({}, r"variants\[2\]\.choose", "give the candidates"),
+])
+def test_choose_errors(tmp_path: Path, choose: dict, where: str, problem: str) -> None:  # type: ignore[type-arg]
+    with pytest.raises(InputError, match=f"{where}.*{problem}|{problem}.*{where}"):
+        load_scenario(_scenario(tmp_path, choose))
+
+
+def test_choose_variant_cannot_be_a_candidate(tmp_path: Path) -> None:
+    path = _scenario(tmp_path, {"from": "all"})
+    doc = yaml.safe_load(path.read_text())
+    doc["variants"].append({"name": "auto2", "choose": {"from": ["auto"]}})
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    with pytest.raises(InputError, match=r"variants\[3\]\.choose\.from\[0\].*cannot be a candidate"):
+        load_scenario(path)
