@@ -108,10 +108,29 @@ def replay(path: Path, hw: Hardware, mode: str = "measured", step: str | None = 
         costs = price(graph, run_hw, measured=True)
     else:
         run_hw = hw
+        trace_host = graph
         graph = predicted_host(graph, imported, hw)
         costs = price(graph, hw)
     trace = simulate(graph, costs, run_hw)
-    return summarize(imported, trace, path, hw, mode), trace
+    result = summarize(imported, trace, path, hw, mode)
+    if mode == "predict":
+        result["host"] = host_comparison(trace_host, graph, costs, hw)
+    return result, trace
+
+
+def host_comparison(trace_host: Graph, predicted: Graph, costs: tuple[Any, ...], hw: Hardware) -> dict[str, float]:
+    """Predict mode's host time against the trace's, and the step with the trace's host times kept.
+
+    `kernelsim run` on the imported workload keeps every op's measured `host_us` (a what-if
+    re-prices only what its transforms change); predict mode prices the host side from the
+    profile. With the same kernel costs, the step with the trace's host times is what `run` gives.
+    """
+    kept = simulate(trace_host, costs, hw)
+    return {
+        "trace_host_us": round(sum(o.host_s or 0.0 for o in trace_host.ops) * 1e6, 3),
+        "predicted_host_us": round(sum(o.host_s or 0.0 for o in predicted.ops) * 1e6, 3),
+        "step_with_trace_host_us": round(kept.end_s * 1e6, 3),
+    }
 
 
 def summarize(step: ImportedStep, trace: Trace, path: Path, hw: Hardware, mode: str) -> dict[str, Any]:
@@ -196,5 +215,10 @@ def render_replay(result: dict[str, Any], console: Any) -> None:
     console.print(f"unpriced (shapes unknown, kept at measured time): {u['kernels']} kernels, "
                   f"{u['measured_us']:.1f} us" + (f" ({', '.join(f'{k} {v}' for k, v in u['families'].items())})"
                                                    if u["families"] else ""))
+    if "host" in result:
+        h = result["host"]
+        console.print(f"host time between launches priced from the profile: {h['predicted_host_us']:.1f} us "
+                      f"(the trace's: {h['trace_host_us']:.1f} us); with the trace's host times, as `kernelsim run` "
+                      f"on the imported workload keeps them, the step is {h['step_with_trace_host_us']:.1f} us")
     for note in result["notes"]:
         console.print(f"note: {note}")
