@@ -7,7 +7,7 @@ shape documented in docs/json.md; reports render them.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,7 @@ from sim.schema.scenario import ScenarioFile, Variant
 from sim.schema.workload import Bucket
 from sim.trace import Trace
 from sim.transforms import Context, apply_all, check_dataflow
-from sim.workload import Workload, load_workload
+from sim.workload import Workload, flat_ops, load_workload
 
 RUN_SCHEMA = "kernelsim.run/v1"
 
@@ -79,6 +79,7 @@ def load_scenario(path: Path, hardware_override: list[str] | None = None) -> Sce
                     file=str(path), path=f"distribution[{i}].params", expected="one of: " + ", ".join(sorted(declared)),
                 )
     scn = Scenario(spec=spec, file=str(path), workload=workload, hardware=hws, buckets=buckets)
+    check_math_names(scn)
     # Apply every variant to every bucket once, so transform errors surface before any output.
     for b in buckets:
         params = workload.params_for(b)
@@ -86,6 +87,42 @@ def load_scenario(path: Path, hardware_override: list[str] | None = None) -> Sce
         for v_index, v in enumerate(spec.variants):
             variant_graph(scn, v, v_index, graph, params)
     return scn
+
+
+def _transform_math(specs: list[Any], where: str) -> Iterator[tuple[str, str]]:
+    """(math op name, key path) of every math op a transform list names (fuse, insert, nested dispatch)."""
+    for i, spec in enumerate(specs):
+        kind, args = spec.kind_and_args()
+        at = f"{where}[{i}].{kind}"
+        if kind == "fuse":
+            for key in ("math", "recompute_math"):
+                for name in getattr(args, key) or {}:
+                    yield name, f"{at}.{key}.{name}"
+        elif kind == "insert":
+            for name in getattr(args.op, "math", {}):
+                yield name, f"{at}.op.math.{name}"
+        elif kind == "dispatch":
+            yield from _transform_math(list(args.then), f"{at}.then")
+            yield from _transform_math(list(args.else_), f"{at}.else")
+
+
+def check_math_names(scn: Scenario) -> None:
+    """Every math op the workload and the variants name has a cost in every hardware profile:
+    an unknown one is an input error at its key path, never a free instruction."""
+    wl = scn.workload
+    named: list[tuple[str, str, str]] = []  # (name, file, key path)
+    for op, where in flat_ops(wl.spec, wl.params_for(scn.buckets[0]), wl.file):
+        named.extend((name, wl.file, f"{where}.math.{name}") for name in getattr(op, "math", {}))
+    for i, v in enumerate(scn.spec.variants):
+        named.extend((n, scn.file, p) for n, p in _transform_math(list(v.transforms), f"variants[{i}].transforms"))
+        for pname, specs in (v.choose.paths.items() if v.choose else ()):
+            named.extend((n, scn.file, p) for n, p in _transform_math(list(specs), f"variants[{i}].choose.paths.{pname}"))
+    for hw in scn.hardware:
+        for name, file, where in named:
+            if name not in hw.op_costs:
+                raise InputError(f"math op '{name}' has no cost in hardware profile '{hw.name}'", file=file,
+                                 path=where, value=name, expected="one of the profile's compute.op_costs: "
+                                 + ", ".join(sorted(hw.op_costs)))
 
 
 def _apply_path(scn: Scenario, specs: list[Any], where: str, graph: Graph, params: dict[str, float]) -> tuple[Graph, str]:

@@ -43,10 +43,15 @@ ELEMENTWISE_MATH: dict[str, dict[str, float]] = {
     "gelu": {"gelu": 1}, "gelu_backward": {"gelu_backward": 1}, "relu": {"select": 1},
     "threshold_backward": {"select": 1}, "native_dropout": {"rng": 1, "mul": 1, "select": 1},
     "native_dropout_backward": {"mul": 1}, "dropout": {"rng": 1, "mul": 1, "select": 1},
-    "tanh": {"tanh": 1}, "exp": {"exp": 1}, "sigmoid": {"exp": 1, "div": 1}, "silu": {"exp": 1, "div": 1, "mul": 1},
-    "silu_backward": {"exp": 1, "div": 1, "mul": 3}, "rsqrt": {"rsqrt": 1}, "sqrt": {"rsqrt": 1, "mul": 1},
+    "tanh": {"tanh": 1}, "exp": {"exp": 1}, "sigmoid": {"sigmoid": 1}, "silu": {"silu": 1},
+    "silu_backward": {"exp": 1, "div": 1, "mul": 3}, "rsqrt": {"rsqrt": 1}, "sqrt": {"sqrt": 1},
+    "sin": {"sin": 1}, "cos": {"cos": 1}, "tan": {"tan": 1}, "atan": {"atan": 1}, "log": {"log": 1},
+    "log2": {"log2": 1}, "log1p": {"log1p": 1}, "exp2": {"exp2": 1}, "expm1": {"expm1": 1},
+    "reciprocal": {"reciprocal": 1}, "softplus": {"softplus": 1}, "erfinv": {"erfinv": 1}, "abs": {"abs": 1},
+    "clamp": {"minmax": 2}, "clamp_min": {"minmax": 1}, "clamp_max": {"minmax": 1}, "maximum": {"minmax": 1},
+    "minimum": {"minmax": 1}, "sigmoid_backward": {"fma": 2},
     "addcmul": {"fma": 1}, "addcdiv": {"div": 1, "add": 1}, "lerp": {"fma": 2}, "fill": {}, "zero": {},
-    "fill_": {}, "zero_": {}, "where": {"select": 1}, "masked_fill": {"select": 1}, "neg": {"mul": 1}, "pow": {"exp": 2},
+    "fill_": {}, "zero_": {}, "where": {"select": 1}, "masked_fill": {"select": 1}, "neg": {"mul": 1}, "pow": {"pow": 1},
     "_foreach_add": {"add": 1}, "_foreach_mul": {"mul": 1}, "embedding": {}, "index_select": {},
 }
 REDUCTION_MATH: dict[str, dict[str, float]] = {
@@ -240,6 +245,22 @@ def _reduced_dims(op: CpuOp, rank: int) -> tuple[list[int], bool] | None:
     return sorted(set(dims)), keepdim
 
 
+# PyTorch's pow(tensor, scalar) turns these exponents into cheaper math (pow_tensor_scalar_optimized_kernel).
+POW_SPECIAL: dict[float, dict[str, float]] = {
+    2.0: {"mul": 1}, 3.0: {"mul": 2}, 0.5: {"sqrt": 1}, -0.5: {"rsqrt": 1}, -1.0: {"reciprocal": 1},
+    -2.0: {"mul": 1, "reciprocal": 1}, 1.0: {},
+}
+
+
+def _pow_math(op: CpuOp) -> dict[str, float]:
+    concrete = op.concrete or []
+    try:
+        exponent = float(str(concrete[1]).strip()) if len(concrete) > 1 else None
+    except ValueError:
+        exponent = None
+    return POW_SPECIAL.get(exponent, ELEMENTWISE_MATH["pow"]) if exponent is not None else ELEMENTWISE_MATH["pow"]
+
+
 def infer_op(family: str, stack: list[CpuOp], act: GpuActivity, prefix: str) -> Inferred | None:
     """Workload fields for one GPU activity, or None when its shapes are unknown."""
     if act.cat in ("gpu_memcpy", "gpu_memset"):
@@ -263,7 +284,7 @@ def infer_op(family: str, stack: list[CpuOp], act: GpuActivity, prefix: str) -> 
             if fields is not None:
                 return Inferred(fields)
         elif family == "elementwise" and short in ELEMENTWISE_MATH:
-            return _streaming(op, "elementwise", prefix, ELEMENTWISE_MATH[short])
+            return _streaming(op, "elementwise", prefix, _pow_math(op) if short == "pow" else ELEMENTWISE_MATH[short])
         elif family == "reduction" and short in REDUCTION_MATH:
             return _streaming(op, "reduction", prefix, REDUCTION_MATH[short])
         elif family == "copy" and (short in COPY_OPS or op.name.split("::")[-1] in COPY_OPS):
