@@ -50,6 +50,9 @@ class LaunchConfig:
     regs_per_thread: int | None = None
     spill_bytes_per_thread: int | None = None
     smem_per_block: int | None = None
+    # Row-wise reductions: threads that share one row, and rows one block covers (block = both multiplied).
+    threads_per_row: int | None = None
+    rows_per_block: int | None = None
 
 
 @dataclass(frozen=True)

@@ -68,6 +68,14 @@ def build_launch(launch: Launch | None, env: dict[str, float], *, file: str, pat
             continue
         v = expr.evaluate_at(raw, env, file=file, path=f"{path}.{key}")
         values[key] = _int(v, file=file, path=f"{path}.{key}", minimum=0 if key in ("smem_per_block", "spill_bytes_per_thread") else 1)
+    per_row, rows, block = values["threads_per_row"], values["rows_per_block"], values["block"]
+    if per_row is not None and rows is not None and block is not None and per_row * rows != block:
+        raise InputError(f"rows_per_block × threads_per_row = {rows * per_row} differs from block", file=file,
+                         path=f"{path}.rows_per_block", value=rows, expected=f"rows_per_block × threads_per_row = {block}")
+    for key in ("threads_per_row", "rows_per_block"):
+        if values[key] is not None and block is not None and values[key] > block:  # type: ignore[operator]
+            raise InputError("exceeds the block's threads", file=file, path=f"{path}.{key}", value=values[key],
+                             expected=f"at most block = {block}")
     return LaunchConfig(**values)
 
 
@@ -104,6 +112,12 @@ def build_op(raw: OpBase, env: dict[str, float], *, file: str, path: str, mode: 
             attrs[key] = data[key]
     if raw.unpriced:
         attrs["unpriced"] = True
+    launch = build_launch(raw.launch, env, file=file, path=f"{path}.launch")
+    if launch is not None and data["kind"] != "reduction":
+        for key in ("threads_per_row", "rows_per_block"):
+            if getattr(launch, key) is not None:
+                raise InputError(f"'{key}' applies to reductions only", file=file, path=f"{path}.launch.{key}",
+                                 value=data["kind"], expected="an op of kind reduction")
     return Op(
         name=raw.name,
         kind=data["kind"],
@@ -115,7 +129,7 @@ def build_op(raw: OpBase, env: dict[str, float], *, file: str, path: str, mode: 
         region=raw.region,
         mode=mode,
         library=raw.library,
-        launch=build_launch(raw.launch, env, file=file, path=f"{path}.launch"),
+        launch=launch,
         attrs=MappingProxyType(attrs),
         host_s=raw.host_us * 1e-6 if raw.host_us is not None else None,
     )

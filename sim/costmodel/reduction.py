@@ -1,6 +1,7 @@
 """Reductions and normalizations: row-wise (layer norm, softmax, row sums) and column sums.
 
-Row-wise kernels run one block per row (or one warp per row: `threads_per_row`). A block
+Row-wise kernels run one block per row, or several rows per block (the launch's
+`threads_per_row` and `rows_per_block`, e.g. a warp per row: 32 × 4 in a block of 128). A block
 makes `passes` sweeps over its row (e.g. statistics, then normalize; softmax: max, sum of
 exponentials, write), and every sweep ends in a reduction across the row's threads: log2
 steps of shuffles and barriers that cannot overlap the next sweep's loads. The GPU runs the
@@ -45,6 +46,21 @@ def column_sum_grid(hw: Hardware, rows: int, cols: int) -> int:
     return col_blocks * splits
 
 
+def row_layout(launch: LaunchConfig, op: Op) -> tuple[int, int, int]:
+    """(threads per block, threads per row, rows per block) of a row-wise reduction.
+
+    The launch's `threads_per_row` / `rows_per_block` win over the op's `threads_per_row`
+    attribute; a block without them covers one row; without a block, it is their product.
+    """
+    per_row = launch.threads_per_row or (int(op.attrs["threads_per_row"]) if "threads_per_row" in op.attrs else None)
+    rows = launch.rows_per_block
+    threads = launch.block or (per_row * rows if per_row and rows else REDUCTION_THREADS)
+    if per_row is None:
+        per_row = max(1, threads // rows) if rows else threads
+    rows = rows or max(1, threads // per_row)
+    return threads, per_row, rows
+
+
 @register("reduction")
 def reduction_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
     rows, cols = int(op.attrs["rows"]), int(op.attrs["cols"])
@@ -59,9 +75,7 @@ def reduction_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
                               inflight_per_elem=read_bytes_per_elem(op, graph, numel), math_ops=math_ops,
                               inflight_cap=VECTOR_BYTES, default_grid=column_sum_grid(hw, rows, cols))
     launch = op.launch or LaunchConfig(block=REDUCTION_THREADS)
-    threads = launch.block or REDUCTION_THREADS
-    per_row = int(op.attrs.get("threads_per_row", threads))
-    rows_per_block = max(1, threads // per_row)
+    threads, per_row, rows_per_block = row_layout(launch, op)
     grid = launch.grid or math.ceil(rows / rows_per_block)
     regs = launch.regs_per_thread or estimate_registers(hw, 8)
     occ = occupancy(hw, threads, regs, launch.smem_per_block or 0, grid)
@@ -98,7 +112,7 @@ def reduction_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
         time_s=time, compute_s=comp_s, memory_s=mem_s, fixed_s=hw.kernel_fixed_s, limiter=limiter,
         category="compute" if comp_s > mem_s else "memory", hbm_bytes=total, flops=numel * 2 * fp32,
         bw_demand=min(1.0, total / time / hw.hbm_sustained_bps), sm_demand=min(1.0, grid / per_wave),
-        detail=MappingProxyType({"grid": grid, "block": threads, "threads_per_row": per_row, "passes": passes,
+        detail=MappingProxyType({"grid": grid, "block": threads, "threads_per_row": per_row, "rows_per_block": rows_per_block, "passes": passes,
                                  "blocks_per_sm": occ.blocks_per_sm, "waves": occ.waves,
                                  "sync_us": round(sync_s * 1e6, 4)}),
     )

@@ -37,6 +37,9 @@ class FuseArgs(Strict):
     recompute_math: dict[str, Expr] = Field(
         default_factory=dict, description="extra math per element the fused kernel does to recompute dropped tensors"
     )
+    passes: Expr | None = Field(
+        default=None, description="sweeps over each row of the fused reduction (default: the reduction's own; e.g. 1"
+        " for a one-pass add+LayerNorm that keeps its row in registers)")
 
 
 class ModeArgs(Strict):

@@ -44,6 +44,10 @@ class Launch(Strict):
     regs_per_thread: Expr | None = None
     spill_bytes_per_thread: Expr | None = None
     smem_per_block: Expr | None = None
+    threads_per_row: Expr | None = Field(
+        default=None, description="row reductions: threads that reduce one row (e.g. 32: a warp per row)")
+    rows_per_block: Expr | None = Field(
+        default=None, description="row reductions: rows one block covers (block = rows_per_block × threads_per_row)")
 
 
 class OpBase(Strict):

@@ -109,8 +109,17 @@ def fuse(graph: Graph, args: FuseArgs, ctx: Context) -> Graph:
         val = expr.evaluate_at(raw, ctx.params, file=ctx.file, path=f"{ctx.path}.recompute_math.{name}")
         math[name] = math.get(name, 0.0) + float(val)
     attrs: dict[str, object] = {"math": MappingProxyType(math)}
+    if args.passes is not None and red is None:
+        raise ctx.error("'passes' needs a reduction among the fused ops", ".passes", args.passes)
     if red is not None:
-        attrs.update(rows=red.attrs["rows"], cols=red.attrs["cols"], passes=red.attrs.get("passes", 1))
+        passes = red.attrs.get("passes", 1)
+        if args.passes is not None:
+            where = f"{ctx.path}.passes"
+            val = expr.evaluate_at(args.passes, ctx.params, file=ctx.file, path=where)
+            if val != int(val) or val < 1:
+                raise ctx.error("must be a whole number >= 1", ".passes", val)
+            passes = int(val)
+        attrs.update(rows=red.attrs["rows"], cols=red.attrs["cols"], passes=passes)
         for key in ("axis", "threads_per_row"):
             if key in red.attrs:
                 attrs[key] = red.attrs[key]
