@@ -80,3 +80,21 @@ def test_passes_without_a_reduction_is_an_error(tmp_path: Path) -> None:
     spec = TransformSpec.model_validate({"fuse": {"ops": ["add", "add2"], "name": "f", "passes": 1}})
     with pytest.raises(InputError, match=r"fuse\.passes.*needs a reduction"):
         apply_all(graph, [spec], Context("s.yaml", "variants[0].transforms", {"rows": 65536.0}))
+
+
+def test_a_grid_smaller_than_the_rows_loops_over_them(tmp_path: Path, h200: Hardware) -> None:
+    """A persistent kernel (256 blocks for 65536 rows) still moves every row: its time never beats HBM peak."""
+    full = _graph(tmp_path, NORM)
+    persistent = _graph(tmp_path, {**NORM, "launch": {"block": 128, "grid": 256}})
+    (a,), (b,) = price(full, h200), price(persistent, h200)
+    assert a is not None and b is not None
+    assert b.detail["row_iters"] == 65536 // 256 and b.hbm_bytes == a.hbm_bytes
+    assert b.time_s >= b.hbm_bytes / h200.hbm_peak_bps
+
+
+def test_set_launch_sets_a_reductions_passes(tmp_path: Path) -> None:
+    graph = _graph(tmp_path, NORM)
+    spec = TransformSpec.model_validate({"set_launch": {"op": "norm", "passes": 1, "launch": {"block": 512,
+                                                        "threads_per_row": 256, "rows_per_block": 2}}})
+    out = apply_all(graph, [spec], Context("s.yaml", "variants[0].transforms", {"rows": 65536.0}))
+    assert out.op("norm").attrs["passes"] == 1 and out.op("norm").launch.rows_per_block == 2

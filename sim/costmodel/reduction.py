@@ -77,6 +77,9 @@ def reduction_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
     launch = op.launch or LaunchConfig(block=REDUCTION_THREADS)
     threads, per_row, rows_per_block = row_layout(launch, op)
     grid = launch.grid or math.ceil(rows / rows_per_block)
+    # A grid smaller than the rows need (a persistent kernel, e.g. Inductor's) loops: each block
+    # covers `row_iters` groups of rows, one after the other.
+    row_iters = max(1, math.ceil(rows / (grid * rows_per_block)))
     regs = launch.regs_per_thread or estimate_registers(hw, 8)
     occ = occupancy(hw, threads, regs, launch.smem_per_block or 0, grid)
     sync_s = hw.reduction_step_s * math.log2(max(per_row, 2))
@@ -92,8 +95,8 @@ def reduction_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
         bw, lim = bandwidth(hw, sms, blocks / sms * threads * VECTOR_BYTES)
         wave = 0.0
         for p in range(passes):
-            nbytes = blocks * rows_per_block * (row_read + (row_write if p == passes - 1 else 0.0))
-            chain = hw.mem_latency_s + sync_s
+            nbytes = blocks * rows_per_block * row_iters * (row_read + (row_write if p == passes - 1 else 0.0))
+            chain = (hw.mem_latency_s + sync_s) * row_iters
             stream = nbytes / bw
             wave += max(chain, stream)
             if chain > stream:
@@ -112,7 +115,8 @@ def reduction_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
         time_s=time, compute_s=comp_s, memory_s=mem_s, fixed_s=hw.kernel_fixed_s, limiter=limiter,
         category="compute" if comp_s > mem_s else "memory", hbm_bytes=total, flops=numel * 2 * fp32,
         bw_demand=min(1.0, total / time / hw.hbm_sustained_bps), sm_demand=min(1.0, grid / per_wave),
-        detail=MappingProxyType({"grid": grid, "block": threads, "threads_per_row": per_row, "rows_per_block": rows_per_block, "passes": passes,
+        detail=MappingProxyType({"grid": grid, "block": threads, "threads_per_row": per_row, "rows_per_block": rows_per_block, "row_iters": row_iters,
+                                 "passes": passes,
                                  "blocks_per_sm": occ.blocks_per_sm, "waves": occ.waves,
                                  "sync_us": round(sync_s * 1e6, 4)}),
     )

@@ -51,6 +51,9 @@ class ModeArgs(Strict):
 class SetLaunchArgs(Strict):
     op: str
     launch: Launch
+    passes: Expr | None = Field(
+        default=None, description="a reduction's sweeps over each row under this kernel (e.g. 1 when a looped"
+        " kernel's second sweep hits the cache)")
 
 
 class InsertArgs(Strict):

@@ -3,6 +3,9 @@ conversion on a fallback path), remove (drop ops)."""
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
+from sim import expr
 from sim.graph import Graph
 from sim.schema.scenario import InsertArgs, RemoveArgs, SetLaunchArgs
 from sim.transforms import Context, register
@@ -16,8 +19,22 @@ def set_launch(graph: Graph, args: SetLaunchArgs, ctx: Context) -> Graph:
     except KeyError:
         raise ctx.error("unknown op", ".op", args.op, "an op of the workload") from None
     launch = build_launch(args.launch, dict(ctx.params), file=ctx.file, path=f"{ctx.path}.launch")
+    op = graph.ops[i]
+    if op.kind != "reduction":
+        for key in ("threads_per_row", "rows_per_block"):
+            if getattr(launch, key) is not None:
+                raise ctx.error(f"'{key}' applies to reductions only", f".launch.{key}", op.kind,
+                                "an op of kind reduction")
+    op = op.with_(launch=launch)
+    if args.passes is not None:
+        if op.kind != "reduction":
+            raise ctx.error("'passes' applies to reductions only", ".passes", op.kind, "an op of kind reduction")
+        val = expr.evaluate_at(args.passes, ctx.params, file=ctx.file, path=f"{ctx.path}.passes")
+        if val != int(val) or val < 1:
+            raise ctx.error("must be a whole number >= 1", ".passes", val)
+        op = op.with_(attrs=MappingProxyType({**op.attrs, "passes": int(val)}))
     ops = list(graph.ops)
-    ops[i] = ops[i].with_(launch=launch)
+    ops[i] = op
     return graph.with_ops(ops)
 
 
