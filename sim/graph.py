@@ -18,7 +18,8 @@ DTYPE_BYTES: Mapping[str, float] = MappingProxyType(
     }
 )
 
-KERNEL_KINDS = frozenset({"gemm", "elementwise", "reduction", "attention", "copy", "layout", "collective"})
+KERNEL_KINDS = frozenset({"gemm", "elementwise", "reduction", "attention", "copy", "layout", "collective", "sort",
+                          "scan", "unique"})
 HOST_KINDS = frozenset({"host", "sync"})
 
 

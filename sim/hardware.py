@@ -97,6 +97,7 @@ class Hardware:
     network_latency_s: float
     comm_efficiency: float
     libraries: dict[str, dict[str, float]] = field(default_factory=dict)
+    primitives: dict[str, float] = field(default_factory=dict)
     profiler_event_s: dict[str, float] = field(default_factory=dict)
     corrections: dict[str, tuple[tuple[tuple[float, ...], float], ...]] = field(default_factory=dict)
     sustained_clock_hz: float | None = None
@@ -190,6 +191,7 @@ class Hardware:
             network_latency_s=ln.network_latency_us.value * us,
             comm_efficiency=ln.comm_efficiency.value,
             libraries={lib: {kind: q.value for kind, q in kinds.items()} for lib, kinds in f.libraries.items()},
+            primitives={name: q.value for name, q in f.primitives.items()},
             corrections={name: tuple((tuple(p.x), p.ratio) for p in t.points) for name, t in f.corrections.items()},
             sustained_clock_hz=f.power.sustained_clock_mhz.value * 1e6 if f.power else None,
             source_file=source_file,

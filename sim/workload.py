@@ -112,6 +112,13 @@ def build_op(raw: OpBase, env: dict[str, float], *, file: str, path: str, mode: 
             attrs[key] = data[key]
     if raw.unpriced:
         attrs["unpriced"] = True
+    launches = _int(expr.evaluate_at(raw.launches, env, file=file, path=f"{path}.launches"), file=file,
+                    path=f"{path}.launches", minimum=1)
+    if launches > 1:
+        if data["kind"] not in MULTI_LAUNCH_KINDS:
+            raise InputError("only elementwise and copy ops can launch several kernels", file=file,
+                             path=f"{path}.launches", value=launches, expected=f"1 for an op of kind {data['kind']}")
+        attrs["launches"] = launches
     launch = build_launch(raw.launch, env, file=file, path=f"{path}.launch")
     if launch is not None and data["kind"] != "reduction":
         for key in ("threads_per_row", "rows_per_block"):
@@ -133,6 +140,30 @@ def build_op(raw: OpBase, env: dict[str, float], *, file: str, path: str, mode: 
         attrs=MappingProxyType(attrs),
         host_s=raw.host_us * 1e-6 if raw.host_us is not None else None,
     )
+
+
+MULTI_LAUNCH_KINDS = frozenset({"elementwise", "copy"})
+
+
+def expand_launches(ops: list[Op]) -> list[Op]:
+    """An op with `launches: N` becomes N kernel ops on its stream: `NAME.launch<k>` then `NAME` (the
+    last keeps the name, so waits on it wait for all), each with 1/N of the work (`launch_share`);
+    only the first pays the framework dispatch (`follow_on` marks the others: a launch each)."""
+    out: list[Op] = []
+    for op in ops:
+        n = int(op.attrs.get("launches", 1))
+        if n <= 1:
+            out.append(op)
+            continue
+        attrs = {k: v for k, v in op.attrs.items() if k != "launches"}
+        attrs["launch_share"] = 1.0 / n
+        if "bytes" in attrs:
+            attrs["bytes"] = float(attrs["bytes"]) / n
+        for k in range(n):
+            extra = {"follow_on": True} if k else {}
+            out.append(op.with_(name=op.name if k == n - 1 else f"{op.name}.launch{k}",
+                                after=op.after if k == 0 else (), attrs={**attrs, **extra, "launch_index": k}))
+    return out
 
 
 def flat_ops(spec: WorkloadFile, params: dict[str, float], file: str) -> list[tuple[OpBase, str]]:
@@ -196,7 +227,8 @@ def build_graph(spec: WorkloadFile, params: dict[str, float], file: str) -> Grap
             v = expr.evaluate_at(dim, params, file=file, path=f"tensors.{tname}.shape[{j}]")
             shape.append(_int(v, file=file, path=f"tensors.{tname}.shape[{j}]", minimum=1))
         tensors[tname] = Tensor(name=tname, shape=tuple(shape), dtype=decl.dtype)
-    ops = [build_op(o, params, file=file, path=path, mode=spec.mode) for o, path in flat_ops(spec, params, file)]
+    ops = expand_launches([build_op(o, params, file=file, path=path, mode=spec.mode)
+                           for o, path in flat_ops(spec, params, file)])
     for op in ops:  # per-iteration names of repeat blocks share their declaration's shape
         for t in op.reads + op.writes:
             if t not in tensors:

@@ -43,18 +43,25 @@ def estimate_registers(hw: Hardware, elems_per_thread: int) -> int:
     return int(math.ceil(hw.register_base + hw.registers_per_element * elems_per_thread))
 
 
+def launch_share(op: Op) -> float:
+    """The share of its op's work one kernel does: 1/N for each of an op's `launches: N` kernels."""
+    return float(op.attrs.get("launch_share", 1.0))
+
+
 def numel_of(op: Op, graph: Graph) -> int:
+    share = launch_share(op)
     if "numel" in op.attrs:
-        return int(op.attrs["numel"])
+        return max(1, math.ceil(int(op.attrs["numel"]) * share))
     for t in op.writes + op.reads:
-        return graph.tensors[t].numel
+        return max(1, math.ceil(graph.tensors[t].numel * share))
     raise KernelsimError(f"op '{op.name}': cannot tell its element count (give 'numel' or a tensor)")
 
 
 def io_bytes(op: Op, graph: Graph) -> tuple[float, float]:
-    """(bytes read, bytes written): each tensor once (the minimum HBM traffic)."""
-    r = sum(graph.tensors[t].nbytes for t in op.reads)
-    w = sum(graph.tensors[t].nbytes for t in op.writes)
+    """(bytes read, bytes written): each tensor once (the minimum HBM traffic), this kernel's share."""
+    share = launch_share(op)
+    r = sum(graph.tensors[t].nbytes for t in op.reads) * share
+    w = sum(graph.tensors[t].nbytes for t in op.writes) * share
     return r, w
 
 
@@ -189,13 +196,14 @@ def read_bytes_per_elem(op: Op, graph: Graph, numel: int) -> float:
     cache). An op whose inputs are all smaller than its output (a gather, a concatenation) loads
     its inputs' bytes; a write-only op (a fill) has its stores in flight."""
     per = 0.0
+    share = launch_share(op)
     for t in op.reads:
         ten = graph.tensors[t]
-        if ten.numel >= numel:
-            per += DTYPE_BYTES[ten.dtype] * ten.numel / numel
+        if ten.numel * share >= numel:
+            per += DTYPE_BYTES[ten.dtype] * ten.numel * share / numel
     if per == 0.0:
         # stores need no round trip to retire: a write-only kernel (a fill) keeps its stores in flight
-        per = sum(graph.tensors[t].nbytes for t in (op.reads or op.writes)) / numel
+        per = sum(graph.tensors[t].nbytes for t in (op.reads or op.writes)) * share / numel
     return per
 
 

@@ -11,7 +11,10 @@ def eager_dispatch_s(op: Op, hw: Hardware) -> float:
     """Framework time of one eager op before its driver launch (host.launch_us is separate).
 
     Autograd's per-node cost is not added here: a backward node may launch several kernels
-    (MmBackward launches two GEMMs), so workloads declare nodes with `host` ops."""
+    (MmBackward launches two GEMMs), so workloads declare nodes with `host` ops.
+    The second and later kernels of one op that launches several (`launches: N`) pay none."""
+    if op.attrs.get("follow_on"):
+        return 0.0
     if op.library == "triton":  # a Triton kernel launched from Python (e.g. in an autograd.Function)
         return hw.triton_launch_s
     if op.kind == "collective":  # torch.distributed's call, measured per collective where the topology has it

@@ -275,6 +275,11 @@ class HardwareProfileFile(Strict):
         default_factory=dict,
         description="throughput of alternative libraries per op kind, relative to the default (torch/cuBLAS)",
     )
+    primitives: dict[str, PositiveQuantity] = Field(
+        default_factory=dict,
+        description="sort / scan / unique (CUB device-wide algorithms): radix_digit_bits, scan_passes,"
+        " unique_passes (sim/costmodel/primitives.py)",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> HardwareProfileFile:

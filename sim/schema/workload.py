@@ -69,6 +69,9 @@ class OpBase(Strict):
     correlation: int | None = Field(default=None, description="the trace's launch correlation id")
     trace_name: str | None = Field(default=None, description="the kernel's name in the trace")
     unpriced: bool = Field(default=False, description="shapes unknown: always use measured_us, never the cost model")
+    launches: Expr = Field(
+        default=1, description="kernels this one framework op launches (e.g. a foreach optimizer's chunks): its work"
+        " split evenly over them, back to back on its stream, with one host dispatch (elementwise and copy ops)")
 
     @model_validator(mode="after")
     def _unpriced_needs_measurement(self) -> OpBase:
@@ -185,8 +188,22 @@ class SyncOp(OpBase):
     kind: Literal["sync"]
 
 
+class SortScanOp(OpBase):
+    """Device-wide sort (radix), scan (prefix sum) and unique (on sorted input) over `numel` elements, as
+    PyTorch runs them through CUB (torch.sort, cumsum, unique, embedding backward): memory-bound sweeps
+    over the data, how many from the profile's `primitives` estimates. reads[0] holds the keys; other
+    reads are values carried along (sort's indices)."""
+
+    kind: Literal["sort", "scan", "unique"]
+    numel: Expr | None = None
+    key_bits: Expr | None = Field(
+        default=None, description="sort: key bits that vary (default: the key dtype's; PyTorch sorts embedding"
+        " indices on ceil(log2(num_embeddings)) bits)")
+
+
 Op = Annotated[
-    GemmOp | ElementwiseOp | ReductionOp | AttentionOp | CopyOp | LayoutOp | CollectiveOp | HostOp | SyncOp,
+    GemmOp | ElementwiseOp | ReductionOp | AttentionOp | CopyOp | LayoutOp | CollectiveOp | HostOp | SyncOp
+    | SortScanOp,
     Field(discriminator="kind"),
 ]
 
@@ -211,11 +228,12 @@ class RepeatBlock(Strict):
 
 Entry = Annotated[
     GemmOp | ElementwiseOp | ReductionOp | AttentionOp | CopyOp | LayoutOp | CollectiveOp | HostOp | SyncOp
-    | RepeatBlock,
+    | SortScanOp | RepeatBlock,
     Field(discriminator="kind"),
 ]
 RepeatBlock.model_rebuild()
-OP_KINDS = ("gemm", "elementwise", "reduction", "attention", "copy", "layout", "collective", "host", "sync", "repeat")
+OP_KINDS = ("gemm", "elementwise", "reduction", "attention", "copy", "layout", "collective", "host", "sync", "sort",
+            "scan", "unique", "repeat")
 
 
 class WorkloadFile(Strict):

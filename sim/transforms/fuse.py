@@ -37,6 +37,10 @@ def fuse(graph: Graph, args: FuseArgs, ctx: Context) -> Graph:
                 f"cannot fuse op '{o.name}' of kind '{o.kind}'", ".ops", o.name,
                 "elementwise ops and at most one reduction",
             )
+    for o in ops:
+        if "launch_share" in o.attrs:
+            raise ctx.error(f"op '{o.name}' is one of several kernels of one framework op (launches)", ".ops",
+                            o.name, "ops that launch one kernel each")
     if sum(o.kind == "reduction" for o in ops) > 1:
         raise ctx.error("at most one reduction can be fused", ".ops", args.ops)
     if len({o.stream for o in ops}) > 1:
