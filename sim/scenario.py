@@ -151,10 +151,13 @@ def variant_graph(scn: Scenario, v: Variant, v_index: int, graph: Graph, params:
                          path=f"variants[{v_index}].choose", expected="other variants, or 'paths'")
     if hw is None:
         return candidates[0][1], candidates[0][0]
-    base_t = simulate(graph, price(graph, hw), hw).end_s
+    def step_s(g: Graph) -> float:  # on every rank of a `parallel` workload: its collectives over the group
+        return simulate_bucket(scn.workload, g, price(g, hw), hw, params)[1].time_s
+
+    base_t = step_s(graph)
     name, best, best_t = "fallback", graph, base_t
     for cand_name, cand in candidates:
-        t = simulate(cand, price(cand, hw), hw).end_s
+        t = step_s(cand)
         if t < best_t and t <= base_t * (1.0 - v.choose.min_gain):
             name, best, best_t = cand_name, cand, t
     return best, name

@@ -72,3 +72,20 @@ def test_choose_variant_cannot_be_a_candidate(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     with pytest.raises(InputError, match=r"variants\[3\]\.choose\.from\[0\].*cannot be a candidate"):
         load_scenario(path)
+
+
+def test_choose_on_several_ranks_compares_whole_steps(tmp_path: Path) -> None:
+    """On a data-parallel workload a candidate is timed on every rank (its collectives over the group): one
+    all-reduce after the backward looks cheaper than eight on one rank (launch costs only), and loses on eight."""
+    doc = yaml.safe_load((ROOT / "scenarios" / "dp_mlp_8ranks.yaml").read_text())
+    doc["workload"] = str(ROOT / "workloads" / "mlp_dp.yaml")
+    doc["variants"].append({"name": "auto", "choose": {"from": "all"}})
+    path = tmp_path / "dp.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    result, _ = run_scenario(load_scenario(path))
+    variants = {v["name"]: v for v in result["hardware"][0]["variants"]}
+    for auto, base, flat in zip(variants["auto"]["buckets"], variants["baseline"]["buckets"],
+                                variants["no_overlap"]["buckets"], strict=True):
+        best = "no_overlap" if flat["time_us"] < base["time_us"] else "fallback"
+        assert auto["path"] == best
+        assert auto["time_us"] == pytest.approx(min(base["time_us"], flat["time_us"]), rel=1e-9)
