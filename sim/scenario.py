@@ -188,6 +188,20 @@ def choose_from(scn: Scenario | ScenarioFile, v_index: int) -> list[tuple[int, V
     return out
 
 
+def inline_choose(spec: ScenarioFile) -> ScenarioFile:
+    """The scenario with every `choose.from` turned into `paths` (the named variants' transforms), so a
+    choose variant keeps its candidates when other variants are left out (a sweep's `variants`)."""
+    variants = []
+    for i, v in enumerate(spec.variants):
+        if v.choose is not None and v.choose.from_:
+            paths = dict(v.choose.paths)
+            for _, other in choose_from(spec, i):
+                paths.setdefault(other.name, list(other.transforms))
+            v = v.model_copy(update={"choose": v.choose.model_copy(update={"paths": paths, "from_": []})})
+        variants.append(v)
+    return spec.model_copy(update={"variants": variants})
+
+
 def _cost_key(op: Op, graph: Graph) -> tuple[Any, ...]:
     shapes = tuple((graph.tensors[t].shape, graph.tensors[t].dtype) for t in op.reads + op.writes)
     return (op.kind, tuple(sorted((k, str(v)) for k, v in op.attrs.items())), op.launch, shapes, op.library)

@@ -89,3 +89,23 @@ def test_choose_on_several_ranks_compares_whole_steps(tmp_path: Path) -> None:
         best = "no_overlap" if flat["time_us"] < base["time_us"] else "fallback"
         assert auto["path"] == best
         assert auto["time_us"] == pytest.approx(min(base["time_us"], flat["time_us"]), rel=1e-9)
+
+
+def test_a_sweep_point_keeps_the_candidates_of_a_choose_variant(tmp_path: Path) -> None:
+    """A sweep that selects only `dispatch_auto` still chooses among every other variant."""
+    from sim.scenario import inline_choose
+    from sim.sweep import point_scenario
+
+    scn = load_scenario(SEED, hardware_override=["h200-measured"])
+    point = point_scenario(scn, scn.hardware[0], {}, ("dispatch_auto",))
+    assert [v.name for v in point.spec.variants] == ["dispatch_auto"]
+    choose = point.spec.variants[0].choose
+    assert choose is not None and not choose.from_
+    assert set(choose.paths) == {"compiled", "fused_b512", "fused_b2048", "fused_b8192", "dispatch_aligned"}
+    full, _ = run_scenario(scn)
+    alone, _ = run_scenario(point)
+    auto = {v["name"]: v for v in full["hardware"][0]["variants"]}["dispatch_auto"]
+    auto_alone = {v["name"]: v for v in alone["hardware"][0]["variants"]}["dispatch_auto"]
+    assert [b["path"] for b in auto_alone["buckets"]] == [b["path"] for b in auto["buckets"]]
+    assert auto_alone["weighted_time_us"] == pytest.approx(auto["weighted_time_us"], rel=1e-12)
+    assert inline_choose(scn.spec).variants[:-1] == scn.spec.variants[:-1]  # other variants untouched

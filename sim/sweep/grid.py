@@ -14,7 +14,7 @@ from typing import Any
 from sim import __version__
 from sim.errors import InputError
 from sim.hardware import Hardware, load_profile
-from sim.scenario import Scenario, load_scenario, with_parameters
+from sim.scenario import Scenario, inline_choose, load_scenario, with_parameters
 from sim.schema.scenario import SweepSpec
 
 POINT_SCHEMA = "kernelsim.sweep-point/v1"
@@ -125,5 +125,6 @@ def point_scenario(scn: Scenario, hw: Hardware, params: dict[str, float | int], 
     )
     spec = scn.spec
     if tuple(v.name for v in spec.variants) != variants:
+        spec = inline_choose(spec)  # a chosen `choose` variant keeps candidates left out of the point
         spec = spec.model_copy(update={"variants": [v for v in spec.variants if v.name in variants]})
     return dataclasses.replace(scn, spec=spec, workload=workload, hardware=(hw,), buckets=buckets)
