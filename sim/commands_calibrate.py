@@ -68,11 +68,12 @@ def cmd_calibrate(args: Any, console: Console) -> int:
     text, result = calibrate_from_raw(raw_dir, base, out, name)
     write_text_atomic(out, text)
     t = Table(title=f"fitted numbers → {out}", title_justify="left")
-    for col in ("section", "key", "value", "fit"):
+    for col in ("section", "key", "value", "90 % interval", "n", "fit"):
         t.add_column(col)
     for f in result.values:
         value = f.value if not isinstance(f.value, dict) else ("table" if "points" in f.value else f.value)
-        t.add_row(f.section, f.key, str(value), f.fit)
+        spread = f"{f.spread[0]:g}–{f.spread[1]:g}" if f.spread else ""
+        t.add_row(f.section, f.key, str(value), spread, str(f.n or ""), f.fit)
     t.add_row("gemm", "correction", f"{len(result.gemm_correction)} points", "measured / model, training split")
     console.print(t)
     for note in result.notes:
@@ -124,7 +125,9 @@ def cmd_validate(args: Any, console: Console) -> int:
                   f"ranking wrong in {wrong_buckets} of {len(ranks)} buckets")
     if args.markdown:
         text = markdown(rows, summaries, "kernelsim validation on an NVIDIA H200") + "\n" + gains_markdown(gains, ranks)
-        write_text_atomic(Path(args.markdown), text)
+        from sim.calibrate.repro import keep_generated_section
+
+        write_text_atomic(Path(args.markdown), keep_generated_section(Path(args.markdown), text))
         console.print(f"wrote {args.markdown}")
     if args.json:
         doc = {"schema": "kernelsim.validation/v1", "profile": hw.name,

@@ -26,9 +26,17 @@ class Provenance(Strict):
     date: str | None = None
     raw: str | None = None
     fit: str | None = None
+    spread: list[float] | None = Field(
+        default=None, description="90 % bootstrap interval [low, high] of a fitted value over its records "
+        "(resampled within each benchmark; calibration/README.md)")
+    n: int | None = Field(default=None, ge=1, description="records (measurements) the fitted value comes from")
 
     @model_validator(mode="after")
     def _complete(self) -> Provenance:
+        if self.spread is not None and (len(self.spread) != 2 or not self.spread[0] <= self.spread[1]):
+            raise ValueError(f"'spread' must be [low, high] with low <= high, got {self.spread}")
+        if (self.spread is not None or self.n is not None) and self.source != "measured":
+            raise ValueError("'spread' and 'n' belong to measured numbers")
         if self.source == "measured" and not (self.measured_on and self.date):
             raise ValueError("a measured number needs 'measured_on' (device) and 'date'")
         if self.source in ("datasheet", "published") and not self.ref:

@@ -1,0 +1,84 @@
+"""sim.calibrate.repro: parameter and prediction spreads across calibrations, the generated docs section."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sim.calibrate.repro import (
+    BEGIN,
+    END,
+    Calibration,
+    case_spreads,
+    keep_generated_section,
+    main,
+    measured_params,
+    replace_generated_section,
+    report_markdown,
+    spread,
+)
+from tests.conftest import ROOT
+
+
+def _cal(name: str, step: float, kernel: float, latency: float) -> Calibration:
+    cal = Calibration(name, Path(f"runs/{name}/raw"), Path(f"{name}.yaml"), {"memory.latency_ns": latency})
+    cal.predictions = {("step", "mlp/baseline", "mlp tokens=128", "held-out"): step,
+                       ("kernel", "copy", "copy 1 MiB", "fit"): kernel}
+    return cal
+
+
+def test_measured_params_flattens_measured_numbers_only() -> None:
+    doc = {"memory": {"latency_ns": {"value": 256.0, "source": "measured"},
+                      "l2_gbps": {"value": 1e4, "source": "estimate"}},
+           "compute": {"op_costs": {"erf": {"fp32": 36.9, "sfu": 0, "source": "measured"}}},
+           "corrections": {"t": {"provenance": {"source": "measured"}, "points": []}}}
+    assert measured_params(doc) == {"memory.latency_ns": 256.0, "compute.op_costs.erf.fp32": 36.9}
+
+
+def test_spreads_against_the_limits() -> None:
+    assert spread([100.0, 102.0, 104.0]) == pytest.approx(0.04 / 1.02)
+    cases = {(c.table, c.label): c for c in case_spreads([_cal("a", 100.0, 10.0, 250.0), _cal("b", 104.0, 10.4, 260.0)])}
+    step, kernel = cases[("step", "mlp tokens=128")], cases[("kernel", "copy 1 MiB")]
+    assert step.spread == pytest.approx(0.04 / 1.02) and not step.ok  # over 3 %
+    assert kernel.spread == pytest.approx(0.04 / 1.02) and kernel.ok  # within 5 %
+
+
+def test_case_spreads_skip_cases_some_calibrations_cannot_predict() -> None:
+    a, b = _cal("a", 100.0, 10.0, 250.0), _cal("b", 100.0, 10.0, 250.0)
+    del b.predictions[("kernel", "copy", "copy 1 MiB", "fit")]
+    assert [c.table for c in case_spreads([a, b])] == ["step"]
+
+
+def test_report_and_generated_section(tmp_path: Path) -> None:
+    cals = [_cal("a", 100.0, 10.0, 250.0), _cal("b", 110.0, 10.0, 260.0)]
+    cals[1].violations = ["step/mlp/held-out: median_abs 0.2 > 0.1"]
+    text = report_markdown(cals, case_spreads(cals), "python -m sim.calibrate.repro a b")
+    assert text.startswith(BEGIN) and text.rstrip().endswith(END)
+    assert "| memory.latency_ns | 250 | 260 | 3.9% |" in text
+    assert "| mlp tokens=128 | 100.0 | 110.0 | 9.5% ✗ |" in text
+    assert "| b | `runs/b/raw` | 1: step/mlp/held-out" in text
+    doc = tmp_path / "validation.md"
+    doc.write_text("# validation\n\nold tables\n")
+    doc.write_text(replace_generated_section(doc, text))
+    assert doc.read_text().startswith("# validation\n\nold tables\n\n" + BEGIN)
+    again = replace_generated_section(doc, text.replace("260", "270"))
+    assert again.count(BEGIN) == 1 and "270" in again and "old tables" in again
+    # `kernelsim validate --markdown` rewrites the file and keeps the section
+    kept = keep_generated_section(doc, "# new tables\n")
+    assert kept.startswith("# new tables\n") and kept.count(BEGIN) == 1
+
+
+def test_bad_input_is_one_error_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([str(tmp_path / "a"), str(tmp_path / "b")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and err.count("\n") == 1
+    assert main([str(ROOT / "calibration/h200/raw")]) == 2
+
+
+@pytest.mark.slow
+def test_the_same_raw_folder_twice_reproduces_exactly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    out = tmp_path / "repro.md"
+    assert main(["calibration/h200/raw", "calibration/h200/raw", "--names", "a,b", "--markdown", str(out)]) == 0
+    assert "| step | " in out.read_text() and "✗" not in out.read_text()
