@@ -163,6 +163,12 @@ def report_markdown(cals: list[Calibration], cases: list[CaseSpread], command: s
     for case in steps:
         lines.append(f"| {case.label} | " + " | ".join(f"{p:.1f}" for p in case.predictions)
                      + f" | {case.spread:.1%}{'' if case.ok else ' ✗'} |")
+    lines += ["", "### Kernel-level families", "", "| level | family | cases | over the limit | max spread |",
+              "| --- | --- | ---: | ---: | ---: |"]
+    for table, family in sorted({(c.table, c.family) for c in cases if c.table != "step"}):
+        rows = [c for c in cases if (c.table, c.family) == (table, family)]
+        lines.append(f"| {table} | {family} | {len(rows)} | {sum(not r.ok for r in rows)} | "
+                     f"{max(r.spread for r in rows):.1%} |")
     kernel_bad = [c for c in worst if c.table != "step"]
     lines += ["", f"### Kernel cases over the limit ({len(kernel_bad)}; the 25 widest)", "",
               "| level | family | case | split | " + " | ".join(names) + " | spread |",
