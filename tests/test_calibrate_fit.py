@@ -219,3 +219,15 @@ def test_raw_data_from_another_gpu_is_an_error(tmp_path: Path, meta: dict, messa
 def test_the_same_gpu_passes_the_device_check(tmp_path: Path) -> None:
     text, result = calibrate_from_raw(_meta_raw(tmp_path), BASE, tmp_path / "p.yaml", "p", spreads=False)
     assert any(f.key == "latency_ns" for f in result.values) and "name: p" in text
+
+
+def test_the_measurement_log_in_a_raw_folder_is_not_a_group(tmp_path: Path) -> None:
+    # `kernelsim calibrate` writes calibrate_all.json (its steps' log) next to the groups
+    _raw(tmp_path, "copy", [{"bench": "copy_persistent", "ctas": 1, "BLOCK": 4096, "gbps": 20.0}])
+    (tmp_path / "calibrate_all.json").write_text(json.dumps({"steps": [], "wall_s": 1.0}))
+    assert set(load_raw(tmp_path).groups) == {"copy"}
+
+
+def test_a_bad_profile_name_is_an_input_error(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="lower-case"):
+        calibrate_from_raw(RAW, BASE, tmp_path / "p.yaml", "Mine", spreads=False)

@@ -952,6 +952,9 @@ def calibrate_from_raw(raw_dir: Path, base_profile: Path, out: Path, name: str,
     `spreads` adds each number's bootstrap interval (a few seconds more)."""
     from sim.hardware import Hardware
 
+    if not re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", name):
+        raise InputError("a profile name is lower-case letters, digits, '_', '.', '-'", path="--name", value=name,
+                         expected="e.g. h200-mine")
     raw = load_raw_checked(raw_dir)
     base = load_yaml_model(base_profile, HardwareProfileFile)
     check_device(raw, base, base_profile.stem)

@@ -47,12 +47,17 @@ class RawData:
         return g.file if g else ""
 
 
+RUN_LOG = "calibrate_all.json"  # the measurement steps' log (sim.calibrate.gpu.calibrate_all), not a group
+
+
 def load_raw(root: Path) -> RawData:
     """Read every `*.json` group file under `root`; malformed files are input errors."""
     if not root.is_dir():
         raise InputError("raw calibration folder not found", file=str(root), expected="a folder of <group>.json files")
     data = RawData(root=root)
     for path in sorted(root.glob("*.json")):
+        if path.name == RUN_LOG:
+            continue
         try:
             doc = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError) as exc:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import re
 import statistics
 import sys
 import tempfile
@@ -95,7 +96,8 @@ def calibrate_all(raw_dirs: list[Path], names: list[str], base: str, work: Path,
     cals = []
     for raw_dir, name in zip(raw_dirs, names, strict=True):
         out = work / f"{name}.yaml"
-        text, _ = calibrate_from_raw(raw_dir, base_path, out, name, spreads=False)
+        profile_name = "repro-" + re.sub(r"[^a-z0-9_.-]", "-", name.lower())
+        text, _ = calibrate_from_raw(raw_dir, base_path, out, profile_name, spreads=False)
         out.write_text(text)
         cal = Calibration(name, raw_dir, out, measured_params(yaml.safe_load(text)))
         doc = _validate(out, base, validation_raw, cases, thresholds, work / f"{name}.validation.json")
