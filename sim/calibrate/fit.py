@@ -226,7 +226,7 @@ def add_bootstrap_spreads(result: FitResult, raw: RawData, base: HardwareProfile
 
     rng = random.Random(BOOTSTRAP_SEED)
     strata = _strata(raw)
-    samples: dict[tuple[str, str], list[float]] = {}
+    samples: dict[tuple[str, str, str], list[float]] = {}
     for _ in range(BOOTSTRAP_RESAMPLES):
         try:
             boot = fit_all(_resampled(raw, strata, rng), base)
@@ -234,16 +234,19 @@ def add_bootstrap_spreads(result: FitResult, raw: RawData, base: HardwareProfile
             continue
         for f in boot.values:
             v = _scalar(f.value)
-            if v is not None:
-                samples.setdefault((f.section, f.key), []).append(v)
+            if v is not None:  # keyed by the group too: a fallback estimator from another group does not count
+                samples.setdefault((f.section, f.key, f.raw), []).append(v)
     for f in result.values:
-        xs = samples.get((f.section, f.key), [])
+        xs = samples.get((f.section, f.key, f.raw), [])
         if f.spread is not None or f.section == "corrections" or f.n is None:
             continue
         if f.n == 1:
             f.fit += " (one record: no interval)"
         elif len(xs) >= BOOTSTRAP_RESAMPLES // 2:
-            f.spread = _interval(xs)
+            lo, hi = _interval(xs)
+            v = _scalar(f.value)
+            # a percentile interval of a skewed estimator can miss the estimate: widen it to hold it
+            f.spread = (min(lo, v), max(hi, v)) if v is not None else (lo, hi)
         else:
             f.fit += " (no interval: each design point was measured once and the fit needs all of them)"
 
@@ -565,7 +568,7 @@ def fit_host_costs(raw: RawData) -> list[Fitted]:
                           ids, n=n_chain))
         cc_recs = sorted(raw.records("host_costs", "compiled_chain"), key=lambda r: r["matmuls"])
         triton_recs = [r for r in raw.records("kernel_overhead", "launch") if r.get("kernel") == "triton_empty"]
-        if len({r["matmuls"] for r in cc_recs}) >= 2 and triton_recs:
+        if cc_recs and triton_recs:
             ks = [float(r["matmuls"]) for r in cc_recs]
             fwd = [float(r["forward_host_us"]) for r in cc_recs]
             free_slope, _ = _linfit(ks, fwd)
@@ -589,10 +592,11 @@ def fit_host_costs(raw: RawData) -> list[Fitted]:
             kk = sorted(by_k)
             _, t_icept = _nonneg_line(kk, [_median(by_k[k]) for k in kk])
             cbc = t_icept - call - bcall - 2 * node
-            out.append(Fitted("host", "compiled_backward_call_us", round(max(cbc, 0.0), 2), f,
-                              "intercept (non-negative line over the medians per k) of compiled forward+backward host "
-                              "time vs k, less the forward call, .backward() and two autograd nodes", cids,
-                              n=len(cc_recs)))
+            if len(kk) >= 2:
+                    out.append(Fitted("host", "compiled_backward_call_us", round(max(cbc, 0.0), 2), f,
+                                  "intercept (non-negative line over the medians per k) of compiled forward+backward "
+                                  "host time vs k, less the forward call, .backward() and two autograd nodes", cids,
+                                  n=len(cc_recs)))
         fns = [r for r in raw.records("host_costs", "autograd_function") if "host_us_per_step" in r]
         fn = fns[0] if fns else None
         triton = next((r for r in raw.records("kernel_overhead", "launch") if r.get("kernel") == "triton_empty"), None)
