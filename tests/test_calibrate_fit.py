@@ -204,6 +204,7 @@ def _meta_raw(tmp_path: Path, **meta: object) -> Path:
     ({"sm_count": 114}, "114 SMs"),
     ({"gpu_name": "NVIDIA H100 80GB HBM3", "memory_bytes": 85e9}, "85.0 GB"),
     ({"gpu_name": "NVIDIA H100 SXM"}, "measured on 'NVIDIA H100 SXM'"),
+    ({"nvidia_smi": {"sm_clock_max_mhz": 1755.0}}, "1755 MHz max SM clock"),
 ])
 def test_raw_data_from_another_gpu_is_an_error(tmp_path: Path, meta: dict, message: str,  # type: ignore[type-arg]
                                                capsys: pytest.CaptureFixture[str]) -> None:

@@ -923,9 +923,9 @@ def dump_profile(doc: dict[str, Any], header: str) -> str:
 
 
 def check_device(raw: RawData, base: HardwareProfileFile, base_name: str) -> None:
-    """The raw data must come from the GPU the base profile describes: same SM count, GPU name and
-    (within 10 %, reported GiB vs datasheet GB) memory size; otherwise the unmeasured numbers kept
-    from the base would describe another GPU."""
+    """The raw data must come from the GPU the base profile describes: same SM count, GPU name, max
+    SM clock (within 5 %) and memory size (within 10 %: reported bytes vs datasheet GB); otherwise
+    the unmeasured numbers kept from the base would describe another GPU."""
     meta = raw.meta
     where = str(raw.root)
     sm = meta.get("sm_count")
@@ -939,6 +939,13 @@ def check_device(raw: RawData, base: HardwareProfileFile, base_name: str) -> Non
         raise InputError(f"raw data was measured on a GPU with {float(mem) / 1e9:.1f} GB but the base profile "
                          f"'{base_name}' has {cap / 1e9:.1f} GB; pass --base with a profile of this GPU", file=where,
                          path="meta.memory_bytes", value=mem, expected=f"within 10 % of {cap:.3g}")
+    clock = (meta.get("nvidia_smi") or {}).get("sm_clock_max_mhz")
+    base_clock = base.sm.clock_mhz.value
+    if clock is not None and abs(float(clock) / base_clock - 1) > 0.05:
+        raise InputError(f"raw data was measured on a GPU with a {float(clock):.0f} MHz max SM clock but the base "
+                         f"profile '{base_name}' has {base_clock:.0f} MHz; pass --base with a profile of this GPU",
+                         file=where, path="meta.nvidia_smi.sm_clock_max_mhz", value=clock,
+                         expected=f"within 5 % of {base_clock:.0f}")
     gpu = meta.get("gpu_name")
     if gpu:
         words = [w for w in re.split(r"[\s-]+", str(gpu).lower()) if w and w != "nvidia"]
