@@ -244,6 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--quiet", action="store_true", help="no progress bar")
     sw.set_defaults(func=cmd_sweep)
     _add_trace_commands(sub)
+    _add_capture_command(sub)
     _add_calibration_commands(sub)
     _add_advise_command(sub)
     _add_serve_command(sub)
@@ -279,6 +280,82 @@ def _add_calibration_commands(sub: Any) -> None:
     v.add_argument("--markdown", metavar="OUT.md", help="write the full tables as Markdown")
     v.add_argument("--json", metavar="OUT.json", help="write every row as JSON")
     v.set_defaults(func=cmd_validate)
+
+
+# -- capture: sim/capture (a PyTorch model's step -> a workload file; docs/capture.md) ------------
+def _capture_params(items: list[str], flag: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for item in items:
+        key, sep, val = item.partition("=")
+        try:
+            out[key.strip()] = float(val) if sep else float("nan")
+        except ValueError:
+            out[key.strip()] = float("nan")
+        if not sep or not key.strip() or out[key.strip()] != out[key.strip()]:
+            raise InputError("bad parameter", path=flag, value=item, expected="NAME=NUMBER")
+        if out[key.strip()].is_integer():
+            out[key.strip()] = int(out[key.strip()])
+    return out
+
+
+def cmd_capture(args: argparse.Namespace, console: Console) -> int:
+    from sim.capture.cli import run_capture
+
+    out = _out_path(args.output, "-o")
+    params = _capture_params(args.param or [], "--param")
+    buckets = []
+    for spec in args.bucket or []:
+        values, _, weight = spec.rpartition(":")
+        try:
+            w = float(weight)
+        except ValueError:
+            raise InputError("bad bucket", path="--bucket", value=spec, expected="NAME=V,NAME=V:WEIGHT") from None
+        buckets.append({"params": _capture_params(values.split(","), "--bucket"), "weight": w})
+    vary = [v for v in args.vary.split(",") if v] if args.vary is not None else None
+    result = run_capture(args.source, params, vary=vary, buckets=buckets or None, name=args.name,
+                         module_calls=not args.no_module_calls, recording_out=args.save_recording)
+    if result.uncosted and args.strict:
+        raise InputError("aten ops with no lowering (add them to sim/capture/lowering.yaml)", path=args.source,
+                         value=sorted(result.uncosted), expected="every op costed (--strict)")
+    from sim.outputs import write_text_atomic
+
+    write_text_atomic(out, result.yaml())
+    kinds: dict[str, int] = {}
+    for op in result.workload["ops"]:
+        kinds[op["kind"]] = kinds.get(op["kind"], 0) + 1
+    console.print(f"{args.source}: {len(result.workload['ops'])} ops "
+                  f"({', '.join(f'{k} {v}' for k, v in sorted(kinds.items()))}), "
+                  f"{len(result.workload['tensors'])} tensors, parameters: "
+                  f"{', '.join(result.workload['parameters']) or 'none (fixed shapes)'}")
+    if result.uncosted:
+        console.print(f"warning: uncosted aten ops (host time only): "
+                      f"{', '.join(f'{k} x{v}' for k, v in sorted(result.uncosted.items()))}")
+    if result.unsolved:
+        console.print(f"warning: {len(result.unsolved)} sizes vary with the parameters but fit no expression "
+                      f"(kept as numbers), e.g. {result.unsolved[0]}")
+    console.print(f"wrote {out}")
+    return EXIT_OK
+
+
+def _add_capture_command(sub: argparse._SubParsersAction) -> None:
+    c = sub.add_parser("capture", help="record a PyTorch model's step on the meta device as a workload YAML (needs torch)",
+                       description="Run FACTORY(**params) (a function returning (model, inputs) or a dict with model, "
+                       "inputs, loss, optimizer, train) on the meta device, record its forward, backward and "
+                       "optimizer step, and write the workload. A .json recording is lowered without torch. "
+                       "docs/capture.md.")
+    c.add_argument("source", metavar="MODULE:FACTORY|RECORDING.json",
+                   help="e.g. sim.capture.examples:gpt, or mypkg/models.py:build")
+    c.add_argument("-o", "--output", required=True, metavar="WORKLOAD.yaml", help="workload file to write")
+    c.add_argument("--param", action="append", metavar="NAME=VALUE", help="factory argument (repeatable)")
+    c.add_argument("--vary", metavar="A,B", help="parameters whose sizes become expressions (default: all --param)")
+    c.add_argument("--bucket", action="append", metavar="NAME=V,...:WEIGHT",
+                   help="a bucket of the distribution (repeatable; default: one bucket at --param)")
+    c.add_argument("--name", help="workload name (default: the factory's name)")
+    c.add_argument("--no-module-calls", action="store_true",
+                   help="leave out nn.Module call overhead (host ops' module_calls)")
+    c.add_argument("--strict", action="store_true", help="fail (exit 2) when an aten op has no lowering")
+    c.add_argument("--save-recording", metavar="RECORDING.json", help="also write the base recording")
+    c.set_defaults(func=cmd_capture)
 
 
 # -- serving (serve): sim/serving ----------------------------------------------------------------

@@ -34,6 +34,7 @@ class CaptureResult:
     unsolved: list[str]
     recording: dict[str, Any]
     notes: list[str] = field(default_factory=list)
+    bundle: dict[str, Any] = field(default_factory=dict)  # every recording (capture_factory, keep_recordings)
 
     def yaml(self) -> str:
         return dump_workload(self.workload, self.notes)
@@ -75,7 +76,7 @@ def capture(model: Any, example_inputs: Any, *, name: str = "captured", train: b
 
 def capture_factory(factory: Callable[..., Any], params: Mapping[str, float], *, vary: list[str] | None = None,
                     name: str | None = None, buckets: list[dict[str, Any]] | None = None,
-                    module_calls: bool = True) -> CaptureResult:
+                    module_calls: bool = True, keep_recordings: bool = False) -> CaptureResult:
     """Capture `factory(**params)` at `params`, and again with each parameter in `vary` (default:
     all) doubled, then once with all of them tripled to check the shape expressions."""
     vary = list(params) if vary is None else vary
@@ -86,9 +87,14 @@ def capture_factory(factory: Callable[..., Any], params: Mapping[str, float], *,
     doubled = {p: _record_factory(factory, {**params, p: params[p] * 2}) for p in vary}
     check_params = {**params, **{p: params[p] * 3 for p in vary}}
     check = _record_factory(factory, check_params) if vary else None
-    return from_recordings(base, doubled, check_params if check else {}, check=check,
-                           name=name or str(getattr(factory, "__name__", "captured")), params=params, vary=vary,
-                           buckets=buckets, module_calls=module_calls)
+    name = name or str(getattr(factory, "__name__", "captured"))
+    result = from_recordings(base, doubled, check_params if check else {}, check=check, name=name, params=params,
+                             vary=vary, buckets=buckets, module_calls=module_calls)
+    if keep_recordings:
+        result.bundle = {"schema": "kernelsim.capture-bundle/v1", "name": name, "params": dict(params), "vary": vary,
+                         "base": base, "doubled": doubled, "check": check,
+                         "check_params": check_params if check else {}}
+    return result
 
 
 def from_recordings(base: dict[str, Any], doubled: Mapping[str, dict[str, Any]], check_params: Mapping[str, float],

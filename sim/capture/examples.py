@@ -13,21 +13,30 @@ from typing import Any
 
 
 def mlp(tokens: int = 4096, hidden: int = 4096, ffn: int = 16384, p: float = 0.1) -> dict[str, Any]:
-    """workloads/mlp_bias_gelu_dropout.yaml: y = dropout(gelu(x @ W1 + b1)) @ W2; y.backward(gy)."""
+    """workloads/mlp_bias_gelu_dropout.yaml: y = dropout(gelu(x @ W1 + b1)) @ W2; y.backward(gy).
+    The bias, GELU and dropout sit in one submodule, `act`, so a scenario can fuse them by path."""
     import torch
 
     nn = torch.nn
+
+    class BiasGeluDropout(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bias = nn.Parameter(torch.empty(ffn, dtype=torch.bfloat16))
+            self.drop = nn.Dropout(p)
+
+        def forward(self, h: Any) -> Any:
+            return self.drop(nn.functional.gelu(h + self.bias))
 
     class MLP(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
             self.w1 = nn.Parameter(torch.empty(hidden, ffn, dtype=torch.bfloat16))
-            self.b1 = nn.Parameter(torch.empty(ffn, dtype=torch.bfloat16))
+            self.act = BiasGeluDropout()
             self.w2 = nn.Parameter(torch.empty(ffn, hidden, dtype=torch.bfloat16))
-            self.drop = nn.Dropout(p)
 
         def forward(self, x: Any) -> Any:
-            return self.drop(nn.functional.gelu(x @ self.w1 + self.b1)) @ self.w2
+            return self.act(x @ self.w1) @ self.w2
 
     x = torch.empty(tokens, hidden, dtype=torch.bfloat16, requires_grad=True)
     return {"model": MLP(), "inputs": (x,)}
@@ -90,7 +99,7 @@ def transformer_block(batch: int = 4, seq: int = 1024, d: int = 2048, heads: int
 
 
 def gpt(batch: int = 8, seq: int = 512, layers: int = 2, d: int = 1024, heads: int = 16, ffn: int = 4096,
-        vocab: int = 32000) -> dict[str, Any]:
+        vocab: int = 32000, max_seq: int = 2048) -> dict[str, Any]:
     """A small GPT: token + position embeddings, `layers` blocks, final LayerNorm, LM head,
     cross-entropy loss, backward and a foreach AdamW step; bf16 weights."""
     import torch
@@ -101,7 +110,7 @@ def gpt(batch: int = 8, seq: int = 512, layers: int = 2, d: int = 1024, heads: i
         def __init__(self) -> None:
             super().__init__()
             self.tok = nn.Embedding(vocab, d)
-            self.pos = nn.Embedding(seq, d)
+            self.pos = nn.Embedding(max_seq, d)
             self.layers = nn.ModuleList([_Block.make(d, heads, ffn) for _ in range(layers)])
             self.ln_f = nn.LayerNorm(d)
             self.head = nn.Linear(d, vocab, bias=False)

@@ -399,33 +399,41 @@ def _foreach(ctx: _Ctx, ev: dict[str, Any], entry: dict[str, Any], name: str) ->
     out_list = list(_refs(ev["outputs"]))
     depth = len(lists) + (1 if out_list else 0)
     max_tensors = _MTA_TENSORS[min(depth, len(_MTA_TENSORS)) - 1]
-    launches: list[tuple[list[int], int, int]] = []  # (tensor indices, elements, blocks)
-    tensors: list[int] = []
-    elems = blocks = 0
+    # launches: {tensor index: its elements in this launch}, blocks
+    launches: list[tuple[dict[int, int], int]] = []
+    share: dict[int, int] = {}
+    blocks = 0
     for i, ref in enumerate(lists[0]):
         n = _numel(ref["shape"])
-        chunks = max(1, math.ceil(n / _MTA_CHUNK))
-        for c in range(chunks):
-            if i not in tensors:
-                if len(tensors) == max_tensors:
-                    launches.append((tensors, elems, blocks))
-                    tensors, elems, blocks = [], 0, 0
-                tensors.append(i)
-            elems += min(_MTA_CHUNK, n - c * _MTA_CHUNK)
+        for c in range(max(1, math.ceil(n / _MTA_CHUNK))):
+            if i not in share and len(share) == max_tensors:
+                launches.append((share, blocks))
+                share, blocks = {}, 0
+            share[i] = share.get(i, 0) + min(_MTA_CHUNK, n - c * _MTA_CHUNK)
             blocks += 1
             if blocks == _MTA_BLOCKS:
-                launches.append((tensors, elems, blocks))
-                tensors, elems, blocks = [i] if c + 1 < chunks else [], 0, 0
+                launches.append((share, blocks))
+                share, blocks = {}, 0
     if blocks:
-        launches.append((tensors, elems, blocks))
-    for j, (idx, numel, grid) in enumerate(launches):
-        reads = list(dict.fromkeys(ctx.tensor(lst[i], "in") for lst in lists for i in idx))
+        launches.append((share, blocks))
+
+    def part(ref: dict[str, Any], elems: int, role: str) -> str:
+        """The tensor, or the chunks of it that this launch covers (a tensor split over launches)."""
+        whole = ctx.tensor(ref, role)
+        if elems == _numel(ref["shape"]):
+            return whole
+        return ctx.pseudo(f"{whole}.chunks", [elems], ref["dtype"])
+
+    for j, (share, grid) in enumerate(launches):
+        parts = {(li, i): part(lst[i], elems, "in") for li, lst in enumerate(lists) for i, elems in share.items()}
+        outs = {i: part(out_list[i], elems, "out") for i, elems in share.items() if i < len(out_list)}
+        reads = list(dict.fromkeys(parts.values()))
         writes = list(dict.fromkeys(
-            [ctx.tensor(lst[i]) for lst in lists for i in idx if id(lst[i]) in written]
-            + [ctx.tensor(out_list[i], "out") for i in idx if i < len(out_list)]))
-        ctx.emit(ev, {"name": f"{name}.{j}" if len(launches) > 1 else name, "kind": "elementwise", "numel": numel,
-                      "reads": reads, "writes": writes, "math": dict(entry.get("math", {})),
-                      "launch": ctx.launch("foreach", grid=grid)})
+            [parts[(li, i)] for li, lst in enumerate(lists) for i in share if id(lst[i]) in written]
+            + list(outs.values())))
+        ctx.emit(ev, {"name": f"{name}.{j}" if len(launches) > 1 else name, "kind": "elementwise",
+                      "numel": sum(share.values()), "reads": reads, "writes": writes,
+                      "math": dict(entry.get("math", {})), "launch": ctx.launch("foreach", grid=grid)})
 
 
 @rule("none")

@@ -222,8 +222,20 @@ def record_step(step: Step, params: Mapping[str, float] | None = None) -> dict[s
                 st.phase = "backward"
                 st.events.append({"type": "backward_call", "phase": "backward"})
                 torch.autograd.backward(roots, grads)
+                for pname, p in model.named_parameters():
+                    if p.grad is not None:
+                        st.storage_info[_storage_index(st, p.grad)]["name"] = f"{pname}.grad"
                 if step.optimizer is not None:
                     opt = step.optimizer(list(model.parameters()))
+                    # a steady-state step: the first one (state initialisation) is not recorded
+                    st.paused = True
+                    opt.step()
+                    st.paused = False
+                    pnames = {id(p): n for n, p in model.named_parameters()}
+                    for p, state in opt.state.items():
+                        for key, val in state.items():
+                            if isinstance(val, torch.Tensor) and val.device.type != "cpu":
+                                st.storage_info[_storage_index(st, val)]["name"] = f"{pnames[id(p)]}.{key}"
                     st.phase = "optimizer"
                     opt.step()
     return {

@@ -15,7 +15,12 @@ class Strict(BaseModel):
 
 
 class FuseArgs(Strict):
-    ops: list[str] = Field(min_length=2)
+    ops: list[str] = Field(default_factory=list, description="the ops to fuse (two or more), or use ops_under")
+    ops_under: str | None = Field(
+        default=None, description="fuse the elementwise and reduction ops whose names start with 'MODULE.' (captured "
+        "workloads name ops by module path: docs/capture.md); `phase` narrows it")
+    phase: Literal["forward", "backward", "optimizer", "other"] | None = Field(
+        default=None, description="with ops_under: only ops of this phase")
     name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.]*$")
     launch: Launch | None = None
     library: str = "triton"
@@ -41,11 +46,23 @@ class FuseArgs(Strict):
         default=None, description="sweeps over each row of the fused reduction (default: the reduction's own; e.g. 1"
         " for a one-pass add+LayerNorm that keeps its row in registers)")
 
+    @model_validator(mode="after")
+    def _ops_or_under(self) -> FuseArgs:
+        if self.ops_under is None and len(self.ops) < 2:
+            raise ValueError("fuse needs 'ops' (two or more op names) or 'ops_under' (a module path)")
+        if self.ops_under is not None and self.ops:
+            raise ValueError("fuse takes 'ops' or 'ops_under', not both")
+        if self.phase is not None and self.ops_under is None:
+            raise ValueError("'phase' selects among 'ops_under' ops; it needs 'ops_under'")
+        return self
+
 
 class ModeArgs(Strict):
     mode: Mode
     region: str | None = None
     ops: list[str] | None = None
+    ops_under: str | None = Field(
+        default=None, description="the ops whose names start with 'MODULE.' (a captured workload's module path)")
 
 
 class SetLaunchArgs(Strict):

@@ -46,6 +46,11 @@ def register(key: str) -> Callable[[TransformFn], TransformFn]:
     return deco
 
 
+def under(op_name: str, module: str) -> bool:
+    """Whether an op is under a module path: its name is MODULE or starts with 'MODULE.'."""
+    return op_name == module or op_name.startswith(module + ".")
+
+
 def apply_one(graph: Graph, kind: str, args: BaseModel, ctx: Context) -> Graph:
     fn = _REGISTRY.get(kind)
     if fn is None:

@@ -15,7 +15,7 @@ from types import MappingProxyType
 from sim import expr
 from sim.graph import Graph, Op
 from sim.schema.scenario import FuseArgs
-from sim.transforms import Context, register
+from sim.transforms import Context, register, under
 from sim.workload import build_launch
 
 FUSABLE = {"elementwise", "reduction"}
@@ -23,6 +23,13 @@ FUSABLE = {"elementwise", "reduction"}
 
 @register("fuse")
 def fuse(graph: Graph, args: FuseArgs, ctx: Context) -> Graph:
+    if args.ops_under is not None:
+        picked = [o.name for o in graph.ops if under(o.name, args.ops_under) and o.kind in FUSABLE
+                  and (args.phase is None or o.phase == args.phase)]
+        if len(picked) < 2:
+            raise ctx.error(f"selects {len(picked)} elementwise/reduction op(s){f' in phase {args.phase}' if args.phase else ''}",
+                            ".ops_under", args.ops_under, "a module path with two or more fusable ops under it")
+        args = args.model_copy(update={"ops": picked})
     index = {o.name: i for i, o in enumerate(graph.ops)}
     for j, name in enumerate(args.ops):
         if name not in index:

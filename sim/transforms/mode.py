@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from sim.graph import Graph
 from sim.schema.scenario import ModeArgs
-from sim.transforms import Context, register
+from sim.transforms import Context, register, under
 
 
 @register("mode")
@@ -24,8 +24,16 @@ def set_mode(graph: Graph, args: ModeArgs, ctx: Context) -> Graph:
         regions = sorted({o.region for o in graph.ops if o.region})
         raise ctx.error("no op is in this region", ".region", args.region, "one of: " + (", ".join(regions) or "none declared"))
     selected = set(args.ops) if args.ops is not None else None
+    if args.ops_under is not None:
+        picked = {o.name for o in graph.ops if under(o.name, args.ops_under)}
+        if not picked:
+            raise ctx.error("no op is under this module path", ".ops_under", args.ops_under,
+                            "a prefix of op names (MODULE.)")
+        selected = picked if selected is None else selected & picked
     if args.region is not None:
         region_label: str | None = args.region
+    elif args.ops_under is not None:
+        region_label = f"{args.mode}:{args.ops_under}"
     elif args.ops is not None:
         region_label = f"{args.mode}:{'+'.join(args.ops)}"
     else:

@@ -1,0 +1,85 @@
+"""What `kernelsim capture` does with its source: import MODULE:FACTORY and capture it, or lower
+a saved recording bundle (no torch). Argument parsing stays in sim/cli.py."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from sim.capture.api import CaptureResult, capture_factory, from_recordings
+from sim.errors import InputError, KernelsimError
+
+BUNDLE_SCHEMA = "kernelsim.capture-bundle/v1"
+
+
+def load_factory(source: str) -> Callable[..., Any]:
+    """`pkg.module:NAME` or `path/to/file.py:NAME` -> the callable."""
+    module_name, sep, attr = source.rpartition(":")
+    if not sep or not module_name or not attr:
+        raise InputError("bad capture source", path="source", value=source,
+                         expected="MODULE:FACTORY (e.g. sim.capture.examples:gpt) or a .json recording")
+    try:
+        if module_name.endswith(".py"):
+            path = Path(module_name)
+            if not path.is_file():
+                raise InputError("file not found", path="source", value=module_name, expected="a Python file")
+            spec = importlib.util.spec_from_file_location(path.stem, path)
+            if spec is None or spec.loader is None:
+                raise InputError("cannot import", path="source", value=module_name, expected="a Python file")
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[path.stem] = module
+            spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise InputError(f"cannot import module ({exc})", path="source", value=module_name,
+                         expected="an importable module (and torch, the kernelsim torch extra)") from None
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise InputError("no such function in the module", path="source", value=source,
+                         expected=f"a callable '{attr}' in {module_name}")
+    return factory
+
+
+def run_capture(source: str, params: Mapping[str, float], *, vary: list[str] | None = None,
+                buckets: list[dict[str, Any]] | None = None, name: str | None = None, module_calls: bool = True,
+                recording_out: str | None = None) -> CaptureResult:
+    """Capture (or lower a saved bundle) as `kernelsim capture` asks."""
+    if source.endswith(".json"):
+        return lower_bundle(Path(source), buckets=buckets, name=name, module_calls=module_calls)
+    factory = load_factory(source)
+    try:
+        result = capture_factory(factory, params, vary=vary, name=name, buckets=buckets, module_calls=module_calls,
+                                 keep_recordings=recording_out is not None)
+    except KernelsimError:
+        raise
+    except TypeError as exc:
+        raise InputError(f"the factory did not accept the parameters or returned something else ({exc})",
+                         path="--param", value=dict(params), expected="the factory's keyword arguments") from None
+    if recording_out is not None:
+        Path(recording_out).write_text(json.dumps(result.bundle), encoding="utf-8")
+    return result
+
+
+def lower_bundle(path: Path, *, buckets: list[dict[str, Any]] | None = None, name: str | None = None,
+                 module_calls: bool = True) -> CaptureResult:
+    """Lower a recording (or a bundle of recordings at several sizes) saved by --save-recording."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError("file not found", file=str(path), expected="a capture recording (.json)") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not JSON ({exc.msg} at line {exc.lineno})", file=str(path)) from None
+    if isinstance(data, dict) and data.get("schema") == BUNDLE_SCHEMA:
+        return from_recordings(data["base"], data.get("doubled", {}), data.get("check_params", {}),
+                               check=data.get("check"), name=name or data.get("name", path.stem),
+                               params=data.get("params"), vary=data.get("vary"), buckets=buckets,
+                               module_calls=module_calls)
+    if not isinstance(data, dict):
+        raise InputError("not a capture recording", file=str(path), expected="a JSON object")
+    return from_recordings(data, {}, {}, name=name or path.stem, buckets=buckets, module_calls=module_calls)
