@@ -133,6 +133,8 @@ def from_recordings(base: dict[str, Any], doubled: Mapping[str, dict[str, Any]],
         "Each op's trailing comment names the aten op it came from. Op names are module paths:",
         "select them in a scenario with `ops_under: MODULE` (fuse, mode).",
     ]
+    if not module_calls:
+        notes.append("nn.Module call overhead left out (module_calls=False / --no-module-calls).")
     if lowered.uncosted:
         listed = ", ".join(f"{k} x{v}" for k, v in sorted(lowered.uncosted.items()))
         notes.append(f"UNCOSTED (no lowering; counted as one framework op each): {listed}")

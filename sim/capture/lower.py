@@ -170,7 +170,8 @@ class _Ctx:
 def _prefix(module: str, phase: str) -> str:
     if phase == "optimizer":
         return "optimizer"
-    base = module or "model"
+    # op names start with a letter: a root Sequential's children ('0', '1') go under 'model.'
+    base = module if module and (module[0].isalpha() or module[0] == "_") else f"model.{module}".rstrip(".")
     return f"{base}.bwd" if phase == "backward" else base
 
 

@@ -63,6 +63,9 @@ class ModeArgs(Strict):
     ops: list[str] | None = None
     ops_under: str | None = Field(
         default=None, description="the ops whose names start with 'MODULE.' (a captured workload's module path)")
+    drop_host: bool = Field(
+        default=False, description="compiled: the region's host ops (framework ops, autograd nodes, module calls) "
+        "are traced away, as TorchDynamo/AOTAutograd do; cuda_graph always drops them")
 
 
 class SetLaunchArgs(Strict):

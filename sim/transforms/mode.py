@@ -41,8 +41,8 @@ def set_mode(graph: Graph, args: ModeArgs, ctx: Context) -> Graph:
     out = []
     for o in graph.ops:
         hit = (selected is None or o.name in selected) and (args.region is None or o.region == args.region)
-        if hit and o.kind == "host" and args.mode == "cuda_graph":
-            continue  # a graph replay runs no framework code: the host work inside the region is gone
+        if hit and o.kind == "host" and (args.mode == "cuda_graph" or args.drop_host):
+            continue  # a graph replay (or a traced compiled region) runs no framework code for these
         if hit and o.kind != "sync":
             o = o.with_(mode=args.mode, region=region_label)
         out.append(o)
