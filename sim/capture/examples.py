@@ -180,3 +180,65 @@ def decode(batch: int = 8, cache_len: int = 512, layers: int = 4, d: int = 2048,
     x = torch.empty(batch, 1, d, dtype=torch.bfloat16)
     pos = torch.zeros(1, dtype=torch.int64)
     return {"model": model, "inputs": (x, pos), "train": False}
+
+
+# -- the models measured on an H200 in context (sim/calibrate/gpu/host_context.py; records in
+# calibration/h200/host_context/*/host_context.json): the same classes, captured here, so a
+# capture's prediction can be compared with the measured step (benchmarks/capture_vs_measured.py)
+
+
+def _host_context_models() -> dict[str, Any]:
+    import importlib
+
+    # imported by name: sim/calibrate/gpu is GPU-side code, outside the type-checked package
+    module = importlib.import_module("sim.calibrate.gpu.host_context")
+    models: dict[str, Any] = module._models()
+    return models
+
+
+def measured_gpt(batch: int = 1, seq: int = 128, vocab: int = 8192) -> dict[str, Any]:
+    """host_context's gpt training step: 4 layers, d 1024, cross-entropy, AdamW(foreach=True)."""
+    import torch
+
+    model = _host_context_models()["gpt"](vocab=vocab).to(torch.bfloat16)
+    idx = torch.zeros(batch, seq, dtype=torch.int64)
+    tgt = torch.zeros(batch, seq, dtype=torch.int64)
+    return {"model": model, "inputs": (idx,),
+            "loss": lambda logits: torch.nn.functional.cross_entropy(logits.view(-1, vocab), tgt.view(-1)),
+            "optimizer": lambda ps: torch.optim.AdamW(ps, lr=1e-4, foreach=True)}
+
+
+def measured_llama(batch: int = 1, seq: int = 128, vocab: int = 8192) -> dict[str, Any]:
+    """host_context's llama training step: RMSNorm, rotary, SwiGLU, AdamW(foreach=True)."""
+    import torch
+
+    model = _host_context_models()["llama"](vocab=vocab).to(torch.bfloat16)
+    idx = torch.zeros(batch, seq, dtype=torch.int64)
+    tgt = torch.zeros(batch, seq, dtype=torch.int64)
+    return {"model": model, "inputs": (idx,),
+            "loss": lambda logits: torch.nn.functional.cross_entropy(logits.view(-1, vocab), tgt.view(-1)),
+            "optimizer": lambda ps: torch.optim.AdamW(ps, lr=1e-4, foreach=True)}
+
+
+def measured_mlp(tokens: int = 128) -> dict[str, Any]:
+    """host_context's mlp training step: 4 x (Linear, GELU, Linear) + residual, MSE, AdamW(foreach=True)."""
+    import torch
+
+    model = _host_context_models()["mlp"]().to(torch.bfloat16)
+    x = torch.empty(tokens, 1024, dtype=torch.bfloat16)
+    y = torch.empty(tokens, 1024, dtype=torch.bfloat16)
+    return {"model": model, "inputs": (x,), "loss": lambda out: torch.nn.functional.mse_loss(out, y),
+            "optimizer": lambda ps: torch.optim.AdamW(ps, lr=1e-4, foreach=True)}
+
+
+def measured_decode(batch: int = 8, cache_len: int = 512, max_len: int = 1024) -> dict[str, Any]:
+    """host_context's decode step: the gpt blocks with a KV cache, one token, eval, no_grad."""
+    import torch
+
+    model = _host_context_models()["gpt"]().to(torch.bfloat16)
+    caches = [(torch.empty(batch, model.h, max_len, model.dh, dtype=torch.bfloat16),
+               torch.empty(batch, model.h, max_len, model.dh, dtype=torch.bfloat16)) for _ in model.blocks]
+    idx = torch.zeros(batch, 1, dtype=torch.int64)
+    pos = torch.tensor([cache_len - 1])
+    return {"model": model, "inputs": (idx,), "train": False,
+            "forward": lambda m, i: m.decode(i, caches, pos, cache_len)}

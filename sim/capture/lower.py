@@ -32,6 +32,7 @@ _REGION = {"forward": "fwd", "backward": "bwd", "optimizer": "opt", "other": "ot
 _MTA_TENSORS = (110, 64, 48, 36, 30)
 _MTA_BLOCKS = 320
 _MTA_CHUNK = 65536
+_FULL_REDUCE_BLOCK = 4096  # elements per block of a full reduction's first pass
 
 
 @cache
@@ -231,8 +232,11 @@ def _pointwise(ctx: _Ctx, ev: dict[str, Any], entry: dict[str, Any], name: str) 
     outs = _outputs(ev)
     numel = _numel(outs[0]["shape"])
     inputs = [r for r in _refs(ev["args"]) if not (r["device"] == "cpu" and _numel(r["shape"]) == 1)]
-    strided = any((_numel(r["shape"]) < numel and _numel(r["shape"]) > 1) or not _contiguous(r) for r in inputs)
-    strided = strided or any(not _contiguous(o) for o in outs)
+    if entry.get("concat"):  # inputs are pieces of the output, each copied once
+        strided = False
+    else:
+        strided = any((_numel(r["shape"]) < numel and _numel(r["shape"]) > 1) or not _contiguous(r) for r in inputs)
+        strided = strided or any(not _contiguous(o) for o in outs)
     math_ops = dict(entry.get("math", {}))
     if strided:
         math_ops["broadcast_index"] = math_ops.get("broadcast_index", 0) + 1
@@ -320,11 +324,15 @@ def _column_sum(ctx: _Ctx, ev: dict[str, Any], entry: dict[str, Any], name: str)
 
 @rule("reduce_all")
 def _reduce_all(ctx: _Ctx, ev: dict[str, Any], entry: dict[str, Any], name: str) -> None:
+    """A whole tensor to one value. NB: PyTorch's reduce_kernel spreads it over many blocks and
+    finishes in a last block; priced here as its first pass: one block per 4096 elements."""
     refs = list(_refs(ev["args"]))
     x = min(refs, key=lambda r: _numel(r["shape"])) if entry.get("smallest_input") else refs[0]
-    ctx.emit(ev, {"name": name, "kind": "reduction", "rows": 1, "cols": _numel(x["shape"]),
-                  "reads": [ctx.tensor(x, "in")], "writes": [ctx.tensor(o) for o in _outputs(ev)],
-                  "math": dict(entry.get("math", {}))})
+    n = _numel(x["shape"])
+    cols = min(n, _FULL_REDUCE_BLOCK)
+    ctx.emit(ev, {"name": name, "kind": "reduction", "rows": math.ceil(n / cols), "cols": cols,
+                  "reads": [ctx.tensor(r, "in") for r in refs if r is x or not entry.get("smallest_input")],
+                  "writes": [ctx.tensor(o) for o in _outputs(ev)], "math": dict(entry.get("math", {}))})
 
 
 def _attention_op(ctx: _Ctx, ev: dict[str, Any], name: str, direction: str) -> None:

@@ -155,6 +155,8 @@ def record_step(step: Step, params: Mapping[str, float] | None = None) -> dict[s
                 out = _flash_sdpa(torch, *args, **kwargs)
             elif func is torch.nn.functional.dropout:
                 out = _fused_dropout(torch, *args, **kwargs)
+            elif func is getattr(torch.nn.functional, "rms_norm", None):
+                out = fused_rms_norm(*args, **kwargs)
             else:
                 out = func(*args, **kwargs)
             if st.phase == "forward" and torch.is_grad_enabled():
@@ -179,6 +181,43 @@ def record_step(step: Step, params: Mapping[str, float] | None = None) -> dict[s
                 "mutates": written, "outputs": _describe(st, out, torch),
             })
             return out
+
+    def synthetic(aten: str, arg_names: list[str], args: list[Any], outputs: list[Any]) -> None:
+        """An event for an op that CUDA runs as one kernel but the meta device decomposes."""
+        st.events.append({
+            "type": "op", "aten": aten, "module": st.module(), "phase": st.phase,
+            "args": _describe(st, args, torch), "kwargs": {}, "arg_names": arg_names, "mutates": [],
+            "outputs": _describe(st, outputs, torch),
+        })
+
+    class FusedRMSNorm(torch.autograd.Function):
+        """F.rms_norm as CUDA runs it (torch >= 2.8): one _fused_rms_norm kernel forward, one
+        backward pair; on the meta device it would decompose into pow/mean/rsqrt/mul kernels."""
+
+        @staticmethod
+        def forward(ctx, x, shape, weight, eps):
+            st.paused = True
+            out = torch.empty_like(x)
+            rstd = x.new_empty((*x.shape[: x.dim() - len(shape)], *([1] * len(shape))), dtype=torch.float32)
+            st.paused = False
+            synthetic("aten._fused_rms_norm.default", ["input", "normalized_shape", "weight", "eps"],
+                      [x, list(shape), weight, eps], [out, rstd])
+            ctx.save_for_backward(x, weight, rstd)
+            return out
+
+        @staticmethod
+        def backward(ctx, grad):
+            x, weight, rstd = ctx.saved_tensors
+            st.paused = True
+            gx = torch.empty_like(x)
+            gw = torch.empty_like(weight) if weight is not None else None
+            st.paused = False
+            synthetic("aten._fused_rms_norm_backward.default", ["grad_out", "input", "rstd", "weight"],
+                      [grad, x, rstd, weight], [gx, gw])
+            return gx, None, gw, None
+
+    def fused_rms_norm(input: Any, normalized_shape: Any, weight: Any = None, eps: float | None = None) -> Any:
+        return FusedRMSNorm.apply(input, tuple(normalized_shape), weight, eps)
 
     def pre_hook(mod: Any, _args: Any) -> None:
         path = names.get(id(mod))

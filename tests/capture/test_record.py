@@ -55,3 +55,16 @@ def test_live_capture_matches_committed_recording() -> None:
         return [(e["type"], e.get("aten", e.get("node", "")), e.get("module", "")) for e in rec["events"]]
 
     assert digest(fresh) == digest(committed)
+
+
+def test_llama_rms_norm_is_one_fused_kernel_each_way() -> None:
+    result = capture_factory(examples.measured_llama, {"batch": 1, "seq": 16, "vocab": 256}, vary=[])
+    assert result.uncosted == {}
+    ops = result.workload["ops"]
+    fwd = [o for o in ops if o.get("aten") == "aten._fused_rms_norm.default"]
+    bwd = [o for o in ops if o.get("aten") == "aten._fused_rms_norm_backward.default"]
+    assert len(fwd) == 9  # two per block, the final norm
+    assert len(bwd) == 2 * 9  # input gradient + weight gradient
+    assert fwd[0]["name"] == "blocks.0.n1._fused_rms_norm" and fwd[0]["rows"] == 16 and fwd[0]["cols"] == 1024
+    # nothing of the meta device's decomposition (pow, mean, rsqrt) is left
+    assert not any(o.get("aten") in ("aten.pow.Tensor_Scalar", "aten.mean.dim", "aten.rsqrt.default") for o in ops)
