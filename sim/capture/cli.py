@@ -61,6 +61,10 @@ def run_capture(source: str, params: Mapping[str, float], *, vary: list[str] | N
     except TypeError as exc:
         raise InputError(f"the factory did not accept the parameters or returned something else ({exc})",
                          path="--param", value=dict(params), expected="the factory's keyword arguments") from None
+    except Exception as exc:  # the user's model failed on the meta device (e.g. .item(), a CUDA-only op)
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise InputError(f"the step failed on the meta device ({type(exc).__name__}: {first})", path="source",
+                         value=source, expected="a model that runs on torch.device('meta') without reading values") from None
     if recording_out is not None:
         Path(recording_out).write_text(json.dumps(result.bundle), encoding="utf-8")
     return result

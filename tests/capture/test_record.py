@@ -68,3 +68,36 @@ def test_llama_rms_norm_is_one_fused_kernel_each_way() -> None:
     assert fwd[0]["name"] == "blocks.0.n1._fused_rms_norm" and fwd[0]["rows"] == 16 and fwd[0]["cols"] == 1024
     # nothing of the meta device's decomposition (pow, mean, rsqrt) is left
     assert not any(o.get("aten") in ("aten.pow.Tensor_Scalar", "aten.mean.dim", "aten.rsqrt.default") for o in ops)
+
+
+MODEL_FILE = """
+import torch
+
+def build(n=4):
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(8, 8)
+
+        def forward(self, x):
+            y = self.lin(x)
+            return y * y.sum().item() if n == 3 else y
+
+    return Net(), (torch.empty(n, 8, requires_grad=True),)
+"""
+
+
+def test_cli_file_factory_and_a_model_that_fails_on_meta(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from sim.cli import main
+
+    src = tmp_path / "my_model.py"
+    src.write_text(MODEL_FILE)
+    out = tmp_path / "w.yaml"
+    assert main(["capture", f"{src}:build", "--param", "n=4", "-o", str(out)]) == 0
+    wl = load_workload(out)
+    assert wl.spec.parameters == {"n": 4}
+    assert any(o.name == "lin.addmm" for o in wl.spec.ops)
+    # at n=3 the model reads a value (.item()), which the meta device cannot: one error line, exit 2
+    assert main(["capture", f"{src}:build", "--param", "n=3", "-o", str(tmp_path / "x.yaml")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "failed on the meta device" in err[0] and ".item()" in err[0]
