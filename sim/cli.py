@@ -313,13 +313,15 @@ def cmd_capture(args: argparse.Namespace, console: Console) -> int:
         buckets.append({"params": _capture_params(values.split(","), "--bucket"), "weight": w})
     vary = [v for v in args.vary.split(",") if v] if args.vary is not None else None
     result = run_capture(args.source, params, vary=vary, buckets=buckets or None, name=args.name,
-                         module_calls=not args.no_module_calls, recording_out=args.save_recording)
+                         module_calls=not args.no_module_calls, keep_recordings=args.save_recording is not None)
     if result.uncosted and args.strict:
         raise InputError("aten ops with no lowering (add them to sim/capture/lowering.yaml)", path=args.source,
                          value=sorted(result.uncosted), expected="every op costed (--strict)")
     from sim.outputs import write_text_atomic
 
     write_text_atomic(out, result.yaml())
+    if args.save_recording is not None and result.bundle:
+        write_text_atomic(_out_path(args.save_recording, "--save-recording"), json.dumps(result.bundle))
     kinds: dict[str, int] = {}
     for op in result.workload["ops"]:
         kinds[op["kind"]] = kinds.get(op["kind"], 0) + 1
@@ -334,6 +336,8 @@ def cmd_capture(args: argparse.Namespace, console: Console) -> int:
         console.print(f"warning: {len(result.unsolved)} sizes vary with the parameters but fit no expression "
                       f"(kept as numbers), e.g. {result.unsolved[0]}")
     console.print(f"wrote {out}")
+    if args.save_recording is not None and result.bundle:
+        console.print(f"wrote {args.save_recording}")
     return EXIT_OK
 
 

@@ -48,14 +48,14 @@ def load_factory(source: str) -> Callable[..., Any]:
 
 def run_capture(source: str, params: Mapping[str, float], *, vary: list[str] | None = None,
                 buckets: list[dict[str, Any]] | None = None, name: str | None = None, module_calls: bool = True,
-                recording_out: str | None = None) -> CaptureResult:
-    """Capture (or lower a saved bundle) as `kernelsim capture` asks."""
+                keep_recordings: bool = False) -> CaptureResult:
+    """Capture (or lower a saved bundle) as `kernelsim capture` asks; the CLI writes the files."""
     if source.endswith(".json"):
         return lower_bundle(Path(source), buckets=buckets, name=name, module_calls=module_calls)
     factory = load_factory(source)
     try:
         result = capture_factory(factory, params, vary=vary, name=name, buckets=buckets, module_calls=module_calls,
-                                 keep_recordings=recording_out is not None)
+                                 keep_recordings=keep_recordings)
     except KernelsimError:
         raise
     except TypeError as exc:
@@ -65,8 +65,6 @@ def run_capture(source: str, params: Mapping[str, float], *, vary: list[str] | N
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         raise InputError(f"the step failed on the meta device ({type(exc).__name__}: {first})", path="source",
                          value=source, expected="a model that runs on torch.device('meta') without reading values") from None
-    if recording_out is not None:
-        Path(recording_out).write_text(json.dumps(result.bundle), encoding="utf-8")
     return result
 
 

@@ -93,7 +93,11 @@ def test_cli_file_factory_and_a_model_that_fails_on_meta(tmp_path: Path, capsys:
     src = tmp_path / "my_model.py"
     src.write_text(MODEL_FILE)
     out = tmp_path / "w.yaml"
-    assert main(["capture", f"{src}:build", "--param", "n=4", "-o", str(out)]) == 0
+    rec = tmp_path / "rec.json"
+    assert main(["capture", f"{src}:build", "--param", "n=4", "-o", str(out), "--save-recording", str(rec)]) == 0
+    again = tmp_path / "again.yaml"
+    assert main(["capture", str(rec), "-o", str(again)]) == 0  # the saved bundle lowers to the same workload
+    assert again.read_text() == out.read_text()
     wl = load_workload(out)
     assert wl.spec.parameters == {"n": 4}
     assert any(o.name == "lin.addmm" for o in wl.spec.ops)
