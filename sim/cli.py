@@ -59,7 +59,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     if json_out is not None:
         write_json_atomic(json_out, result)
     if not args.quiet:
-        render_run(result, console)
+        render_run(result, console, buckets=args.buckets, wide=args.wide)
     if json_out is not None:
         console.print(f"wrote {json_out}")
     if trace_out is not None:
@@ -124,18 +124,19 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_profiles(args: argparse.Namespace, console: Console) -> int:
-    from rich.table import Table
-
     from sim.hardware import list_profiles, load_profile
+    from sim.report.tables import Col, print_table
 
-    t = Table(title="hardware profiles")
-    for col in ("name", "gpu", "SMs", "HBM GB/s", "bf16 TFLOP/s", "measured", "file"):
-        t.add_column(col)
-    for name, path in list_profiles().items():
-        hw = load_profile(str(path))
-        t.add_row(name, hw.gpu, str(hw.sm_count), f"{hw.hbm_peak_bps / 1e9:.0f}",
-                  f"{hw.tensor_flops.get('bf16', 0) / 1e12:.0f}", "yes" if hw.measured else "no", str(path))
-    console.print(t)
+    rows = [(name, path, load_profile(str(path))) for name, path in list_profiles().items()]
+    print_table(console, "hardware profiles", [
+        Col("name", lambda r: r[0], numeric=False),
+        Col("gpu", lambda r: r[2].gpu, numeric=False),
+        Col("SMs", lambda r: str(r[2].sm_count)),
+        Col("HBM GB/s", lambda r: f"{r[2].hbm_peak_bps / 1e9:.0f}"),
+        Col("bf16 TFLOP/s", lambda r: f"{r[2].tensor_flops.get('bf16', 0) / 1e12:.0f}"),
+        Col("measured", lambda r: "yes" if r[2].measured else "no", numeric=False),
+        Col("file", lambda r: str(r[1]), numeric=False),
+    ], rows)
     return EXIT_OK
 
 
@@ -223,6 +224,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--trace-bucket", type=int, metavar="INDEX",
                    help="bucket index for --trace (default: the heaviest bucket)")
     r.add_argument("--quiet", action="store_true", help="print no tables")
+    r.add_argument("--buckets", action="store_true",
+                   help="also print every variant × bucket (split into column groups to fit the terminal)")
+    r.add_argument("--wide", action="store_true",
+                   help="print every variant × bucket as single wide tables, whatever the terminal width")
     r.add_argument("--plots", metavar="DIR", help="write plots (PNG) and plots.json to DIR")
     r.add_argument("--report", metavar="DIR", help="write a self-contained HTML report, DIR/index.html")
     r.set_defaults(func=cmd_run)
@@ -468,12 +473,28 @@ def _add_advise_command(sub: Any) -> None:
     a.set_defaults(func=cmd_advise)
 
 
+#: Commands whose tables fit any width without cutting a number (sim/report/tables.print_table). The
+#: others still print wide rich tables that would cut numbers at 100 columns: piped, they keep 200.
+_FITTED_COMMANDS = {"run", "profiles"}
+
+
+def _width(stream: Any, fitted: bool) -> int | None:
+    """The terminal's width on a terminal or with $COLUMNS set (rich reads both); else 100 (200 for the
+    commands whose tables are not fitted yet)."""
+    import os
+
+    if stream.isatty() or os.environ.get("COLUMNS", "").isdigit():
+        return None
+    return 100 if fitted else 200
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    console = Console(width=None if sys.stdout.isatty() else 200)
-    err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
     parser = build_parser()
+    err = Console(stderr=True, width=_width(sys.stderr, True))
+    console = Console(width=_width(sys.stdout, True))
     try:
         args = parser.parse_args(argv)
+        console = Console(width=_width(sys.stdout, args.command in _FITTED_COMMANDS))
         if not getattr(args, "command", None):
             parser.print_help()
             return EXIT_INPUT
