@@ -258,6 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_calibration_commands(sub: Any) -> None:
     from sim.commands_calibrate import cmd_calibrate, cmd_validate
+    from sim.resources import data_path
 
     c = sub.add_parser("calibrate", help="measure a GPU (needs CUDA + kernelsim[gpu]) or refit raw data into a profile",
                        description="Measure microbenchmarks on this machine's GPU and fit a hardware profile, or fit "
@@ -278,10 +279,13 @@ def _add_calibration_commands(sub: Any) -> None:
     v.add_argument("--measure", action="store_true", help="measure the validation workloads on this GPU first")
     v.add_argument("--profile", default="h200-measured", help="measured profile to validate (default: h200-measured)")
     v.add_argument("--base", default="h200-sxm", help="datasheet profile the fit started from (default: h200-sxm)")
-    v.add_argument("--raw", default="calibration/h200/raw", help="raw calibration folder (kernel-level rows)")
-    v.add_argument("--cases", default="validation/h200/cases.yaml", help="step-level cases file")
+    v.add_argument("--raw", default="calibration/h200/raw", type=data_path,
+                   help="raw calibration folder (kernel-level rows; default: the shipped one)")
+    v.add_argument("--cases", default="validation/h200/cases.yaml", type=data_path,
+                   help="step-level cases file (default: the shipped one)")
     v.add_argument("--traces-out", default="tests/fixtures/traces", help="with --measure: where traces go")
-    v.add_argument("--thresholds", default="validation/thresholds.yaml", help="versioned thresholds file")
+    v.add_argument("--thresholds", default="validation/thresholds.yaml", type=data_path,
+                   help="versioned thresholds file (default: the shipped one)")
     v.add_argument("--markdown", metavar="OUT.md", help="write the full tables as Markdown")
     v.add_argument("--json", metavar="OUT.json", help="write every row as JSON")
     v.set_defaults(func=cmd_validate)

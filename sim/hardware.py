@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from sim.comm.topology import ReferenceBusBw, Topology, default_topology
 from sim.errors import InfeasibleError, InputError
+from sim.resources import shipped
 from sim.schema.hardware import HardwareProfileFile, TopologySection
 from sim.schema.loader import read_yaml, validation_to_input_error
 
@@ -288,7 +289,7 @@ def profile_dirs() -> list[Path]:
     if env:
         dirs.append(Path(env))
     dirs.append(Path.cwd() / "hardware_profiles")
-    dirs.append(Path(__file__).resolve().parent.parent / "hardware_profiles")
+    dirs.append(shipped("hardware_profiles"))
     seen: list[Path] = []
     for d in dirs:
         if d.resolve() not in [s.resolve() for s in seen]:
