@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from sim import __version__
 from sim.errors import InfeasibleError, InputError, KernelsimError
@@ -61,9 +62,9 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     if not args.quiet:
         render_run(result, console, buckets=args.buckets, wide=args.wide)
     if json_out is not None:
-        console.print(f"wrote {json_out}")
+        console.print(f"wrote {json_out}", markup=False)
     if trace_out is not None:
-        console.print(f"wrote {trace_out} (open it at https://ui.perfetto.dev)")
+        console.print(f"wrote {trace_out} (open it at https://ui.perfetto.dev)", markup=False)
     _write_run_plots_and_report(scn, result, traces, plots_dir, report_dir, args.trace_bucket, console)
     return EXIT_OK
 
@@ -86,12 +87,12 @@ def _write_run_plots_and_report(scn: Any, result: dict[str, Any], traces: dict[A
 
     target = plots_dir if plots_dir is not None else Path(report_dir or ".") / "plots"
     infos = write_run_plots(result, traces, target, timeline_bucket=bucket)
-    console.print(f"wrote {len(infos)} plots to {target}")
+    console.print(f"wrote {len(infos)} plots to {target}", markup=False)
     if report_dir is not None:
         page = render_page(f"kernelsim: {result['scenario']}", run_tables(result), infos, target,
                            Path(scn.file).read_text(encoding="utf-8"), scn.file)
         write_text_atomic(report_dir / "index.html", page)
-        console.print(f"wrote {report_dir / 'index.html'}")
+        console.print(f"wrote {report_dir / 'index.html'}", markup=False)
 
 
 def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
@@ -115,11 +116,11 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
                            plan.text, str(plan.file))
         write_text_atomic(report_dir / "index.html", page)
     render_sweep_summary(plan, outcome, console)
-    console.print(f"wrote {', '.join(str(f) for f in outcome.files)}")
+    console.print(f"wrote {', '.join(str(f) for f in outcome.files)}", markup=False)
     if plots_dir is not None:
-        console.print(f"wrote {len(infos)} plots to {plots_dir}")
+        console.print(f"wrote {len(infos)} plots to {plots_dir}", markup=False)
     if report_dir is not None:
-        console.print(f"wrote {report_dir / 'index.html'}")
+        console.print(f"wrote {report_dir / 'index.html'}", markup=False)
     return EXIT_OK if outcome.summary["counts"]["ok"] or not plan.points else EXIT_INPUT
 
 
@@ -154,10 +155,10 @@ def cmd_import_trace(args: argparse.Namespace, console: Console) -> int:
     fam = step.family_counts()
     console.print(f"{trace} · {step.events.step.name}: {sum(fam.values())} GPU activities "
                   f"({', '.join(f'{k} {v}' for k, v in sorted(fam.items()))}), {len(step.unpriced())} unpriced, "
-                  f"measured step {step.measured_time_us:.1f} us")
+                  f"measured step {step.measured_time_us:.1f} us", markup=False)
     for note in step.notes:
-        console.print(f"note: {note}")
-    console.print(f"wrote {out}")
+        console.print(f"note: {note}", markup=False)
+    console.print(f"wrote {out}", markup=False)
     return EXIT_OK
 
 
@@ -181,7 +182,7 @@ def cmd_replay(args: argparse.Namespace, console: Console) -> int:
         render_replay(result, console)
     for p in (json_out, trace_out):
         if p is not None:
-            console.print(f"wrote {p}")
+            console.print(f"wrote {p}", markup=False)
     return EXIT_OK
 
 
@@ -417,7 +418,7 @@ def cmd_serve(args: argparse.Namespace, console: Console) -> int:
         render_serve(result, console)
     for f in [json_out, *files]:
         if f is not None:
-            console.print(f"wrote {f}")
+            console.print(f"wrote {f}", markup=False)
     return EXIT_OK
 
 
@@ -458,7 +459,7 @@ def cmd_advise(args: argparse.Namespace, console: Console) -> int:
         render_advice(result, console)
     for p in (json_out, table_out):
         if p is not None:
-            console.print(f"wrote {p}")
+            console.print(f"wrote {p}", markup=False)
     return EXIT_OK
 
 
@@ -504,13 +505,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_INPUT
         return int(args.func(args, console))
     except InputError as exc:
-        err.print(f"[red]error:[/red] {exc}", markup=True, highlight=False, soft_wrap=True)
+        err.print(f"[red]error:[/red] {escape(str(exc))}", markup=True, highlight=False, soft_wrap=True)
         return EXIT_INPUT
     except InfeasibleError as exc:
-        err.print(f"[red]error:[/red] infeasible: {exc}", highlight=False, soft_wrap=True)
+        err.print(f"[red]error:[/red] infeasible: {escape(str(exc))}", highlight=False, soft_wrap=True)
         return EXIT_INPUT
     except KernelsimError as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return EXIT_INPUT
     except KeyboardInterrupt:
         err.print("interrupted")
@@ -520,6 +521,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - the last resort: an internal error, reported as such
         import traceback
 
-        err.print(f"[red]internal error:[/red] {type(exc).__name__}: {exc}", highlight=False, soft_wrap=True)
+        err.print(f"[red]internal error:[/red] {type(exc).__name__}: {escape(str(exc))}", highlight=False,
+                  soft_wrap=True)
         err.print(traceback.format_exc(), highlight=False, markup=False)
         return EXIT_INTERNAL

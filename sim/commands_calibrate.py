@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from sim.errors import InputError
@@ -27,25 +28,30 @@ from sim.outputs import dumps, write_text_atomic
 VALIDATION_EXIT = 3  # thresholds exceeded
 
 
-def _require_gpu() -> None:
+CALIBRATE_WITHOUT_GPU = "to fit committed raw data on this machine use kernelsim calibrate --from-raw DIR --out FILE"
+VALIDATE_WITHOUT_GPU = "to compare the committed measurements on this machine run kernelsim validate without --measure"
+
+
+def _require_gpu(without_gpu: str) -> None:
+    """Raise an InputError saying what is missing and what works without a GPU (`without_gpu`)."""
     if importlib.util.find_spec("torch") is None or importlib.util.find_spec("triton") is None:
         raise InputError("measuring needs a CUDA GPU with torch and triton (pip install 'kernelsim[gpu]'); "
-                         "to fit committed data on this machine use --from-raw DIR")
+                         + without_gpu)
     probe = subprocess.run([sys.executable, "-c", "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)"],
                            capture_output=True)
     if probe.returncode != 0:
-        raise InputError("no CUDA GPU is visible to torch; to fit committed data use --from-raw DIR")
+        raise InputError("no CUDA GPU is visible to torch; " + without_gpu)
 
 
 def measure_raw(raw_dir: Path, quick: bool, console: Console) -> None:
     """Run the microbenchmarks (a subprocess, so torch never loads into kernelsim itself)."""
-    _require_gpu()
+    _require_gpu(CALIBRATE_WITHOUT_GPU)
     raw_dir.mkdir(parents=True, exist_ok=True)
     from sim.calibrate.gpu.calibrate_all import steps as measurement_steps
 
     steps = measurement_steps(str(raw_dir), quick)
     for cmd in steps:
-        console.print(f"[bold]measuring:[/bold] {' '.join(cmd)}")
+        console.print(f"[bold]measuring:[/bold] {escape(' '.join(cmd))}")
         done = subprocess.run(cmd)
         if done.returncode != 0:
             raise RuntimeError(f"measurement failed ({done.returncode}): {' '.join(cmd)}")
@@ -77,8 +83,8 @@ def cmd_calibrate(args: Any, console: Console) -> int:
     t.add_row("gemm", "correction", f"{len(result.gemm_correction)} points", "measured / model, training split")
     console.print(t)
     for note in result.notes:
-        console.print(f"note: {note}")
-    console.print(f"wrote {out} (raw data: {raw_dir})")
+        console.print(f"note: {note}", markup=False)
+    console.print(f"wrote {out} (raw data: {raw_dir})", markup=False)
     return 0
 
 
@@ -89,11 +95,11 @@ def cmd_validate(args: Any, console: Console) -> int:
 
     cases = Path(args.cases)
     if args.measure:
-        _require_gpu()
+        _require_gpu(VALIDATE_WITHOUT_GPU)
         target = cases.parent
         cmd = [sys.executable, "-m", "sim.calibrate.gpu.validate", "--mode", "full", "--out", str(target),
                "--traces-out", str(Path(args.traces_out))]
-        console.print(f"[bold]measuring:[/bold] {' '.join(cmd)}")
+        console.print(f"[bold]measuring:[/bold] {escape(' '.join(cmd))}")
         if subprocess.run(cmd).returncode != 0:
             raise RuntimeError("validation measurement failed")
     hw = load_profile(args.profile, Path.cwd(), path="--profile")
@@ -128,7 +134,7 @@ def cmd_validate(args: Any, console: Console) -> int:
         from sim.calibrate.repro import keep_generated_section
 
         write_text_atomic(Path(args.markdown), keep_generated_section(Path(args.markdown), text))
-        console.print(f"wrote {args.markdown}")
+        console.print(f"wrote {args.markdown}", markup=False)
     if args.json:
         doc = {"schema": "kernelsim.validation/v1", "profile": hw.name,
                "summaries": [s.__dict__ for s in summaries],
@@ -140,7 +146,7 @@ def cmd_validate(args: Any, console: Console) -> int:
         write_text_atomic(Path(args.json), dumps(json.loads(json.dumps(doc))))
     if problems:
         for p in problems:
-            console.print(f"[red]threshold exceeded:[/red] {p}")
+            console.print(f"[red]threshold exceeded:[/red] {escape(p)}")
         return VALIDATION_EXIT
     console.print("all thresholds met")
     return 0
