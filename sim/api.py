@@ -1,7 +1,7 @@
 """The public Python API: what the command line does, returning typed results a notebook can use.
 
-    import sim
-    result = sim.run("scenarios/bias_gelu_dropout.yaml", hardware=["h200-measured"])
+    from sim import api
+    result = api.run("scenarios/bias_gelu_dropout.yaml", hardware=["h200-measured"])
     result.variant("compiled").gain_vs_baseline      # weighted end-to-end gain (0.015 = +1.5 %)
     result.to_dataframe()                            # one row per hardware × variant × bucket (pandas)
     result.to_dict()                                 # the JSON document (schema kernelsim.run/v1)

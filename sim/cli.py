@@ -141,6 +141,20 @@ def cmd_profiles(args: argparse.Namespace, console: Console) -> int:
     return EXIT_OK
 
 
+def cmd_schema(args: argparse.Namespace, console: Console) -> int:
+    from sim.outputs import write_text_atomic
+    from sim.reference import json_schema_text
+
+    text = json_schema_text(args.kind)
+    if args.output is None:
+        sys.stdout.write(text)
+        return EXIT_OK
+    out = _out_path(args.output, "-o")
+    write_text_atomic(out, text)
+    console.print(f"wrote {out}", markup=False)
+    return EXIT_OK
+
+
 # -- traces (import-trace, replay): sim/ingest and sim/replay ---------------------------------
 def cmd_import_trace(args: argparse.Namespace, console: Console) -> int:
     from sim.ingest import import_trace, workload_yaml
@@ -234,6 +248,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.set_defaults(func=cmd_run)
     pr = sub.add_parser("profiles", help="list hardware profiles", description="List shipped and local hardware profiles.")
     pr.set_defaults(func=cmd_profiles)
+    sc = sub.add_parser("schema", help="write the JSON Schema of a workload, scenario or hardware file (for editors)",
+                        description="JSON Schema of one file kind, generated from kernelsim's own models; point "
+                        "your editor's YAML support at it. The full reference: docs/reference.md.")
+    sc.add_argument("kind", choices=("workload", "scenario", "hardware"), help="which file kind")
+    sc.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: standard output)")
+    sc.set_defaults(func=cmd_schema)
     sw = sub.add_parser("sweep", help="run a scenario's sweep grid (hardware × parameters) on all cores or Dask",
                         description="Expand the scenario's `sweep:` axes and run every point; docs/sweeps.md.")
     sw.add_argument("scenario", help="scenario YAML file with a `sweep:` section")

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import sim
+from sim import api
 from sim.cli import main
 from sim.errors import InputError
 from tests.sweep.conftest import tiny_scenario
@@ -70,22 +71,28 @@ def test_to_dataframe_without_pandas_says_what_to_install(counter: sim.RunResult
         counter.to_dataframe()
 
 
+def test_root_names_stay_functions_after_the_cli_is_loaded() -> None:
+    import sim.cli  # noqa: F401 - loads the subpackages
+
+    assert sim.run is api.run and sim.load_scenario is api.load_scenario
+
+
 def test_bad_input_raises_input_error(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="no_such.yaml"):
         sim.run(str(tmp_path / "no_such.yaml"))
 
 
 def test_sweep_advise_replay(tmp_path: Path) -> None:
-    res = sim.sweep(str(tiny_scenario(tmp_path)), tmp_path / "out", workers=1)
+    res = api.sweep(str(tiny_scenario(tmp_path)), tmp_path / "out", workers=1)
     assert sum(res.summary["counts"].values()) == 6  # 2 profiles × 3 block sizes
     assert res.summary["counts"]["ok"] >= 1
     assert res.to_records() and {"hardware", "variant"} <= set(res.to_records()[0])
-    advice = sim.advise(str(COUNTER), hardware=["h200-sxm"])
+    advice = api.advise(str(COUNTER), hardware=["h200-sxm"])
     assert set(advice.recommendations) == {"h200-sxm"}
     row = advice.to_records()[0]
     assert len(advice.to_records()) == len(advice.to_dict()["hardware"][0]["variants"])
     assert row["hardware"] == "h200-sxm" and row["name"] == "fused_chain"
     assert row["decision"] == advice.to_dict()["hardware"][0]["variants"][0]["decision"]
     assert row["step_gain"] == advice.to_dict()["hardware"][0]["variants"][0]["figures"]["step_gain"]
-    rp = sim.replay(str(ROOT / "tests" / "fixtures" / "traces" / "mlp_compiled.json.gz"), "h200-measured")
+    rp = api.replay(str(ROOT / "tests" / "fixtures" / "traces" / "mlp_compiled.json.gz"), "h200-measured")
     assert rp.measured_time_us is not None and rp.predicted_time_us == pytest.approx(rp.measured_time_us, rel=1e-6)

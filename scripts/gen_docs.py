@@ -1,0 +1,225 @@
+"""Regenerate every generated block and file in README.md and docs/ from real runs.
+
+    python scripts/gen_docs.py            # rewrite what is stale
+    python scripts/gen_docs.py --check    # exit 1 and name what is stale (tests run this)
+    python scripts/gen_docs.py --only run-main reference
+
+A generated block in a Markdown file sits between `<!-- gen:NAME -->` and `<!-- /gen -->`; its
+content (fences included) is the output of the generator NAME below, run on the shipped scenarios.
+Whole generated files (docs/reference.md, docs/schema/*.json) come from the schemas. Tables are
+rendered 100 columns wide, as `kernelsim` prints them into a pipe.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+BLOCK = re.compile(r"(<!-- gen:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /gen -->)", re.S)
+WALKTHROUGH_FILE = re.compile(r"<!-- walkthrough:(?P<file>[\w.-]+) -->\n```yaml\n(?P<body>.*?)```", re.S)
+DOC_FILES = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
+
+
+def cli_output(argv: list[str], columns: int = 100, cwd: Path = ROOT) -> str:
+    """What `kernelsim ARGV` prints into a pipe `columns` wide (run in this process)."""
+    from sim.cli import main
+
+    buf = io.StringIO()
+    old_cwd, old_cols = Path.cwd(), os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = str(columns)
+    try:
+        os.chdir(cwd)
+        with contextlib.redirect_stdout(buf):
+            code = main(argv)
+    finally:
+        os.chdir(old_cwd)
+        if old_cols is None:
+            os.environ.pop("COLUMNS", None)
+        else:
+            os.environ["COLUMNS"] = old_cols
+    if code != 0:
+        raise RuntimeError(f"kernelsim {' '.join(argv)} exited {code}")
+    return "\n".join(line.rstrip() for line in buf.getvalue().splitlines())
+
+
+def _text_block(command: str, output: str) -> str:
+    return f"```text\n$ {command}\n{output.strip()}\n```\n"
+
+
+def gen_run_main() -> str:
+    argv = ["run", "scenarios/bias_gelu_dropout.yaml", "--hardware", "h200-measured"]
+    return _text_block("kernelsim " + " ".join(argv), cli_output(argv))
+
+
+def walkthrough_files(readme: str) -> dict[str, str]:
+    """The walkthrough's files, as written in the README (`<!-- walkthrough:FILE -->` before a yaml block)."""
+    return {m["file"]: m["body"] for m in WALKTHROUGH_FILE.finditer(readme)}
+
+
+def gen_walkthrough_run() -> str:
+    files = walkthrough_files((ROOT / "README.md").read_text(encoding="utf-8"))
+    if "my_first.yaml" not in files:
+        raise RuntimeError("README.md has no <!-- walkthrough:my_first.yaml --> block")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, body in files.items():
+            (Path(tmp) / name).write_text(body, encoding="utf-8")
+        out = cli_output(["run", "my_first.yaml", "--buckets"], cwd=Path(tmp))
+    return _text_block("kernelsim run my_first.yaml --buckets", out)
+
+
+def gen_advise_seed() -> str:
+    argv = ["advise", "scenarios/bias_gelu_dropout.yaml", "--hardware", "h200-measured"]
+    return _text_block("kernelsim " + " ".join(argv), cli_output(argv, columns=200))
+
+
+def gen_counter_case() -> str:
+    """The counter-case's decisions per profile and variant, from `kernelsim advise --json`."""
+    from sim import api
+
+    advice = api.advise(ROOT / "scenarios" / "counter_case_fusion.yaml").to_dict()
+    lines = ["| profile | variant | decision | step gain | HBM traffic per step | coverage |",
+             "| --- | --- | --- | ---: | ---: | ---: |"]
+    for hw in advice["hardware"]:
+        for v in hw["variants"]:
+            f = v["figures"]
+            hbm = f["hbm_bytes"] / f["baseline_hbm_bytes"] - 1
+            lines.append(f"| {hw['name']} | {v['name']} | {v['decision']} | {f['step_gain'] * 100:+.1f} % | "
+                         f"{hbm * 100:+.0f} % | {f['coverage'] * 100:.0f} % |")
+    return "\n".join(lines) + "\n"
+
+
+def gen_serve_table() -> str:
+    """The README's serving table: the rows at 50 and 300 requests/s of `kernelsim serve --json` (the
+    whole sweep runs, so the max-rate search walks every swept rate)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "serve.json"
+        cli_output(["serve", "scenarios/serving_decode.yaml", "--json", str(out), "--quiet"])
+        result = json.loads(out.read_text(encoding="utf-8"))
+    target = result.get("p99_target_ms")
+    metric = result.get("target_metric", "e2e")
+    lines = [f"| profile | variant | rate/s | E2E p50 / p99 ms | TPOT p50 / p99 ms | mean batch | "
+             f"max rate, p99 {metric.upper()} ≤ {target:g} ms |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    sentences = []
+    for hw in result["hardware"]:
+        for v in hw["variants"]:
+            mr = (v.get("max_rate") or {}).get("rate_per_s")
+            shown = [p for p in v["points"] if p["offered_rate_per_s"] in SERVE_TABLE_RATES]
+            for i, p in enumerate(shown):
+                batch = "—" if p["mean_decode_batch"] is None else f"{p['mean_decode_batch']:.1f}"
+                rate = "log" if p["offered_rate_per_s"] is None else f"{p['offered_rate_per_s']:g}"
+                lines.append(f"| {hw['name']} | {v['name']} | {rate} | {p['e2e_ms']['p50']:.1f} / "
+                             f"{p['e2e_ms']['p99']:.1f} | {p['tpot_ms']['p50']:.2f} / {p['tpot_ms']['p99']:.2f} | "
+                             f"{batch} | {'' if i or mr is None else f'{mr:.0f}/s'} |")
+        sentences += [row["sentence"] for row in hw["comparison"] if "sentence" in row]
+    return "\n".join(lines) + "\n" + "".join(f"\n{s}\n" for s in sentences)
+
+
+SERVE_TABLE_RATES = (50, 300)
+
+
+@dataclass(frozen=True)
+class Generator:
+    make: Callable[[], str]
+    slow: bool  # over a few seconds: checked by the slow test only
+
+
+BLOCKS: dict[str, Generator] = {
+    "run-main": Generator(gen_run_main, slow=False),
+    "walkthrough-run": Generator(gen_walkthrough_run, slow=False),
+    "advise-seed": Generator(gen_advise_seed, slow=True),
+    "counter-case": Generator(gen_counter_case, slow=True),
+    "serve-table": Generator(gen_serve_table, slow=True),
+}
+
+
+def generated_files() -> dict[str, Callable[[], str]]:
+    """Whole files generated from the schemas: path relative to the repository → its text."""
+    from sim.reference import SCHEMA_KINDS, json_schema_text, reference_markdown
+
+    files: dict[str, Callable[[], str]] = {"docs/reference.md": reference_markdown}
+    for kind in SCHEMA_KINDS:
+        files[f"docs/schema/{kind}.schema.json"] = (lambda k: lambda: json_schema_text(k))(kind)
+    return files
+
+
+def refresh(only: set[str] | None = None, include_slow: bool = True) -> dict[str, tuple[str, str]]:
+    """Every target (block name or file path) → (committed text, generated text); blocks are computed once."""
+    out: dict[str, tuple[str, str]] = {}
+    for rel, make in generated_files().items():
+        if only and rel not in only and "reference" not in only:
+            continue
+        path = ROOT / rel
+        out[rel] = (path.read_text(encoding="utf-8") if path.exists() else "", make())
+    cache: dict[str, str] = {}
+    for rel in DOC_FILES:
+        text = (ROOT / rel).read_text(encoding="utf-8")
+        for m in BLOCK.finditer(text):
+            name = m["name"]
+            if name not in BLOCKS:
+                raise SystemExit(f"{rel}: unknown generated block {name!r} (known: {', '.join(BLOCKS)})")
+            if (only and name not in only) or (BLOCKS[name].slow and not include_slow):
+                continue
+            if name not in cache:
+                cache[name] = BLOCKS[name].make()
+            out[f"{rel}#{name}"] = (m["body"], cache[name])
+    return out
+
+
+def write(results: dict[str, tuple[str, str]]) -> list[str]:
+    """Rewrite the stale targets; returns their names."""
+    stale = [k for k, (old, new) in results.items() if old != new]
+    for rel in generated_files():
+        if rel in stale:
+            (ROOT / rel).parent.mkdir(parents=True, exist_ok=True)
+            (ROOT / rel).write_text(results[rel][1], encoding="utf-8")
+    for rel in DOC_FILES:
+        path = ROOT / rel
+        text = path.read_text(encoding="utf-8")
+
+        def repl(m: re.Match[str], rel: str = rel) -> str:
+            key = f"{rel}#{m['name']}"
+            body = results[key][1] if key in results else m["body"]
+            return m.group(1) + body + m.group(4)
+
+        new = BLOCK.sub(repl, text)
+        if new != text:
+            path.write_text(new, encoding="utf-8")
+    return stale
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[1] if __doc__ else None)
+    p.add_argument("--check", action="store_true", help="write nothing; exit 1 when something is stale")
+    p.add_argument("--fast", action="store_true", help="skip the slow blocks (advise, serve)")
+    p.add_argument("--only", nargs="+", metavar="NAME", help="only these blocks (or 'reference' for the files)")
+    args = p.parse_args(argv)
+    results = refresh(set(args.only) if args.only else None, include_slow=not args.fast)
+    stale = [k for k, (old, new) in results.items() if old != new]
+    if args.check:
+        for k in stale:
+            print(f"stale: {k}")
+        if stale:
+            print("run: python scripts/gen_docs.py")
+        return 1 if stale else 0
+    write(results)
+    for k in stale:
+        print(f"updated {k}")
+    print(f"{len(results)} generated targets, {len(stale)} updated")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

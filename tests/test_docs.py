@@ -1,0 +1,168 @@
+"""Docs that cannot drift: generated blocks, the reference and the README walkthrough (issue 21)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import yaml
+from pydantic import TypeAdapter
+
+from sim.cli import main
+from sim.reference import (
+    KEY_NOTES,
+    OP_EXAMPLES,
+    SCHEMA_KINDS,
+    TRANSFORM_EXAMPLES,
+    json_schema,
+    reference_markdown,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+STALE = "stale; regenerate with: python scripts/gen_docs.py"
+
+
+def _gen_docs() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gen_docs", ROOT / "scripts" / "gen_docs.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["gen_docs"] = mod  # dataclasses look their module up there
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_reference_and_schemas_are_generated() -> None:
+    assert (ROOT / "docs" / "reference.md").read_text(encoding="utf-8") == reference_markdown(), STALE
+    for kind in SCHEMA_KINDS:
+        committed = json.loads((ROOT / "docs" / "schema" / f"{kind}.schema.json").read_text(encoding="utf-8"))
+        assert committed == json_schema(kind), f"docs/schema/{kind}.schema.json {STALE}"
+
+
+def test_main_command_and_walkthrough_blocks_match_a_run() -> None:
+    gen = _gen_docs()
+    results = gen.refresh({"run-main", "walkthrough-run"}, include_slow=False)
+    assert {k.split("#")[1] for k in results} == {"run-main", "walkthrough-run"}
+    stale = [k for k, (old, new) in results.items() if old != new]
+    assert not stale, f"{stale} {STALE}"
+
+
+@pytest.mark.slow
+def test_every_generated_block_matches_a_run() -> None:
+    stale = [k for k, (old, new) in _gen_docs().refresh().items() if old != new]
+    assert not stale, f"{stale} {STALE}"
+
+
+def test_every_block_in_the_docs_has_a_generator() -> None:
+    gen = _gen_docs()
+    for rel in gen.DOC_FILES:
+        for m in gen.BLOCK.finditer((ROOT / rel).read_text(encoding="utf-8")):
+            assert m["name"] in gen.BLOCKS, (rel, m["name"])
+
+
+def test_walkthrough_from_the_readme_runs(tmp_path: Path) -> None:
+    files = _gen_docs().walkthrough_files((ROOT / "README.md").read_text(encoding="utf-8"))
+    assert set(files) == {"my_mlp.yaml", "my_first.yaml"}
+    for name, body in files.items():
+        (tmp_path / name).write_text(body, encoding="utf-8")
+    out = tmp_path / "r.json"
+    assert main(["run", str(tmp_path / "my_first.yaml"), "--json", str(out), "--quiet"]) == 0
+    result = json.loads(out.read_text())
+    wl = yaml.safe_load(files["my_mlp.yaml"])
+    assert [o["kind"] for o in wl["ops"]] == ["gemm", "elementwise", "elementwise"]
+    (hw,) = result["hardware"]
+    fused = next(v for v in hw["variants"] if v["name"] == "fused")
+    assert len(fused["buckets"]) == 3
+    base = next(v for v in hw["variants"] if v["name"] == "baseline")
+    assert fused["buckets"][0]["kernels"] == base["buckets"][0]["kernels"] - 1  # two kernels became one
+
+
+def test_reference_examples_parse_with_their_models() -> None:
+    from sim.schema.scenario import TRANSFORM_KEYS, TransformSpec
+    from sim.schema.workload import OP_KINDS, Entry
+
+    assert set(OP_EXAMPLES) == set(OP_KINDS)
+    assert set(TRANSFORM_EXAMPLES) == set(TRANSFORM_KEYS)
+    entry: TypeAdapter[Any] = TypeAdapter(Entry)
+    for kind, text in OP_EXAMPLES.items():
+        op = entry.validate_python(yaml.safe_load(text))
+        assert op.kind == kind
+    for key, text in TRANSFORM_EXAMPLES.items():
+        spec = TransformSpec.model_validate(yaml.safe_load(text))
+        assert spec.kind_and_args()[0] == key
+
+
+def test_key_notes_name_real_keys() -> None:
+    from pydantic import BaseModel
+
+    from sim.reference import _walk, root_model
+    from sim.schema.workload import OpBase
+
+    models: dict[str, type[BaseModel]] = {}
+    for kind in SCHEMA_KINDS:
+        for m in _walk(root_model(kind), stop=set()):
+            models[m.__name__] = m
+    for m in _walk(OpBase, stop=set()):
+        models[m.__name__] = m
+    import sim.schema.scenario as sc
+    import sim.schema.workload as wl
+
+    for mod in (sc, wl):
+        for name in dir(mod):
+            obj = getattr(mod, name)
+            if isinstance(obj, type) and issubclass(obj, BaseModel):
+                models.setdefault(name, obj)
+    for model_name, key in KEY_NOTES:
+        assert model_name in models, model_name
+        keys = {f.alias or n for n, f in models[model_name].model_fields.items()}
+        assert key in keys, (model_name, key)
+
+
+def test_reference_covers_every_key_and_math_op() -> None:
+    from sim.hardware import load_profile
+    from sim.reference import MATH_PROFILE
+
+    text = reference_markdown()
+    for kind in SCHEMA_KINDS:
+        for name in root_model_fields(kind):
+            assert f"| `{name}` |" in text, (kind, name)
+    for name in load_profile(MATH_PROFILE).op_costs:
+        assert f"| `{name}` |" in text
+
+
+def root_model_fields(kind: str) -> list[str]:
+    from sim.reference import root_model
+
+    return [f.alias or n for n, f in root_model(kind).model_fields.items()]
+
+
+def test_schema_command_writes_json_schema(tmp_path: Path) -> None:
+    out = tmp_path / "scenario.schema.json"
+    assert main(["schema", "scenario", "-o", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc == json_schema("scenario")
+    assert "variants" in doc["properties"]
+
+
+class _Yaml12Loader(yaml.SafeLoader):
+    """PyYAML reads YAML 1.1, where `40.0e6` is a string; editors read YAML 1.2, where it is a number."""
+
+
+_Yaml12Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$"),
+    list("-+0123456789."))
+
+
+def test_shipped_files_validate_against_the_json_schema() -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    for kind, folder in (("workload", "workloads"), ("scenario", "scenarios"), ("hardware", "hardware_profiles")):
+        for path in sorted((ROOT / folder).glob("*.yaml")):
+            doc = yaml.load(path.read_text(), Loader=_Yaml12Loader)  # noqa: S506 - a SafeLoader subclass
+            if kind == "hardware" and "base" in doc:
+                continue  # a profile derived from a base profile holds only its changes
+            jsonschema.validate(doc, json_schema(kind))
