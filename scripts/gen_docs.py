@@ -127,6 +127,68 @@ def gen_serve_table() -> str:
     return "\n".join(lines) + "\n" + "".join(f"\n{s}\n" for s in sentences)
 
 
+def _traces(folder: str) -> list[Path]:
+    return sorted((ROOT / folder).glob("*.json.gz"))
+
+
+def gen_traces_measured() -> str:
+    """docs/traces.md: measured-mode replay of every step of every fixture on h200-sxm."""
+    from sim import api
+
+    lines = ["| fixture | step | GPU activities | measured µs | replayed µs | error | device gaps µs |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    for path in _traces("tests/fixtures/traces"):
+        steps = api.replay(path, "h200-sxm").to_dict()["steps_in_trace"]
+        for step in steps:
+            d = api.replay(path, "h200-sxm", step=step).to_dict()
+            lines.append(f"| {path.name.removesuffix('.json.gz')} | {step} | {d['kernels']} | "
+                         f"{d['measured_time_us']:.1f} | {d['predicted_time_us']:.1f} | {d['error'] * 100:+.2f}% | "
+                         f"{d['device_gaps_us']:.1f} |")
+    return "\n".join(lines) + "\n"
+
+
+def gen_traces_predict() -> str:
+    """docs/traces.md: predict mode on h200-measured, last step of each fixture and held-out trace."""
+    from sim import api
+
+    lines = ["| trace | measured µs | predicted µs | step error |", "| --- | ---: | ---: | ---: |"]
+    for label, folder in (("", "tests/fixtures/traces"), ("held-out: ", "validation/h200/traces_heldout")):
+        for path in _traces(folder):
+            d = api.replay(path, "h200-measured", mode="predict").to_dict()
+            lines.append(f"| {label}{path.name.removesuffix('.json.gz')} | {d['measured_time_us']:.1f} | "
+                         f"{d['predicted_time_us']:.1f} | {d['error'] * 100:+.1f} % |")
+    return "\n".join(lines) + "\n"
+
+
+#: Binary files a generator produced (path relative to the repository → bytes): written with the
+#: blocks, never compared (a PNG's bytes vary with the matplotlib version; the block beside it holds
+#: the numbers behind it and is compared).
+FIGURES: dict[str, bytes] = {}
+
+
+def gen_sweep_gains() -> str:
+    """README: the shipped sweep's weighted step gain per profile, variant and elements per thread."""
+    import csv
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "out"
+        cli_output(["sweep", "scenarios/sweep_block_size.yaml", "--out", str(out), "--quiet", "--workers", "2"])
+        FIGURES["docs/img/sweep_gain_vs_ept.png"] = (out / "plots" / "gain_vs_ept.png").read_bytes()
+        with open(out / "results.csv", encoding="utf-8", newline="") as f:
+            rows = list(csv.DictReader(f))
+    gains: dict[tuple[str, str], dict[float, float]] = {}
+    for row in rows:
+        if row["variant"] != "baseline":
+            gains.setdefault((row["hardware"], row["variant"]), {})[float(row["param.ept"])] = float(row["variant_gain"])
+    epts = sorted({e for g in gains.values() for e in g})
+    lines = ["| profile | variant | " + " | ".join(f"ept {e:g}" for e in epts) + " |",
+             "| --- | --- | " + " | ".join("---:" for _ in epts) + " |"]
+    for (hw, var), g in gains.items():
+        cells = [f"{g[e] * 100:+.1f} %" if e in g else "" for e in epts]
+        lines.append(f"| {hw} | {var} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 SERVE_TABLE_RATES = (50, 300)
 
 
@@ -142,6 +204,9 @@ BLOCKS: dict[str, Generator] = {
     "advise-seed": Generator(gen_advise_seed, slow=True),
     "counter-case": Generator(gen_counter_case, slow=True),
     "serve-table": Generator(gen_serve_table, slow=True),
+    "traces-measured": Generator(gen_traces_measured, slow=True),
+    "sweep-gains": Generator(gen_sweep_gains, slow=True),
+    "traces-predict": Generator(gen_traces_predict, slow=False),  # moves with the host model
 }
 
 
@@ -197,6 +262,8 @@ def write(results: dict[str, tuple[str, str]]) -> list[str]:
         new = BLOCK.sub(repl, text)
         if new != text:
             path.write_text(new, encoding="utf-8")
+    for rel, data in FIGURES.items():
+        (ROOT / rel).write_bytes(data)
     return stale
 
 
