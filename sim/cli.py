@@ -54,7 +54,8 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         bi = args.trace_bucket
         if bi is None:
             bi = max(range(len(scn.buckets)), key=lambda i: (scn.buckets[i].weight, -i))
-        chosen = [(f"{hw} / {var} / {scn.buckets[b].name or dict(scn.buckets[b].params)}", tr)
+        names = [b["name"] for b in result["hardware"][0]["variants"][0]["buckets"]]  # "tokens=128", not a dict
+        chosen = [(f"{hw} / {var} / {names[b]}", tr)
                   for (hw, var, b), tr in traces.items() if b == bi]
         write_text_atomic(trace_out, dumps(trace_events(chosen)))
     if json_out is not None:

@@ -142,3 +142,17 @@ def test_markup_in_names_is_printed_literally(main_result: dict[str, Any]) -> No
     result = copy.deepcopy(main_result)
     result["hardware"][0]["variants"][1]["name"] = "fused[red]x"
     assert "fused[red]x" in _render(result, 120)
+
+
+def test_perfetto_process_names_use_bucket_names(tmp_path: Path) -> None:
+    import json
+    import re
+
+    from sim.cli import main
+
+    out = tmp_path / "t.json"
+    assert main(["run", str(ROOT / "scenarios" / "counter_case_fusion.yaml"), "--hardware", "h200-sxm",
+                 "--trace", str(out), "--quiet"]) == 0
+    names = [e["args"]["name"] for e in json.loads(out.read_text())["traceEvents"]
+             if e["ph"] == "M" and e["name"] == "process_name"]
+    assert names and all(re.fullmatch(r"h200-sxm / [\w.+-]+ / tokens=\d+", n) for n in names), names
