@@ -48,7 +48,10 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
                          expected=f"0..{len(scn.buckets) - 1}")
     plots_dir = _out_dir(args.plots, "--plots") if args.plots else None
     report_dir = _out_dir(args.report, "--report") if args.report else None
-    result, traces = run_scenario(scn, keep_traces=trace_out is not None or bool(plots_dir or report_dir))
+    result, traces = run_scenario(scn, keep_traces=trace_out is not None or bool(plots_dir or report_dir)
+                                  or args.kernels)
+    if args.kernels:
+        result = {**result, "kernels": _kernel_figures(scn, result, traces, args.trace_bucket)}
     # Everything computed: now write outputs (each atomically).
     if trace_out is not None:
         bi = args.trace_bucket
@@ -62,12 +65,29 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         write_json_atomic(json_out, result)
     if not args.quiet:
         render_run(result, console, buckets=args.buckets, wide=args.wide)
+        if args.kernels:
+            from sim.report.tables import render_kernels
+
+            render_kernels(result["kernels"], console, wide=args.wide)
     if json_out is not None:
         console.print(f"wrote {json_out}", markup=False)
     if trace_out is not None:
         console.print(f"wrote {trace_out} (open it at https://ui.perfetto.dev)", markup=False)
     _write_run_plots_and_report(scn, result, traces, plots_dir, report_dir, args.trace_bucket, console)
     return EXIT_OK
+
+
+def _kernel_figures(scn: Any, result: dict[str, Any], traces: dict[Any, Any], bucket: int | None) -> dict[str, Any]:
+    """`run --kernels`: per hardware and variant, every kernel of one bucket (the --trace bucket)."""
+    from sim.report.kernels import kernel_rows
+
+    bi = bucket if bucket is not None else max(range(len(scn.buckets)), key=lambda i: (scn.buckets[i].weight, -i))
+    profiles = {hw.name: hw for hw in scn.hardware}
+    out: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for (hw_name, var, b), tr in traces.items():
+        if b == bi:
+            out.setdefault(hw_name, {})[var] = kernel_rows(tr, profiles[hw_name])
+    return {"bucket": result["hardware"][0]["variants"][0]["buckets"][bi]["name"], "hardware": out}
 
 
 def _out_dir(value: str, flag: str) -> Path:
@@ -238,10 +258,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--json", metavar="OUT", help="write results as JSON (schema kernelsim.run/v1, docs/json.md)")
     r.add_argument("--trace", metavar="OUT.json", help="write a Perfetto/Chrome trace of one bucket")
     r.add_argument("--trace-bucket", type=int, metavar="INDEX",
-                   help="bucket index for --trace (default: the heaviest bucket)")
+                   help="bucket index for --trace and --kernels (default: the heaviest bucket)")
     r.add_argument("--quiet", action="store_true", help="print no tables")
     r.add_argument("--buckets", action="store_true",
                    help="also print every variant × bucket (split into column groups to fit the terminal)")
+    r.add_argument("--kernels", action="store_true",
+                   help="per kernel of one bucket: time, achieved GB/s and TFLOP/s, %% of peak, occupancy, registers, "
+                   "limiter (also in --json as `kernels`)")
     r.add_argument("--wide", action="store_true",
                    help="print every variant × bucket as single wide tables, whatever the terminal width")
     r.add_argument("--plots", metavar="DIR", help="write plots (PNG) and plots.json to DIR")

@@ -156,3 +156,49 @@ def test_perfetto_process_names_use_bucket_names(tmp_path: Path) -> None:
     names = [e["args"]["name"] for e in json.loads(out.read_text())["traceEvents"]
              if e["ph"] == "M" and e["name"] == "process_name"]
     assert names and all(re.fullmatch(r"h200-sxm / [\w.+-]+ / tokens=\d+", n) for n in names), names
+
+
+def test_kernels_table_and_json_add_up_to_the_bucket(tmp_path: Path) -> None:
+    import json
+
+    from sim.cli import main
+
+    out = tmp_path / "k.json"
+    assert main(["run", str(ROOT / "scenarios" / "counter_case_fusion.yaml"), "--kernels", "--trace-bucket", "1",
+                 "--json", str(out), "--quiet"]) == 0
+    doc = json.loads(out.read_text())
+    kernels = doc["kernels"]
+    assert kernels["bucket"] == doc["hardware"][0]["variants"][0]["buckets"][1]["name"]
+    for hw in doc["hardware"]:
+        for v in hw["variants"]:
+            b = v["buckets"][1]
+            rows = kernels["hardware"][hw["name"]][v["name"]]
+            assert len(rows) == b["kernels"]
+            assert sum(r["time_us"] for r in rows) == pytest.approx(b["kernel_time_us"], rel=1e-9)
+            assert sum(r["hbm_bytes"] for r in rows) == pytest.approx(b["hbm_bytes"], rel=1e-9)
+            for r in rows:
+                assert r["achieved_gbps"] == pytest.approx(r["hbm_bytes"] / r["time_us"] / 1e3)
+                assert 0 < r["hbm_peak_share"] < 1 and 0 <= r["compute_peak_share"] < 1
+                assert r["limiter"]
+
+
+def test_kernels_view_prints_every_kernel_time(main_result: dict[str, Any]) -> None:
+    from sim.report.kernels import kernel_rows
+    from sim.report.tables import render_kernels
+
+    scn = load_scenario(ROOT / "scenarios" / "counter_case_fusion.yaml")
+    _, traces = run_scenario(scn, keep_traces=True)
+    hw = {h.name: h for h in scn.hardware}
+    figures: dict[str, Any] = {"bucket": "tokens=4096", "hardware": {}}
+    for (h, var, b), tr in traces.items():
+        if b == 2:
+            figures["hardware"].setdefault(h, {})[var] = kernel_rows(tr, hw[h])
+    buf = io.StringIO()
+    render_kernels(figures, Console(file=buf, width=80, color_system=None))
+    text = buf.getvalue()
+    _lines_fit(text, 80)
+    tokens = set(text.split())
+    for variants in figures["hardware"].values():
+        for rows in variants.values():
+            for r in rows:
+                assert f"{r['time_us']:.1f}" in tokens and f"{r['achieved_gbps']:.0f}" in tokens

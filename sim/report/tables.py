@@ -102,6 +102,12 @@ def column_groups(cols: Sequence[Col], cells: list[list[str]], keys: int, width:
         current.append(i)
     if current or not groups:
         groups.append(key_idx + current)
+    if len(groups) > 1:  # the same number of groups, more even (no lone last column) when that fits too
+        values = list(range(keys, len(cols)))
+        size = -(-len(values) // len(groups))
+        even = [key_idx + values[i:i + size] for i in range(0, len(values), size)]
+        if len(even) == len(groups) and all(_table_width([mins[j] for j in g]) <= width for g in even):
+            return even
     return groups
 
 
@@ -217,6 +223,30 @@ COMM_COLUMNS: list[Col] = [
         {f"{x.get('algorithm', '—')}/{x.get('protocol', '—')}" for x in r[1]["comm"]["collectives"]})),
         numeric=False),
 ]
+
+
+#: Per kernel of one bucket (row: a dict of sim.report.kernels.kernel_rows), the Speed-of-Light view.
+KERNEL_COLUMNS: list[Col] = [
+    Col("kernel", lambda k: k["kernel"], numeric=False),
+    Col("kind", lambda k: k["kind"], numeric=False),
+    Col("time µs", lambda k: f"{k['time_us']:.1f}"),
+    Col("GB/s", lambda k: f"{k['achieved_gbps']:.0f}"),
+    Col("TFLOP/s", lambda k: f"{k['achieved_tflops']:.1f}"),
+    Col("HBM SOL", lambda k: f"{k['hbm_peak_share'] * 100:.0f}%"),
+    Col("FLOP SOL", lambda k: f"{k['compute_peak_share'] * 100:.0f}%"),
+    Col("occupancy", lambda k: "—" if k["occupancy"] is None else f"{k['occupancy'] * 100:.0f}%"),
+    Col("regs", lambda k: "—" if k["regs_per_thread"] is None else str(k["regs_per_thread"])),
+    Col("limiter", lambda k: k["limiter"], numeric=False),
+]
+
+
+def render_kernels(kernels: dict[str, Any], console: Console, wide: bool = False) -> None:
+    """`run --kernels`: per hardware profile and variant, every kernel of one bucket."""
+    for hw_name, variants in kernels["hardware"].items():
+        console.print(f"\n[bold]{escape(hw_name)}[/bold] — kernels at {escape(kernels['bucket'])} "
+                      "(time running alone; SOL: % of the profile's peak HBM bandwidth / FLOP rate)")
+        for var, rows in variants.items():
+            print_table(console, f"{var}", KERNEL_COLUMNS, rows, keys=1, wide=wide)
 
 
 def _bucket_rows(hw: dict[str, Any]) -> tuple[list[Row], list[int]]:
