@@ -162,6 +162,32 @@ def cmd_profiles(args: argparse.Namespace, console: Console) -> int:
     return EXIT_OK
 
 
+def cmd_diff(args: argparse.Namespace, console: Console) -> int:
+    from sim.outputs import write_json_atomic
+    from sim.report.diff import diff_runs, load_run
+    from sim.report.tables import render_diff
+
+    json_out = _out_path(args.json, "--json") if args.json else None
+    a, b = load_run(Path(args.a)), load_run(Path(args.b))
+    pair = False
+    if args.pair_profiles:
+        for path, doc in ((args.a, a), (args.b, b)):
+            if len(doc["hardware"]) != 1:
+                raise InputError("--pair-profiles needs one hardware profile per file", file=path,
+                                 value=", ".join(h["name"] for h in doc["hardware"]))
+        pair = True
+    diff = diff_runs(a, b, pair_profiles=pair)
+    if not diff["rows"]:
+        raise InputError("the two runs have no hardware × variant × bucket in common", file=args.b,
+                         expected="two runs of one scenario (or --pair-profiles for one profile each)")
+    if json_out is not None:
+        write_json_atomic(json_out, diff)
+    render_diff(diff, args.a, args.b, console)
+    if json_out is not None:
+        console.print(f"wrote {json_out}", markup=False)
+    return EXIT_OK
+
+
 def cmd_schema(args: argparse.Namespace, console: Console) -> int:
     from sim.outputs import write_text_atomic
     from sim.reference import json_schema_text
@@ -272,6 +298,16 @@ def build_parser() -> argparse.ArgumentParser:
     r.set_defaults(func=cmd_run)
     pr = sub.add_parser("profiles", help="list hardware profiles", description="List shipped and local hardware profiles.")
     pr.set_defaults(func=cmd_profiles)
+    d = sub.add_parser("diff", help="two run results (--json files) side by side per bucket",
+                       description="Compare two `kernelsim run --json` files per hardware × variant × bucket: "
+                       "before/after a model or profile change, or one scenario on two profiles "
+                       "(--pair-profiles).")
+    d.add_argument("a", metavar="A.json", help="first run result")
+    d.add_argument("b", metavar="B.json", help="second run result")
+    d.add_argument("--pair-profiles", action="store_true",
+                   help="each file has one profile: compare them with each other whatever their names")
+    d.add_argument("--json", metavar="OUT", help="write the rows as JSON (schema kernelsim.diff/v1)")
+    d.set_defaults(func=cmd_diff)
     sc = sub.add_parser("schema", help="write the JSON Schema of a workload, scenario or hardware file (for editors)",
                         description="JSON Schema of one file kind, generated from kernelsim's own models; point "
                         "your editor's YAML support at it. The full reference: docs/reference.md.")

@@ -249,6 +249,34 @@ def render_kernels(kernels: dict[str, Any], console: Console, wide: bool = False
             print_table(console, f"{var}", KERNEL_COLUMNS, rows, keys=1, wide=wide)
 
 
+#: `kernelsim diff`: one row per hardware × variant × bucket present in both runs.
+DIFF_COLUMNS: list[Col] = [
+    Col("variant", lambda r: r["variant"], numeric=False),
+    Col("bucket", lambda r: r["bucket"], numeric=False),
+    Col("A µs", lambda r: f"{r['a_time_us']:.1f}"),
+    Col("B µs", lambda r: f"{r['b_time_us']:.1f}"),
+    Col("B vs A", lambda r: pct(r["change"])),
+    Col("A gain", lambda r: "" if r["variant"] == "baseline" else pct(r["a_gain"])),
+    Col("B gain", lambda r: "" if r["variant"] == "baseline" else pct(r["b_gain"])),
+]
+
+
+def render_diff(diff: dict[str, Any], a_name: str, b_name: str, console: Console) -> None:
+    """Per hardware profile: A and B side by side; what only one side has, listed."""
+    console.print(f"A: {escape(a_name)}\nB: {escape(b_name)}\nB vs A: B's time / A's time − 1 (negative: B faster)")
+    for hw in dict.fromkeys(r["hardware"] for r in diff["rows"]):
+        rows = [r for r in diff["rows"] if r["hardware"] == hw]
+        sections = [i for i in range(len(rows) - 1) if rows[i]["variant"] != rows[i + 1]["variant"]]
+        other = diff.get("paired_profiles", {}).get(hw)
+        console.print(f"\n[bold]{escape(hw)}[/bold]" + (f" (A) vs [bold]{escape(other)}[/bold] (B)" if other else ""))
+        print_table(console, "A vs B per bucket (weighted: over A's bucket distribution)", DIFF_COLUMNS, rows,
+                    keys=2, sections=sections)
+    for side in ("only_a", "only_b"):
+        if diff[side]:
+            names = ", ".join(" / ".join(k) for k in diff[side])
+            console.print(f"only in {side[-1].upper()}: {escape(names)}", highlight=False)
+
+
 def _bucket_rows(hw: dict[str, Any]) -> tuple[list[Row], list[int]]:
     rows: list[Row] = []
     sections: list[int] = []
