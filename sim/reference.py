@@ -197,6 +197,8 @@ def type_text(ann: Any) -> str:
         return " or ".join(type_text(a) for a in args if a is not type(None))
     if origin is list:
         return f"list of {type_text(args[0])}"
+    if origin is tuple:
+        return "[" + ", ".join(type_text(a) for a in args) + "]"
     if origin is dict:
         return f"map of {type_text(args[0])} → {type_text(args[1])}"
     if isinstance(ann, type) and issubclass(ann, BaseModel):
