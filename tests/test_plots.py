@@ -76,3 +76,20 @@ def test_cli_run_plots_and_report(tmp_path: Path) -> None:
     assert code == 0
     assert (tmp_path / "p" / "plots.json").is_file()
     assert (tmp_path / "r" / "index.html").stat().st_size > 10_000
+
+
+def test_plot_fixes_of_issue_21(tmp_path: Path) -> None:
+    """One y-scale across breakdown panels; kernel names on the timeline; a losing sweep cell is not 'best'."""
+    from sim.report.plots import sweep_heatmap_figure
+
+    result, traces = run_scenario(load_scenario(ROOT / "scenarios" / "counter_case_fusion.yaml", ["h200-sxm"]),
+                                  keep_traces=True)
+    fig, _ = breakdown_figure(result["hardware"][0])
+    assert len({ax.get_ylim() for ax in fig.axes}) == 1
+    fig, _ = timeline_figure([(f"{v}", tr) for (h, v, b), tr in traces.items() if b == 2])
+    texts = {t.get_text() for ax in fig.axes for t in ax.texts}
+    assert {"proj", "chain_fused"} <= texts
+    records = [{"status": "ok", "hardware": "h200-sxm", "result": result}]
+    fig, _ = sweep_heatmap_figure(records, ["h200-sxm"], ["fused_chain"])
+    title = fig.axes[0].get_title()
+    assert "best" not in title and "highest" in title

@@ -44,7 +44,8 @@ def breakdown_figure(hw: dict[str, Any]) -> tuple[Figure, int]:
     """Per variant: stacked bars of the breakdown terms per bucket (one series per term and variant)."""
     variants = hw["variants"]
     fig = Figure(figsize=(9, 2.2 * len(variants) + 0.6), dpi=DPI, layout="constrained")
-    axes = fig.subplots(len(variants), 1, sharex=True, squeeze=False)[:, 0]
+    # one y-scale for every variant: panels are compared with each other
+    axes = fig.subplots(len(variants), 1, sharex=True, sharey=True, squeeze=False)[:, 0]
     series = 0
     for ax, v in zip(axes, variants, strict=True):
         names = [b["name"] for b in v["buckets"]]
@@ -102,9 +103,14 @@ def micro_vs_step_figure(result: dict[str, Any]) -> tuple[Figure, int]:
         if not pts:
             continue
         ax.scatter([p[0] for p in pts], [p[1] for p in pts], color=PALETTE[k % len(PALETTE)], label=hw["name"])
+        # variants at the same point share one label; labels of one profile are staggered vertically
+        groups: dict[tuple[float, float], list[str]] = {}
         for x, y, name in pts:
-            ax.annotate(name, (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
+            groups.setdefault((round(x, 1), round(y, 1)), []).append(name)
             lo, hi = min(lo, x, y), max(hi, x, y)
+        for n, ((x, y), names) in enumerate(sorted(groups.items())):
+            ax.annotate(", ".join(names), (x, y), fontsize=7, xytext=(4, 4 + 9 * ((n + k) % 3)),
+                        textcoords="offset points", color=PALETTE[k % len(PALETTE)])
         series += 1
     pad = (hi - lo) * 0.1 + 1
     ax.plot([lo - pad, hi + pad], [lo - pad, hi + pad], color="grey", linestyle=":", linewidth=1)
@@ -133,8 +139,13 @@ def timeline_figure(traces: Sequence[tuple[str, Trace]]) -> tuple[Figure, int]:
                     by_cat.setdefault(iv.cat, []).append((iv.start_s * 1e6, max(iv.duration_s * 1e6, 1e-3)))
             for cat, spans in by_cat.items():
                 coll = ax.broken_barh(spans, (row - 0.4, 0.8), facecolors=CATEGORY_COLORS.get(cat, "#777777"),
-                                      edgecolor="none")
+                                      edgecolor="none" if track == HOST_TRACK else "white", linewidth=0.4)
                 seen.setdefault(cat, coll)
+            if track != HOST_TRACK:  # kernel names on the spans wide enough to hold them
+                for iv in trace.intervals:
+                    if iv.track == track and iv.duration_s >= 0.04 * trace.end_s:
+                        ax.text((iv.start_s + iv.duration_s / 2) * 1e6, row, iv.name, fontsize=6, ha="center",
+                                va="center", clip_on=True, color="white")
         ax.set_yticks(range(len(tracks)), tracks, fontsize=8)
         ax.set_ylim(len(tracks) - 0.5, -0.5)
         ax.set_title(f"{label}: {trace.end_s * 1e6:.1f} µs", fontsize=9, loc="left")
@@ -201,7 +212,8 @@ def sweep_param_figure(records: Sequence[dict[str, Any]], axes: dict[str, list[A
 
 def sweep_heatmap_figure(records: Sequence[dict[str, Any]], profiles: Sequence[str],
                          variants: Sequence[str]) -> tuple[Figure, int]:
-    """Profile × variant: the best step gain over the swept points (blank: no feasible point)."""
+    """Profile × variant: the highest step gain over the swept points (blank: no feasible point). A
+    negative cell is a variant that loses at every point: it is labelled so, never called best."""
     ok = [r for r in records if r.get("status") == "ok"]
     grid: list[list[float]] = []
     for profile in profiles:
@@ -217,11 +229,12 @@ def sweep_heatmap_figure(records: Sequence[dict[str, Any]], profiles: Sequence[s
     image = ax.imshow(grid, cmap="RdYlGn", vmin=-lim, vmax=lim, aspect="auto")
     for i, row in enumerate(grid):
         for j, val in enumerate(row):
-            ax.text(j, i, "—" if val != val else f"{val:+.1f}%", ha="center", va="center", fontsize=8)
+            text = "—" if val != val else f"{val:+.1f}%" + ("\nloses everywhere" if val < 0 else "")
+            ax.text(j, i, text, ha="center", va="center", fontsize=8)
     ax.set_xticks(range(len(variants)), variants, rotation=20, fontsize=8)
     ax.set_yticks(range(len(profiles)), profiles, fontsize=8)
-    fig.colorbar(image, ax=ax, label="best step gain (%)")
-    ax.set_title("best step gain over the sweep", fontsize=10)
+    fig.colorbar(image, ax=ax, label="highest step gain (%)")
+    ax.set_title("highest step gain over the sweep (negative: no swept point wins)", fontsize=10)
     return fig, len(profiles) * len(variants)
 
 
