@@ -9,6 +9,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,13 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         self.print_usage(sys.stderr)
         raise InputError(f"{self.prog}: {message}")
+
+
+def _busy(text: str) -> AbstractContextManager[Any]:
+    """A spinner on standard error while a long computation runs, on a terminal only (pipes and files
+    get nothing); the command's output is printed after it ends."""
+    err = Console(stderr=True)
+    return err.status(text) if err.is_terminal else nullcontext()
 
 
 def _out_path(value: str, flag: str) -> Path:
@@ -48,8 +56,10 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
                          expected=f"0..{len(scn.buckets) - 1}")
     plots_dir = _out_dir(args.plots, "--plots") if args.plots else None
     report_dir = _out_dir(args.report, "--report") if args.report else None
-    result, traces = run_scenario(scn, keep_traces=trace_out is not None or bool(plots_dir or report_dir)
-                                  or args.kernels)
+    n = len(scn.hardware) * (len(scn.spec.variants) + 1) * len(scn.buckets)
+    with _busy(f"simulating {n} hardware × variant × bucket steps"):
+        result, traces = run_scenario(scn, keep_traces=trace_out is not None or bool(plots_dir or report_dir)
+                                      or args.kernels)
     if args.kernels:
         result = {**result, "kernels": _kernel_figures(scn, result, traces, args.trace_bucket)}
     # Everything computed: now write outputs (each atomically).
@@ -231,7 +241,8 @@ def cmd_replay(args: argparse.Namespace, console: Console) -> int:
     json_out = _out_path(args.json, "--json") if args.json else None
     trace_out = _out_path(args.trace_out, "--trace") if args.trace_out else None
     hw = load_profile(args.hardware, Path.cwd(), path="--hardware")
-    result, sim_trace = replay(Path(args.trace), hw, args.mode, args.step)
+    with _busy(f"replaying {escape(args.trace)}"):
+        result, sim_trace = replay(Path(args.trace), hw, args.mode, args.step)
     if trace_out is not None:
         from sim.report.perfetto import trace_events
 
@@ -489,7 +500,8 @@ def cmd_serve(args: argparse.Namespace, console: Console) -> int:
         updates["seed"] = args.seed
     if updates:
         ss = dataclasses.replace(ss, spec=ss.spec.model_copy(update=updates))
-    result = run_serving(ss, rates)
+    with _busy("serving: simulating requests per variant and arrival rate"):
+        result = run_serving(ss, rates)
     # Everything computed: now write outputs (each atomically).
     if json_out is not None:
         write_json_atomic(json_out, result)
@@ -529,7 +541,8 @@ def cmd_advise(args: argparse.Namespace, console: Console) -> int:
 
     json_out = _out_path(args.json, "--json") if args.json else None
     table_out = _out_path(args.dispatch_table, "--dispatch-table") if args.dispatch_table else None
-    result = advise(Path(args.scenario), args.hardware or None)
+    with _busy("simulating and advising"):
+        result = advise(Path(args.scenario), args.hardware or None)
     # Everything computed: now write outputs (each atomically).
     if json_out is not None:
         write_json_atomic(json_out, result)

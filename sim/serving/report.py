@@ -15,8 +15,8 @@ from rich.table import Table
 PALETTE = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860"]
 
 
-def _ms(x: float | None) -> str:
-    return "—" if x is None else f"{x:.1f}"
+def _ms(x: float | None, digits: int = 1) -> str:
+    return "—" if x is None else f"{x:.{digits}f}"
 
 
 def _share(x: float | None) -> str:
@@ -42,7 +42,7 @@ def render_serve(result: dict[str, Any], console: Console) -> None:
                     _ms(p["achieved_rate_per_s"]),
                     f"{p['throughput_tokens_per_s']:.0f}",
                     f"{_ms(p['ttft_ms']['p50'])} / {_ms(p['ttft_ms']['p99'])}",
-                    f"{_ms(p['tpot_ms']['p50'])} / {_ms(p['tpot_ms']['p99'])}",
+                    f"{_ms(p['tpot_ms']['p50'], 2)} / {_ms(p['tpot_ms']['p99'], 2)}",  # TPOT is under a ms
                     f"{_ms(p['e2e_ms']['p50'])} / {_ms(p['e2e_ms']['p99'])}",
                     _share(p["gpu_busy_share"]),
                     "—" if p["mean_decode_batch"] is None else f"{p['mean_decode_batch']:.1f}",

@@ -57,9 +57,15 @@ class SweepOutcome:
 
 
 class _RateColumn(ProgressColumn):
+    """Points computed (not from cache) per second since the start: the figure the summary prints.
+    (rich's own speed is a moving window over recent updates, which disagreed with the summary.)"""
+
     def render(self, task: Task) -> Text:
-        speed = task.finished_speed or task.speed
-        return Text("" if speed is None else f"{speed:,.1f} points/s", style="progress.data.speed")
+        elapsed = task.finished_time if task.finished else task.elapsed
+        computed = task.completed - float(task.fields.get("cached", 0))
+        if not elapsed or computed <= 0:
+            return Text("", style="progress.data.speed")
+        return Text(f"{computed / elapsed:,.1f} points/s", style="progress.data.speed")
 
 
 def _cached(path: Path, key: str) -> dict[str, Any] | None:
@@ -97,7 +103,7 @@ def run_sweep(plan: SweepPlan, out: Path, *, workers: int | None = None, executo
     columns = (TextColumn("[bold]sweep[/bold]"), BarColumn(), MofNCompleteColumn(), _RateColumn(),
                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
     with Progress(*columns, console=console, disable=not progress) as bar:
-        task = bar.add_task("points", total=len(plan.points), completed=cached)
+        task = bar.add_task("points", total=len(plan.points), completed=cached, cached=cached)
         if executor == "dask":
             stream = run_dask(plan, todo, workers, scheduler)
         else:
