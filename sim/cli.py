@@ -56,10 +56,11 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
                          expected=f"0..{len(scn.buckets) - 1}")
     plots_dir = _out_dir(args.plots, "--plots") if args.plots else None
     report_dir = _out_dir(args.report, "--report") if args.report else None
+    kineto_dir = _out_dir(args.kineto, "--kineto") if args.kineto else None
     n = len(scn.hardware) * (len(scn.spec.variants) + 1) * len(scn.buckets)
     with _busy(f"simulating {n} hardware × variant × bucket steps"):
-        result, traces = run_scenario(scn, keep_traces=trace_out is not None or bool(plots_dir or report_dir)
-                                      or args.kernels)
+            result, traces = run_scenario(scn, keep_traces=trace_out is not None or bool(plots_dir or report_dir)
+                                      or args.kernels or kineto_dir is not None)
     if args.kernels:
         result = {**result, "kernels": _kernel_figures(scn, result, traces, args.trace_bucket)}
     # Everything computed: now write outputs (each atomically).
@@ -84,7 +85,31 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     if trace_out is not None:
         console.print(f"wrote {trace_out} (open it at https://ui.perfetto.dev)", markup=False)
     _write_run_plots_and_report(scn, result, traces, plots_dir, report_dir, args.trace_bucket, console)
+    if kineto_dir is not None:
+        _write_kineto(scn, result, traces, kineto_dir, args.trace_bucket, console)
     return EXIT_OK
+
+
+def _write_kineto(scn: Any, result: dict[str, Any], traces: dict[Any, Any], out_dir: Path, bucket: int | None,
+                  console: Console) -> None:
+    """`run --kineto DIR`: one Kineto trace per hardware × variant (× rank) of one bucket."""
+    from sim.comm.parallel import split_ranks
+    from sim.outputs import dumps, write_text_atomic
+    from sim.report.kineto import kineto_trace
+
+    bi = bucket if bucket is not None else max(range(len(scn.buckets)), key=lambda i: (scn.buckets[i].weight, -i))
+    gpus = {hw.name: hw.gpu for hw in scn.hardware}
+    name = result["hardware"][0]["variants"][0]["buckets"][bi]["name"]
+    written = 0
+    for (hw, var, b), tr in traces.items():
+        if b != bi:
+            continue
+        for rank, sub in split_ranks(tr):
+            suffix = f"__{rank.replace(' ', '')}" if rank else ""
+            label = f"{hw} / {var} / {name}" + (f" / {rank}" if rank else "")
+            write_text_atomic(out_dir / f"{hw}__{var}{suffix}.json", dumps(kineto_trace(sub, gpus[hw], label)))
+            written += 1
+    console.print(f"wrote {written} Kineto traces of {name} to {out_dir}", markup=False)
 
 
 def _kernel_figures(scn: Any, result: dict[str, Any], traces: dict[Any, Any], bucket: int | None) -> dict[str, Any]:
@@ -296,6 +321,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--trace", metavar="OUT.json", help="write a Perfetto/Chrome trace of one bucket")
     r.add_argument("--trace-bucket", type=int, metavar="INDEX",
                    help="bucket index for --trace and --kernels (default: the heaviest bucket)")
+    r.add_argument("--kineto", metavar="DIR", help="write one bucket (--trace-bucket) per hardware × variant as "
+                   "PyTorch profiler (Kineto) traces, for tools that read them (HTA, kernelsim import-trace)")
     r.add_argument("--quiet", action="store_true", help="print no tables")
     r.add_argument("--buckets", action="store_true",
                    help="also print every variant × bucket (split into column groups to fit the terminal)")
