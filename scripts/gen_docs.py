@@ -6,7 +6,8 @@
 
 A generated block in a Markdown file sits between `<!-- gen:NAME -->` and `<!-- /gen -->`; its
 content (fences included) is the output of the generator NAME below, run on the shipped scenarios.
-Whole generated files (docs/reference.md, docs/schema/*.json) come from the schemas. Tables are
+Whole generated files: docs/reference.md and docs/schema/*.json from the schemas, docs/validation.md
+from `kernelsim validate --markdown`. Tables are
 rendered 100 columns wide, as `kernelsim` prints them into a pipe.
 """
 
@@ -210,24 +211,41 @@ BLOCKS: dict[str, Generator] = {
 }
 
 
-def generated_files() -> dict[str, Callable[[], str]]:
-    """Whole files generated from the schemas: path relative to the repository → its text."""
+def gen_validation_md() -> str:
+    """docs/validation.md: the full tables of `kernelsim validate --markdown` (exit 3, a threshold
+    exceeded, still writes them)."""
+    from sim.cli import main as kernelsim
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "validation.md"
+        with contextlib.redirect_stdout(io.StringIO()):
+            code = kernelsim(["validate", "--markdown", str(out)])
+        if code not in (0, 3) or not out.exists():
+            raise RuntimeError(f"kernelsim validate --markdown exited {code}")
+        return out.read_text(encoding="utf-8")
+
+
+def generated_files() -> dict[str, Generator]:
+    """Whole generated files: path relative to the repository → its generator."""
     from sim.reference import SCHEMA_KINDS, json_schema_text, reference_markdown
 
-    files: dict[str, Callable[[], str]] = {"docs/reference.md": reference_markdown}
+    files: dict[str, Generator] = {"docs/reference.md": Generator(reference_markdown, slow=False),
+                                   "docs/validation.md": Generator(gen_validation_md, slow=True)}
     for kind in SCHEMA_KINDS:
-        files[f"docs/schema/{kind}.schema.json"] = (lambda k: lambda: json_schema_text(k))(kind)
+        files[f"docs/schema/{kind}.schema.json"] = Generator((lambda k: lambda: json_schema_text(k))(kind), slow=False)
     return files
 
 
 def refresh(only: set[str] | None = None, include_slow: bool = True) -> dict[str, tuple[str, str]]:
     """Every target (block name or file path) → (committed text, generated text); blocks are computed once."""
     out: dict[str, tuple[str, str]] = {}
-    for rel, make in generated_files().items():
-        if only and rel not in only and "reference" not in only:
+    for rel, gen in generated_files().items():
+        if only and rel not in only and not ("reference" in only and rel != "docs/validation.md"):
+            continue
+        if gen.slow and not include_slow:
             continue
         path = ROOT / rel
-        out[rel] = (path.read_text(encoding="utf-8") if path.exists() else "", make())
+        out[rel] = (path.read_text(encoding="utf-8") if path.exists() else "", gen.make())
     cache: dict[str, str] = {}
     for rel in DOC_FILES:
         text = (ROOT / rel).read_text(encoding="utf-8")
@@ -271,7 +289,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[1] if __doc__ else None)
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 when something is stale")
     p.add_argument("--fast", action="store_true", help="skip the slow blocks (advise, serve)")
-    p.add_argument("--only", nargs="+", metavar="NAME", help="only these blocks (or 'reference' for the files)")
+    p.add_argument("--only", nargs="+", metavar="NAME",
+                   help="only these blocks or files ('reference': the reference and schemas)")
     args = p.parse_args(argv)
     results = refresh(set(args.only) if args.only else None, include_slow=not args.fast)
     stale = [k for k, (old, new) in results.items() if old != new]
