@@ -169,3 +169,20 @@ def test_shipped_files_validate_against_the_json_schema() -> None:
             if kind == "hardware" and "base" in doc:
                 continue  # a profile derived from a base profile holds only its changes
             jsonschema.validate(doc, json_schema(kind))
+
+
+@pytest.mark.slow
+def test_readme_python_api_block_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## Python API"):text.index("## Commands")]
+    (code,) = re.findall(r"```python\n(.*?)```", section, re.S)
+    for folder in ("scenarios", "workloads"):
+        (tmp_path / folder).symlink_to(ROOT / folder)
+    (tmp_path / "tests" / "fixtures").mkdir(parents=True)
+    (tmp_path / "tests" / "fixtures" / "traces").symlink_to(ROOT / "tests" / "fixtures" / "traces")
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, Any] = {}
+    exec(compile(code, "README.md (Python API)", "exec"), namespace)  # noqa: S102 - the README's own example
+    assert namespace["result"].variant("compiled").buckets
+    assert namespace["grid"].summary["counts"]["ok"] > 0
+    assert (tmp_path / "sweep_out" / "results.csv").is_file()
