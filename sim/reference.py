@@ -66,6 +66,9 @@ OP_EXAMPLES: dict[str, str] = {
                   "group: data, stream: 1}",
     "host": "{name: optimizer_py, kind: host, duration_us: 40, framework_ops: 12}",
     "sync": "{name: step_end, kind: sync}",
+    "sort": "{name: sort_ids, kind: sort, numel: tokens, key_bits: 17, reads: [ids, pos], writes: [ids_sorted, perm]}",
+    "scan": "{name: offsets, kind: scan, numel: tokens, reads: [counts], writes: [offs]}",
+    "unique": "{name: uniq_ids, kind: unique, numel: tokens, reads: [ids_sorted], writes: [uniq]}",
     "repeat": "{kind: repeat, name: layer, count: layers, ops: [{name: mm, kind: gemm, m: tokens, n: hidden, "
               "k: hidden, reads: [x], writes: [x]}]}",
 }
@@ -269,13 +272,13 @@ def _section(model: type[BaseModel], level: str = "###", skip: set[str] = frozen
     return out + _fields_table(model, skip) + [""]
 
 
-def _op_models() -> dict[str, type[BaseModel]]:
+def _op_models() -> dict[tuple[str, ...], type[BaseModel]]:
+    """Op kinds → their model (one model may serve several kinds, e.g. sort / scan / unique)."""
     from sim.schema import workload as w
 
-    models: dict[str, type[BaseModel]] = {}
+    models: dict[tuple[str, ...], type[BaseModel]] = {}
     for m in get_args(get_args(w.Entry)[0]):
-        kind = get_args(m.model_fields["kind"].annotation)[0]
-        models[kind] = m
+        models[tuple(get_args(m.model_fields["kind"].annotation))] = m
     return models
 
 
@@ -349,12 +352,12 @@ def reference_markdown() -> str:
         "",
     ]
     common = set(OpBase.model_fields)
-    for kind, m in ops.items():
-        out += [f"### `{kind}`", ""]
+    for kinds, m in ops.items():
+        out += ["### " + ", ".join(f"`{k}`" for k in kinds), ""]
         if _doc(m):
             out += [_doc(m), ""]
-        out += _fields_table(m, skip=common if m is not RepeatBlock else set()) + ["", "```yaml",
-                                                                               f"- {OP_EXAMPLES[kind]}", "```", ""]
+        out += _fields_table(m, skip=common if m is not RepeatBlock else set()) + ["", "```yaml"]
+        out += [f"- {OP_EXAMPLES[k]}" for k in kinds] + ["```", ""]
     done |= op_set | {OpBase}
     op_models: list[type[BaseModel]] = [OpBase, *ops.values()]  # a list: the order must not depend on hashes
     out += _sections([n for m in op_models for n in _walk(m, stop=set())], done)
