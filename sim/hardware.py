@@ -49,6 +49,8 @@ class Hardware:
     l2_bytes: float
     l2_bps: float
     spill_bps: float
+    spill_offchip_bps: float | None
+    spill_inflight_bytes_per_thread: float | None
     l1_bytes_per_sm: float
     tensor_flops: dict[str, float]
     fp32_lanes_per_sm: float
@@ -56,8 +58,10 @@ class Hardware:
     int_lanes_per_sm: float
     issue_per_scheduler: float
     warps_to_hide_latency: float
+    latency_hiding_exponent: float | None
     op_costs: dict[str, tuple[float, float, float]]
     elementwise_instr_per_element: float
+    partial_vector_instr: float | None
     register_base: float
     registers_per_element: float
     spill_words_per_excess_register: float
@@ -142,6 +146,9 @@ class Hardware:
             l2_bytes=mem.l2_bytes.value,
             l2_bps=mem.l2_gbps.value * 1e9,
             spill_bps=mem.spill_gbps.value * 1e9,
+            spill_offchip_bps=mem.spill_offchip_gbps.value * 1e9 if mem.spill_offchip_gbps is not None else None,
+            spill_inflight_bytes_per_thread=(mem.spill_inflight_bytes_per_thread.value
+                                             if mem.spill_inflight_bytes_per_thread is not None else None),
             l1_bytes_per_sm=mem.l1_bytes_per_sm.value,
             tensor_flops={d: q.value * 1e12 for d, q in comp.tensor_tflops.items()},
             fp32_lanes_per_sm=comp.fp32_lanes_per_sm.value,
@@ -149,8 +156,11 @@ class Hardware:
             int_lanes_per_sm=comp.int_lanes_per_sm.value,
             issue_per_scheduler=comp.issue_per_scheduler.value,
             warps_to_hide_latency=comp.warps_to_hide_latency.value,
+            latency_hiding_exponent=(comp.latency_hiding_exponent.value
+                                     if comp.latency_hiding_exponent is not None else None),
             op_costs={n: (c.fp32, c.sfu, c.int) for n, c in comp.op_costs.items()},
             elementwise_instr_per_element=comp.elementwise_instr_per_element.value,
+            partial_vector_instr=comp.partial_vector_instr.value if comp.partial_vector_instr is not None else None,
             register_base=comp.register_base_per_thread.value,
             registers_per_element=comp.registers_per_element.value,
             spill_words_per_excess_register=comp.spill_words_per_excess_register.value,
@@ -249,10 +259,15 @@ def occupancy(hw: Hardware, threads_per_block: int, regs_per_thread: int, smem_p
     regs = max(1, min(regs_per_thread, hw.max_registers_per_thread))
     warps_per_block = math.ceil(threads_per_block / hw.warp_size)
     regs_per_warp = math.ceil(regs * hw.warp_size / hw.register_alloc_unit) * hw.register_alloc_unit
+    # The register file is split among the SM's schedulers and a warp's registers live in its
+    # scheduler's part: 200 registers/thread fit 2 warps per part (8 per SM), not 65536 / 6400 = 10.
+    # Measured (calibration/h200/raw/register_sweep.json): 198-register configs with 1, 2 and 4 warps
+    # per block (10, 10 and 8 warps by the whole-SM count) all take 1463-1485 us at 268M elements.
+    warps_by_registers = (hw.registers_per_sm // hw.schedulers_per_sm // regs_per_warp) * hw.schedulers_per_sm
     limits = {
         "warps": hw.max_warps_per_sm // warps_per_block,
         "blocks": hw.max_blocks_per_sm,
-        "registers": (hw.registers_per_sm // regs_per_warp) // warps_per_block,
+        "registers": warps_by_registers // warps_per_block,
     }
     if smem_per_block > 0:
         smem_alloc = math.ceil((smem_per_block + hw.smem_reserved_per_block) / hw.smem_alloc_unit) * hw.smem_alloc_unit

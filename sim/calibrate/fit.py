@@ -981,6 +981,9 @@ def calibrate_from_raw(raw_dir: Path, base_profile: Path, out: Path, name: str,
     # Stage 2: fits that run the cost model itself, on the profile with the earlier numbers.
     result.values += fit_bandwidth_knee(raw, stage_hw())
     result.values += fit_register_pressure(raw, stage_hw())
+    from sim.calibrate.unit_fit import fit_units  # here: unit_fit imports this module
+
+    result.values += fit_units(raw, stage_hw())
     result.values += fit_model_based(raw, stage_hw())
     result.gemm_correction = fit_gemm_correction(raw, model_us_for(stage_hw()))
     doc = build_profile(base, name, result, raw, raw_rel)

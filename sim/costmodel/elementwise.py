@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from sim.costmodel import KernelCost, register
-from sim.costmodel.memory import stream_time
+from sim.costmodel.memory import spill_bandwidth, stream_time
 from sim.errors import KernelsimError
 from sim.graph import DTYPE_BYTES, Graph, LaunchConfig, Op
 from sim.hardware import Hardware, Occupancy, occupancy
@@ -81,12 +81,46 @@ def instructions(hw: Hardware, math_ops: Mapping[str, float], op_name: str) -> t
     return fp32, sfu, integer
 
 
+def resident_warps_per_sm(occ: Occupancy) -> float:
+    """Warps an active SM really holds: the occupancy limit, or fewer when the grid is too small
+    to give every SM its full count (64 blocks on 132 SMs: one block per active SM)."""
+    warps_per_block = occ.warps_per_sm / occ.blocks_per_sm
+    blocks = min(float(occ.blocks_per_sm), occ.grid / occ.active_sms)
+    return blocks * warps_per_block
+
+
+def latency_hiding(hw: Hardware, warps_per_scheduler: float) -> float:
+    """Fraction of the peak issue rate a scheduler reaches with `warps_per_scheduler` resident warps.
+
+    Little's law on the dependent-instruction latency: w warps, each with an instruction ready
+    every L/ilp cycles, issue at most w/W of the peak, W = the profile's `warps_to_hide_latency`.
+    As with DRAM bandwidth near its ceiling, the bend is smooth (issue-slot and dispatch-port
+    conflicts grow as the pipes fill): rate = (1 + (W/w)^n)^(-1/n) with n the profile's
+    `latency_hiding_exponent`; without it, the hard threshold min(1, w/W).
+    """
+    if warps_per_scheduler <= 0:
+        return 0.0
+    ratio = hw.warps_to_hide_latency / warps_per_scheduler
+    n = hw.latency_hiding_exponent
+    if n is None:
+        return min(1.0, 1.0 / ratio)
+    return float((1.0 + ratio ** n) ** (-1.0 / n))
+
+
 def compute_time(hw: Hardware, op: Op, numel: float, math_ops: Mapping[str, float],
-                 occ: Occupancy) -> tuple[float, str, float, float]:
-    """(seconds, busiest unit, FP32 instructions per element, latency-hiding factor) of the math."""
+                 occ: Occupancy, vector_fill: float = 1.0, vector_elements: int = 8) -> tuple[float, str, float, float]:
+    """(seconds, busiest unit, FP32 instructions per element, latency-hiding factor) of the math.
+
+    `vector_fill` is the share of a 16-byte vector a thread's elements fill (1 element of bf16:
+    1/8). Addressing, loads and stores are issued per vector: a thread whose elements fill only
+    part of one pays the profile's `partial_vector_instr` (per vector access) over fewer elements,
+    partial_vector_instr × (1/fill − 1) / vector_elements more instructions per element.
+    """
     fp32, sfu, integer = instructions(hw, math_ops, op.name)
-    warps_per_scheduler = occ.warps_per_sm / hw.schedulers_per_sm
-    hide = min(1.0, warps_per_scheduler / hw.warps_to_hide_latency)
+    issue_per_element = hw.elementwise_instr_per_element
+    if vector_fill < 1.0 and hw.partial_vector_instr is not None:
+        issue_per_element += hw.partial_vector_instr * (1.0 / max(vector_fill, 1e-3) - 1.0) / vector_elements
+    hide = latency_hiding(hw, resident_warps_per_sm(occ) / hw.schedulers_per_sm)
     rate = occ.active_sms * hw.clock_hz * hide
     # Each unit's cycles per element add up: the measured fused kernels (erf and Philox in
     # one thread) take the sum of their parts, not the slowest part.
@@ -94,7 +128,7 @@ def compute_time(hw: Hardware, op: Op, numel: float, math_ops: Mapping[str, floa
         "fp32": numel * fp32 / (hw.fp32_lanes_per_sm * rate),
         "sfu": numel * sfu / (hw.sfu_lanes_per_sm * rate),
         "int": numel * integer / (hw.int_lanes_per_sm * rate),
-        "issue": numel * hw.elementwise_instr_per_element
+        "issue": numel * issue_per_element
         / (hw.schedulers_per_sm * hw.issue_per_scheduler * hw.warp_size * rate),
     }
     comp_lim = max(unit_times, key=lambda k: unit_times[k])
@@ -141,21 +175,24 @@ def streaming_cost(
     if inflight_cap is not None:
         inflight = min(inflight, inflight_cap)
     mem_s, mem_lim, bw_share = stream_time(hw, total / bandwidth_factor, occ, max(inflight, 1.0))
-    comp_s, comp_lim, fp32, hide = compute_time(hw, op, numel, math_ops, occ)
+    vector_elems = default_elems_per_thread(graph, op)
+    comp_s, comp_lim, fp32, hide = compute_time(hw, op, numel, math_ops, occ, min(1.0, ept / vector_elems),
+                                                vector_elems)
     # Registers estimated past the limit spill; the compiler spills more words than the excess.
     estimated_spill = occ.spilled_regs_per_thread * 4 * hw.spill_words_per_excess_register
     spill_per_thread = estimated_spill + (launch.spill_bytes_per_thread or 0)
     spill_bytes = spill_per_thread * occ.threads_per_block * grid
     # Spilled values of every resident thread stay in L1 when they fit; else they go to memory.
-    footprint = spill_per_thread * occ.threads_per_block * occ.blocks_per_sm + (launch.smem_per_block or 0) * occ.blocks_per_sm
-    spill_bw = hw.spill_bps if footprint <= hw.l1_bytes_per_sm else hw.hbm_sustained_bps
-    spill_s = 2 * spill_bytes / spill_bw
+    resident_blocks = resident_warps_per_sm(occ) * hw.warp_size / occ.threads_per_block
+    footprint = (spill_per_thread * occ.threads_per_block + (launch.smem_per_block or 0)) * resident_blocks
+    spill_bw, offchip = spill_bandwidth(hw, occ.active_sms, resident_blocks * occ.threads_per_block, footprint)
+    spill_s = 2 * spill_bytes / spill_bw if spill_bytes > 0 else 0.0
     body = max(mem_s, comp_s)
     time = hw.kernel_fixed_s + body + spill_s
     if spill_s > body:
         limiter = "spill"
     elif comp_s > mem_s:
-        limiter = comp_lim if hide >= 1.0 else "occupancy"
+        limiter = comp_lim if hide >= 0.95 else "occupancy"
     else:
         limiter = mem_lim
     if body < hw.kernel_fixed_s and spill_s < hw.kernel_fixed_s:
@@ -168,7 +205,7 @@ def streaming_cost(
         fixed_s=hw.kernel_fixed_s,
         limiter=limiter,
         category=cat,
-        hbm_bytes=total + (2 * spill_bytes if spill_bw == hw.hbm_sustained_bps else 0.0),
+        hbm_bytes=total + (2 * spill_bytes if offchip else 0.0),
         flops=numel * 2 * fp32,
         bw_demand=min(1.0, (total / time) / hw.hbm_sustained_bps) if time > 0 else 0.0,
         sm_demand=min(1.0, occ.grid / (hw.sm_count * occ.blocks_per_sm)),
@@ -185,6 +222,7 @@ def streaming_cost(
                 "waves": occ.waves,
                 "bw_share": round(bw_share, 4),
                 "spill_bytes": spill_bytes,
+                "spill_offchip": offchip,
                 "latency_hiding": round(hide, 4),
             }
         ),

@@ -14,13 +14,19 @@ from __future__ import annotations
 from sim.hardware import Hardware, Occupancy
 
 
+def smooth_min(x: float, ceiling: float, n: float) -> float:
+    """(x^-n + ceiling^-n)^(-1/n): x far below the ceiling, bending smoothly onto it."""
+    if x <= 0.0 or ceiling <= 0.0:
+        return 0.0
+    low, high = min(x, ceiling), max(x, ceiling)
+    return low * (1.0 + (high / low) ** -n) ** (-1.0 / n)  # scaled to stay finite
+
+
 def bandwidth(hw: Hardware, active_sms: float, inflight_per_sm: float) -> tuple[float, str]:
     """Achievable bandwidth (bytes/s) and what limits it."""
     little = active_sms * inflight_per_sm / hw.mem_latency_s
-    n = hw.bw_knee_exponent
     sustained = hw.hbm_sustained_bps
-    low, high = min(little, sustained), max(little, sustained)
-    smooth = low * (1.0 + (high / low) ** -n) ** (-1.0 / n)  # (X^-n + B^-n)^(-1/n), scaled to stay finite
+    smooth = smooth_min(little, sustained, hw.bw_knee_exponent)
     per_sm = active_sms * hw.per_sm_max_bps
     if per_sm < smooth:
         return per_sm, "tail"
@@ -58,3 +64,21 @@ def stream_time(hw: Hardware, total_bytes: float, occ: Occupancy, inflight_per_t
     t += hw.mem_latency_s
     share = min(1.0, (total_bytes / t) / hw.hbm_sustained_bps)
     return t, lim, share
+
+
+def spill_bandwidth(hw: Hardware, active_sms: float, resident_threads_per_sm: float, footprint_per_sm: float) -> tuple[float, bool]:
+    """Bandwidth of local-memory (spill) traffic and whether it leaves the SM.
+
+    Spills whose footprint (every resident thread's spill area) fits in L1 run at the L1 rate,
+    which is per SM: a grid of 8 blocks gets 8 SMs' worth. Larger footprints go through L2 to
+    memory: each thread keeps `spill_inflight_bytes_per_thread` in flight (its spill loads feed
+    the next instructions, so few are outstanding), and Little's law over the active SMs gives
+    the rate, bending onto the off-chip spill ceiling as DRAM bandwidth does.
+    """
+    if footprint_per_sm <= hw.l1_bytes_per_sm:
+        return hw.spill_bps * active_sms / hw.sm_count, False
+    ceiling = hw.spill_offchip_bps if hw.spill_offchip_bps is not None else hw.hbm_sustained_bps
+    if hw.spill_inflight_bytes_per_thread is None:
+        return ceiling, True
+    little = active_sms * resident_threads_per_sm * hw.spill_inflight_bytes_per_thread / hw.mem_latency_s
+    return smooth_min(little, ceiling, hw.bw_knee_exponent), True

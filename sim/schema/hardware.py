@@ -98,6 +98,11 @@ class MemorySection(Strict):
     l2_bytes: PositiveQuantity
     l2_gbps: PositiveQuantity
     spill_gbps: PositiveQuantity = Field(description="bandwidth of local-memory (spill) traffic that stays in L1")
+    spill_offchip_gbps: PositiveQuantity | None = Field(
+        default=None, description="ceiling of spill traffic whose footprint overflows L1 (absent: hbm_sustained_gbps)")
+    spill_inflight_bytes_per_thread: PositiveQuantity | None = Field(
+        default=None, description="spill bytes a thread keeps in flight when its spills overflow L1 (Little's law on "
+                                  "the memory latency; absent: no latency limit)")
     l1_bytes_per_sm: PositiveQuantity = Field(description="combined L1/shared-memory capacity per SM")
 
 
@@ -116,8 +121,15 @@ class ComputeSection(Strict):
     int_lanes_per_sm: PositiveQuantity = Field(description="INT32 results per clock per SM")
     issue_per_scheduler: PositiveQuantity = Field(description="warp instructions issued per clock per scheduler")
     warps_to_hide_latency: PositiveQuantity = Field(description="resident warps per scheduler for full issue")
+    latency_hiding_exponent: PositiveQuantity | None = Field(
+        default=None,
+        description="sharpness n of the latency-hiding knee: issue rate = (1 + (W/w)^n)^(-1/n) of the peak with w"
+                    " resident warps per scheduler (sim.costmodel.elementwise.latency_hiding); absent: min(1, w/W)")
     op_costs: dict[str, OpCost] = Field(description="instructions per element of each named op, per unit")
     elementwise_instr_per_element: Quantity = Field(description="addressing/load/store/convert instructions per element")
+    partial_vector_instr: Quantity | None = Field(
+        default=None, description="instructions per vector access (address, load, store) that a thread whose elements fill"
+                                  " less than a 16-byte vector pays over fewer elements; absent: none")
     register_base_per_thread: PositiveQuantity = Field(
         description="registers an elementwise kernel needs besides its per-element values (estimator intercept)")
     registers_per_element: PositiveQuantity = Field(

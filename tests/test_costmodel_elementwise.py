@@ -1,0 +1,126 @@
+"""Elementwise physics, hand-checkable: latency hiding as a smooth function of resident warps,
+register files split among schedulers, partial residency of small grids, spills that overflow L1
+limited by Little's law, and partial 16-byte vectors paying their instructions over fewer elements."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from types import MappingProxyType
+
+import pytest
+
+from sim.costmodel import kernel_cost
+from sim.costmodel.elementwise import latency_hiding, resident_warps_per_sm
+from sim.costmodel.memory import spill_bandwidth
+from sim.graph import Graph, LaunchConfig, Op, Tensor
+from sim.hardware import Hardware, load_profile, occupancy
+
+
+@pytest.fixture(scope="module")
+def hw() -> Hardware:
+    # Round numbers, so every expectation below can be checked by hand.
+    base = load_profile("h200-sxm")
+    return dataclasses.replace(base, warps_to_hide_latency=2.0, latency_hiding_exponent=4.0, mem_latency_s=500e-9,
+                               spill_bps=10_000e9, spill_offchip_bps=1_000e9, spill_inflight_bytes_per_thread=16.0,
+                               elementwise_instr_per_element=4.0, partial_vector_instr=16.0)
+
+
+def one_op(numel: int, launch: LaunchConfig, math_ops: dict[str, float]) -> tuple[Op, Graph]:
+    tensors = {"x": Tensor("x", (numel,), "bf16"), "y": Tensor("y", (numel,), "bf16")}
+    op = Op(name="k", kind="elementwise", reads=("x",), writes=("y",), launch=launch,
+            attrs=MappingProxyType({"math": MappingProxyType(math_ops)}))
+    return op, Graph(name="g", kind="training", params=MappingProxyType({}), tensors=MappingProxyType(tensors), ops=(op,))
+
+
+def test_latency_hiding_is_smooth_and_reaches_the_threshold_form_without_an_exponent(hw: Hardware) -> None:
+    # (1 + (W/w)^n)^(-1/n) with W = 2, n = 4: at w = W it is 2^(-1/4); far above W it is ~1.
+    assert latency_hiding(hw, 2.0) == pytest.approx(2 ** -0.25)
+    assert latency_hiding(hw, 1.0) == pytest.approx((1 + 2 ** 4) ** -0.25)
+    assert latency_hiding(hw, 16.0) == pytest.approx((1 + (1 / 8) ** 4) ** -0.25)
+    rates = [latency_hiding(hw, w) for w in (0.5, 1, 2, 3, 4, 8, 16)]
+    assert rates == sorted(rates) and rates[-1] < 1.0
+    threshold = dataclasses.replace(hw, latency_hiding_exponent=None)
+    assert latency_hiding(threshold, 1.0) == pytest.approx(0.5)
+    assert latency_hiding(threshold, 3.0) == 1.0
+
+
+def test_register_file_is_split_among_the_schedulers(hw: Hardware) -> None:
+    # 200 registers × 32 threads = 6400 per warp; a scheduler's quarter (16384) holds 2 warps: 8 per SM,
+    # so 4 blocks of 2 warps (the whole-SM count, 65536 // 6400 = 10 warps, would give 5).
+    occ = occupancy(hw, 64, 200, 0, 10_000)
+    assert (occ.blocks_per_sm, occ.warps_per_sm, occ.limiter) == (4, 8, "registers")
+    # 32 registers: 1024 per warp, 16 per quarter, 64 per SM: the warp limit, as before.
+    assert occupancy(hw, 128, 32, 0, 10_000).warps_per_sm == 64
+
+
+def test_a_small_grid_holds_fewer_warps_than_its_occupancy_limit(hw: Hardware) -> None:
+    # 64 blocks of 4 warps on 132 SMs: 64 SMs with one block each, whatever the 16 blocks that would fit.
+    occ = occupancy(hw, 128, 32, 0, 64)
+    assert occ.blocks_per_sm == 16 and occ.active_sms == 64
+    assert resident_warps_per_sm(occ) == 4.0
+    # 264 blocks: two per SM.
+    assert resident_warps_per_sm(occupancy(hw, 128, 32, 0, 264)) == 8.0
+
+
+def test_register_pressure_slows_a_compute_bound_kernel_by_the_hiding_factor(hw: Hardware) -> None:
+    numel = 1 << 28
+    heavy = {"erf": 40.0}  # far from the memory roofline
+    times = {}
+    for regs in (32, 200):
+        op, graph = one_op(numel, LaunchConfig(block=128, elems_per_thread=8, regs_per_thread=regs), heavy)
+        times[regs] = kernel_cost(op, graph, hw)
+    lo, hi = times[32], times[200]
+    assert lo.detail["warps_per_sm"] == 64 and hi.detail["warps_per_sm"] == 8  # 16 and 2 per scheduler
+    expected = latency_hiding(hw, 16.0) / latency_hiding(hw, 2.0)
+    assert hi.compute_s / lo.compute_s == pytest.approx(expected)
+    assert hi.time_s / lo.time_s == pytest.approx(expected, rel=0.01)
+    assert hi.limiter == "occupancy" and lo.limiter != "occupancy"
+
+
+def test_a_small_grid_computes_with_its_resident_warps_only(hw: Hardware) -> None:
+    # 64 blocks × 128 threads × 8 elements: one block (1 warp per scheduler) on each of 64 SMs.
+    op, graph = one_op(64 * 128 * 8, LaunchConfig(block=128, elems_per_thread=8, regs_per_thread=32), {"erf": 40.0})
+    cost = kernel_cost(op, graph, hw)
+    assert cost.detail["latency_hiding"] == pytest.approx(latency_hiding(hw, 1.0), abs=1e-4)
+
+
+def test_spills_in_l1_scale_with_active_sms_and_overflowing_spills_follow_littles_law(hw: Hardware) -> None:
+    bw, off = spill_bandwidth(hw, 66, 256, 100_000)
+    assert (bw, off) == (pytest.approx(10_000e9 * 66 / 132), False)
+    # 4 SMs × 128 threads × 16 B in flight / 500 ns = 16.4 GB/s, far below the 1000 GB/s ceiling.
+    bw, off = spill_bandwidth(hw, 4, 128, 1 << 20)
+    little = 4 * 128 * 16 / 500e-9
+    assert off and bw == pytest.approx((little ** -hw.bw_knee_exponent + 1e12 ** -hw.bw_knee_exponent)
+                                       ** (-1 / hw.bw_knee_exponent))
+    assert bw < little
+    # Every SM full: Little's law gives 132 × 2048 × 16 / 500 ns = 8.7 TB/s, so the ceiling rules.
+    bw, _ = spill_bandwidth(hw, 132, 2048, 1 << 22)
+    assert 0.9e12 < bw < 1e12
+    absent = dataclasses.replace(hw, spill_offchip_bps=None, spill_inflight_bytes_per_thread=None)
+    assert spill_bandwidth(absent, 4, 128, 1 << 20) == (absent.hbm_sustained_bps, True)
+
+
+def test_a_kernel_with_spills_overflowing_l1_pays_them_at_the_latency_bound_rate(hw: Hardware) -> None:
+    # 4 blocks of 128 threads, 4000 spilled bytes each: footprint 512 KB > L1, 4 SMs at 16.4 GB/s at most.
+    launch = LaunchConfig(block=128, elems_per_thread=128, regs_per_thread=32, spill_bytes_per_thread=4000)
+    op, graph = one_op(4 * 128 * 128, launch, {})
+    cost = kernel_cost(op, graph, hw)
+    traffic = 2 * 4000 * 128 * 4
+    assert cost.detail["spill_offchip"] is True
+    assert cost.memory_s > traffic / (4 * 128 * 16 / 500e-9)
+    assert cost.limiter == "spill"
+
+
+def test_a_thread_with_part_of_a_vector_pays_the_vector_instructions_over_fewer_elements(hw: Hardware) -> None:
+    free = dataclasses.replace(hw, fp32_lanes_per_sm=1e12, sfu_lanes_per_sm=1e12, int_lanes_per_sm=1e12)
+
+    def issue_s(ept: int) -> float:
+        op, graph = one_op(1 << 26, LaunchConfig(block=128, elems_per_thread=ept, regs_per_thread=32), {})
+        return kernel_cost(op, graph, free).compute_s
+
+    # bf16: 8 elements per 16-byte vector. Per element: 4, plus 16 × (8/ept − 1) / 8 at ept < 8.
+    assert issue_s(16) == pytest.approx(issue_s(8))
+    assert issue_s(1) / issue_s(8) == pytest.approx((4 + 16 * 7 / 8) / 4)
+    assert issue_s(4) / issue_s(8) == pytest.approx((4 + 16 * 1 / 8) / 4)
+    assert math.isfinite(issue_s(1))
