@@ -407,6 +407,8 @@ def _add_calibration_commands(sub: Any) -> None:
                    help="versioned thresholds file (default: the shipped one)")
     v.add_argument("--markdown", metavar="OUT.md", help="write the full tables as Markdown")
     v.add_argument("--json", metavar="OUT.json", help="write every row as JSON")
+    v.add_argument("--write-bands", nargs="?", const="validation/bands.yaml", metavar="BANDS.yaml",
+                   help="write the error-band table from this run (default path: validation/bands.yaml)")
     v.set_defaults(func=cmd_validate)
 
 

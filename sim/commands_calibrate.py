@@ -3,8 +3,9 @@
 calibrate: measure on a CUDA GPU (sim.calibrate.gpu, torch/triton) into a raw folder, then fit;
 or fit from an existing raw folder on any machine (--from-raw).
 validate: offline, compare committed measurements with kernelsim's predictions (kernel and
-step level) and check them against the versioned thresholds; --measure re-measures the
-validation workloads on a GPU first.
+step level, calibrated and unseen shapes) and check them against the versioned gates (goals are
+reported, tripwires fail); --write-bands turns the step errors into the band table that run,
+sweep, advise and serve read; --measure re-measures the validation workloads on a GPU first.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import yaml
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -25,7 +27,7 @@ from rich.table import Table
 from sim.errors import InputError
 from sim.outputs import dumps, write_text_atomic
 
-VALIDATION_EXIT = 3  # thresholds exceeded
+VALIDATION_EXIT = 3  # a tripwire exceeded
 
 
 CALIBRATE_WITHOUT_GPU = "to fit committed raw data on this machine use kernelsim calibrate --from-raw DIR --out FILE"
@@ -89,8 +91,24 @@ def cmd_calibrate(args: Any, console: Console) -> int:
 
 
 def cmd_validate(args: Any, console: Console) -> int:
+    from sim.bands import (
+        BAND_FILE_HEADER,
+        DEFAULT_BANDS_FILE,
+        HOST_BOUND_GPU_IDLE_SHARE,
+        Sample,
+        band_document,
+        load_bands,
+        loo_coverage,
+    )
     from sim.hardware import load_profile, resolve_profile
-    from sim.validate import check, kernel_rows, load_thresholds, markdown, summarize
+    from sim.validate import (
+        check,
+        kernel_rows,
+        load_thresholds,
+        markdown,
+        measured_quantities,
+        summarize,
+    )
     from sim.validate_steps import gains_markdown, step_rows
 
     cases = Path(args.cases)
@@ -102,51 +120,99 @@ def cmd_validate(args: Any, console: Console) -> int:
         console.print(f"[bold]measuring:[/bold] {escape(' '.join(cmd))}")
         if subprocess.run(cmd).returncode != 0:
             raise RuntimeError("validation measurement failed")
+    thresholds_path = Path(args.thresholds)
+    thresholds = load_thresholds(thresholds_path)
+    current = load_bands()
+    idle = current.idle_threshold if current else HOST_BOUND_GPU_IDLE_SHARE
     hw = load_profile(args.profile, Path.cwd(), path="--profile")
     base = resolve_profile(args.base, Path.cwd(), path="--base")
     rows = kernel_rows(Path(args.raw), hw, base)
-    srows, gains, ranks = step_rows(cases, args.profile)
-    rows += srows
+    steps = step_rows(cases, args.profile, idle)
+    rows += steps.rows
+    gains, ranks = steps.gains, steps.ranks
     summaries = summarize(rows)
-    thresholds = load_thresholds(Path(args.thresholds))
-    problems = check(summaries, thresholds)
-    gain_limit = (thresholds.get("gains") or {}).get("median_abs_pp")
-    median_pp = statistics.median(abs(g.error_pp) for g in gains) if gains else 0.0
-    if gain_limit is not None and median_pp > float(gain_limit):
-        problems.append(f"gains: median |error| {median_pp:.1f} pp > {float(gain_limit):.1f} pp")
-    rank_limit = (thresholds.get("ranking") or {}).get("max_wrong_buckets")
-    wrong_buckets = sum(1 for r in ranks if not r.ok)
-    if rank_limit is not None and wrong_buckets > int(rank_limit):
-        problems.append(f"ranking: {wrong_buckets} buckets with a wrong pair > {int(rank_limit)}")
-    table = Table(title=f"validation against measurements ({hw.name})", title_justify="left")
-    for col in ("level", "family", "split", "n", "median |err|", "p90 |err|", "max |err|", "median err"):
-        table.add_column(col, justify="left" if col in ("level", "family", "split") else "right")
+    measured = measured_quantities(summaries)
+    gain_stats: dict[str, tuple[int, float, int]] = {}
+    for split in ("calibrated", "unseen"):
+        errs = [abs(g.error_pp) for g in gains if g.split == split]
+        if errs:
+            wrong = sum(1 for g in gains if g.split == split and not g.sign_ok and abs(g.measured_gain) > 0.03)
+            gain_stats[split] = (len(errs), statistics.median(errs), wrong)
+            measured[f"gains/{split}"] = {"median_abs_pp": statistics.median(errs), "max_abs_pp": max(errs),
+                                          "sign_wrong": float(wrong), "n": float(len(errs))}
+        rk = [r for r in ranks if r.split == split]
+        if rk:
+            measured[f"ranking/{split}"] = {"wrong_buckets": float(sum(1 for r in rk if not r.ok)), "n": float(len(rk))}
+    time_samples = [Sample(r.regime, r.split, r.error, r.group, r.label) for r in rows if r.table == "step"]
+    gain_samples = [Sample(g.regime, g.split, g.error_pp, g.case, f"{g.case} {g.variant} {g.bucket}") for g in gains]
+    coverage: dict[str, Any] = {}
+    for kind, samples in (("time", time_samples), ("gain", gain_samples)):
+        for how, by_group in (("leave_one_out", False), ("leave_case_out", True)):
+            c = loo_coverage(samples, "unseen", by_group=by_group)
+            coverage[f"{kind}/{how}"] = {"n": c.n, "inside": c.inside, "share": round(c.share, 4) if c.n else None}
+            if c.n:
+                measured[f"bands/{kind}/{how}"] = {"coverage": c.share, "n": float(c.n)}
+    report = check(measured, thresholds, str(thresholds_path))
+
+    table = Table(title=f"validation against measurements ({hw.name}) — headline: the unseen split", title_justify="left")
+    for col in ("level", "family", "shapes", "n", "median |err|", "p90 |err|", "max |err|", "median err"):
+        table.add_column(col, justify="left" if col in ("level", "family", "shapes") else "right")
     for s in summaries:
         table.add_row(s.table, s.family, s.split, str(s.n), f"{s.median_abs:.1%}", f"{s.p90_abs:.1%}",
                       f"{s.max_abs:.1%}", f"{s.median_signed:+.1%}")
     console.print(table)
-    console.print(f"gains: {len(gains)} variant×bucket pairs, median |error| {median_pp:.1f} pp; "
-                  f"sign wrong where |measured gain| > 3%: "
-                  f"{sum(1 for g in gains if not g.sign_ok and abs(g.measured_gain) > 0.03)}; "
-                  f"ranking wrong in {wrong_buckets} of {len(ranks)} buckets")
+    gain_lines = []
+    for split, (n, med, wrong) in gain_stats.items():
+        rank = measured.get(f"ranking/{split}", {})
+        gain_lines.append(f"gains ({split} shapes): {n} variant×bucket pairs, median |error| {med:.1f} pp; sign wrong "
+                          f"where |measured gain| > 3%: {wrong}; ranking wrong in {int(rank.get('wrong_buckets', 0))} of "
+                          f"{int(rank.get('n', 0))} buckets")
+    for line in gain_lines:
+        console.print(line)
+    for key, c in coverage.items():
+        if c["n"]:
+            console.print(f"90% band coverage, unseen shapes, {key.replace('/', ' ').replace('_', ' ')}: "
+                          f"{c['inside']} of {c['n']} ({c['share']:.0%})")
+    for ci in steps.cases:
+        console.print(f"case {ci.case}: {ci.calibrated_kernel_share:.0%} of kernel time at calibrated points"
+                      + (" (unseen model)" if ci.unseen_model else ""))
+    for name, reason in report.ungated:
+        console.print(f"ungated: {escape(name)}: {escape(reason)}", highlight=False)
+    for line in report.goals_not_met:
+        console.print(f"[yellow]goal not met:[/yellow] {escape(line)}", highlight=False)
+    for name in report.stale:
+        console.print(f"note: gate {name} matches no validated group", highlight=False)
+    if getattr(args, "write_bands", None):  # sim.calibrate.repro calls this without it
+        doc = band_document(time_samples, gain_samples, hw.name, idle, coverage)
+        out = Path(args.write_bands)
+        write_text_atomic(out, BAND_FILE_HEADER + yaml.safe_dump(doc, sort_keys=False, width=120))
+        console.print(f"wrote {out}" + ("" if out.resolve() == DEFAULT_BANDS_FILE else
+                                        f" (run, advise, sweep and serve read {DEFAULT_BANDS_FILE})"))
     if args.markdown:
-        text = markdown(rows, summaries, "kernelsim validation on an NVIDIA H200") + "\n" + gains_markdown(gains, ranks)
+        text = (markdown(rows, summaries, "kernelsim validation on an NVIDIA H200", report, coverage, steps.cases)
+                + "\n" + "".join(f"- {line}\n" for line in gain_lines) + "\n" + gains_markdown(gains, ranks))
         from sim.calibrate.repro import keep_generated_section
 
         write_text_atomic(Path(args.markdown), keep_generated_section(Path(args.markdown), text))
         console.print(f"wrote {args.markdown}", markup=False)
     if args.json:
-        doc = {"schema": "kernelsim.validation/v1", "profile": hw.name,
+        doc = {"schema": "kernelsim.validation/v2", "profile": hw.name,
                "summaries": [s.__dict__ for s in summaries],
                "rows": [{**r.__dict__, "error": r.error} for r in rows],
                "gains": [{**g.__dict__, "error_pp": g.error_pp} for g in gains],
-               "ranking": [{"case": r.case, "bucket": r.bucket, "measured": list(r.measured_order),
+               "ranking": [{"case": r.case, "bucket": r.bucket, "split": r.split, "measured": list(r.measured_order),
                             "predicted": list(r.predicted_order), "wrong_pairs": r.wrong_pairs()} for r in ranks],
-               "violations": problems}
+               "cases": [c.__dict__ for c in steps.cases],
+               "band_coverage": coverage,
+               "gates": {"tripwires_exceeded": report.tripwires_exceeded, "goals_not_met": report.goals_not_met,
+                         "goals_met": report.goals_met,
+                         "ungated": [{"group": n, "reason": r} for n, r in report.ungated]},
+               "violations": report.tripwires_exceeded}
         write_text_atomic(Path(args.json), dumps(json.loads(json.dumps(doc))))
-    if problems:
-        for p in problems:
-            console.print(f"[red]threshold exceeded:[/red] {escape(p)}")
+    if report.failed:
+        for p in report.tripwires_exceeded:
+            console.print(f"[red]tripwire exceeded:[/red] {escape(p)}", highlight=False)
         return VALIDATION_EXIT
-    console.print("all thresholds met")
+    console.print(f"all tripwires hold; {len(report.goals_met)} goal(s) met, {len(report.goals_not_met)} not met, "
+                  f"{len(report.ungated)} group(s) ungated")
     return 0

@@ -166,6 +166,7 @@ def summarize(step: ImportedStep, trace: Trace, path: Path, hw: Hardware, mode: 
     measured = step.measured_time_us
     predicted = trace.end_s * 1e6
     ev = step.events
+    carried = carried_time(trace, step, mode)
     return {
         "schema": REPLAY_SCHEMA,
         "trace": str(path),
@@ -176,6 +177,7 @@ def summarize(step: ImportedStep, trace: Trace, path: Path, hw: Hardware, mode: 
         "measured_time_us": round(measured, 3),
         "predicted_time_us": round(predicted, 3),
         "error": (predicted - measured) / measured,
+        **carried,
         "kernels": sum(f["kernels"] for f in families.values()),
         "families": dict(sorted(families.items())),
         "unpriced": {"kernels": unpriced_kernels, "measured_us": round(unpriced_us, 3),
@@ -188,6 +190,34 @@ def summarize(step: ImportedStep, trace: Trace, path: Path, hw: Hardware, mode: 
         "notes": step.notes + [f"{n} events of unknown category {c!r} ignored"
                                for c, n in sorted(ev.unknown_categories.items())],
     }
+
+
+def carried_time(trace: Trace, step: ImportedStep, mode: str) -> dict[str, float]:
+    """How much of the prediction is the trace's own measurement carried over, next to what the
+    model priced: kernel time (measured durations and stream gaps of kernels priced from the
+    trace) and host time (ops that keep their measured host time: Python gaps, slow kernel-less
+    ops and runtime calls; in measured mode, all of it)."""
+    carried_k = priced_k = carried_h = priced_h = 0.0
+    simulated_host: dict[int, float] = {}
+    for iv in trace.intervals:
+        if iv.track == HOST_TRACK and iv.op >= 0:
+            simulated_host[iv.op] = simulated_host.get(iv.op, 0.0) + iv.duration_s
+    for i, (op, cost, imp) in enumerate(zip(trace.graph.ops, trace.costs, step.ops, strict=True)):
+        if cost is not None:
+            if cost.limiter == "measured":
+                carried_k += cost.time_s
+            else:
+                priced_k += cost.time_s
+        if op.host_s is None:  # the profile's host cost for this op
+            priced_h += simulated_host.get(i, 0.0)
+        elif mode == "measured" or not op.is_kernel or imp.family in (None, PRIOR_FAMILY):
+            carried_h += op.host_s
+        else:
+            kept = imp.kept_host_us * 1e-6
+            carried_h += kept
+            priced_h += max(0.0, op.host_s - kept)
+    return {"carried_host_us": round(carried_h * 1e6, 3), "carried_kernel_us": round(carried_k * 1e6, 3),
+            "priced_host_us": round(priced_h * 1e6, 3), "priced_kernel_us": round(priced_k * 1e6, 3)}
 
 
 def trace_latency(step: ImportedStep, hw: Hardware, mode: str) -> float:

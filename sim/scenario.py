@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sim.bands import annotate_run, calibrated_kernel_share, correction_points, load_bands
 from sim.comm.parallel import merge_ranks, rank_plan, simulate_parallel
 from sim.costmodel import KernelCost, kernel_cost
 from sim.engine import simulate
@@ -379,6 +380,7 @@ def run_scenario(scn: Scenario, *, keep_traces: bool = False) -> tuple[dict[str,
     hw_results = []
     variants = [Variant(name="baseline", description="the workload as written")] + list(scn.spec.variants)
     for hw in scn.hardware:
+        points = correction_points(hw)  # which kernels sit on calibrated points (error bands)
         per_variant: dict[str, list[dict[str, Any]]] = {v.name: [] for v in variants}
         micro: dict[str, list[tuple[float, float, float]]] = {v.name: [] for v in variants}
         for bi, b in enumerate(scn.buckets):
@@ -396,6 +398,7 @@ def run_scenario(scn: Scenario, *, keep_traces: bool = False) -> tuple[dict[str,
                 if keep_traces:
                     traces[(hw.name, v.name, bi)] = trace
                 per_variant[v.name].append(_bucket_result(b, params, m, path))
+                per_variant[v.name][-1]["shapes"] = "calibrated" if calibrated_kernel_share(graph, costs, points) > 0 else "unseen"
                 if comm is not None:
                     per_variant[v.name][-1]["comm"] = comm
                 # The simulated (first) rank's graph and costs: on several ranks its collectives are priced
@@ -448,6 +451,7 @@ def run_scenario(scn: Scenario, *, keep_traces: bool = False) -> tuple[dict[str,
         "min_gain": scn.spec.min_gain,
         "hardware": hw_results,
     }
+    annotate_run(result, load_bands())  # error bands from validation (sim.bands)
     return result, traces
 
 

@@ -207,19 +207,41 @@ def test_overlapped_kernel_is_not_exposed(tmp_path: Path) -> None:
 
 def test_cli_writes_json_and_dispatch_table(tmp_path: Path) -> None:
     out, table = tmp_path / "a.json", tmp_path / "d.json"
-    assert main(["advise", str(FIX / "micro_vs_step.yaml"), "--json", str(out), "--dispatch-table", str(table),
-                 "--quiet"]) == 0
+    scn = FIX / "misaligned_specialize.yaml"
+    assert main(["advise", str(scn), "--json", str(out), "--dispatch-table", str(table), "--quiet"]) == 0
     doc = json.loads(out.read_text())
-    assert doc["hardware"][0]["recommendation"]["decision"] == "dispatch_by_bucket"
+    assert doc["hardware"][0]["recommendation"]["decision"] == "specialize"
     dt = DispatchTable.load(table)
-    assert dt.lookup({"tokens": 4096}, hardware="h200-sxm") == "fused_pair"
-    assert dt.lookup({"tokens": 128}) == "baseline"
+    assert dt.lookup({"tokens": 4100}, hardware="h200-sxm") == "pad_k"
+    assert dt.lookup({"tokens": 4096}) == "baseline"
     with pytest.raises(KeyError):
         dt.lookup({"hidden": 1})
     # Deterministic output.
     out2 = tmp_path / "b.json"
-    assert main(["advise", str(FIX / "micro_vs_step.yaml"), "--json", str(out2), "--quiet"]) == 0
+    assert main(["advise", str(scn), "--json", str(out2), "--quiet"]) == 0
     assert out.read_bytes() == out2.read_bytes()
+
+
+def test_decision_within_the_models_error_is_not_recommended(tmp_path: Path) -> None:
+    # The rules say dispatch by bucket (+ a few %), but the 90 % band of that gain includes zero.
+    table = tmp_path / "d.json"
+    assert main(["advise", str(FIX / "micro_vs_step.yaml"), "--json", str(tmp_path / "a.json"),
+                 "--dispatch-table", str(table), "--quiet"]) == 0
+    doc = json.loads((tmp_path / "a.json").read_text())
+    v = _variant(doc, "fused_pair")
+    assert v["decision"] == "dispatch_by_bucket" and v["within_error"]
+    lo, hi = v["gain_interval"]
+    assert lo < 0 < hi
+    assert v["reasons"][0]["code"] == "within_error" and "measure before deciding" in v["reasons"][0]["text"]
+    rec = doc["hardware"][0]["recommendation"]
+    assert rec["decision"] == "measure_first" and rec["variant"] is None and "fused_pair" in rec["text"]
+    assert DispatchTable.load(table).lookup({"tokens": 4096}, hardware="h200-sxm") == "baseline"
+
+
+def test_positive_decisions_outside_the_band_are_recommended(counter: dict[str, Any]) -> None:
+    for hw in counter["hardware"]:
+        v = _variant(counter, "fused_chain", counter["hardware"].index(hw))
+        assert not v["within_error"] and v["gain_interval"][0] > 0
 
 
 def test_cli_prints_plain_language(capsys: pytest.CaptureFixture[str]) -> None:

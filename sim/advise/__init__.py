@@ -18,6 +18,7 @@ from sim.advise.critical import exposed_times
 from sim.advise.kernels import SLACK_TARGETS, family_name, roofline, simulated_gain, speedup_needed
 from sim.advise.plan import acceptance, dispatch_table
 from sim.advise.rules import POSITIVE, Decision, VariantFigures, decide, primary_kind
+from sim.bands import straddles_zero
 from sim.costmodel import KernelCost
 from sim.errors import InputError
 from sim.graph import Graph, Op
@@ -338,10 +339,44 @@ def _advise_variant(scn: Scenario, hw: Hardware, v: Mapping[str, Any], vi: int, 
     out["figures"]["kernels"] = sum(b["weight"] * b["kernels"] for b in buckets) / tw
     out["figures"]["baseline_kernels"] = sum(b["weight"] * b["kernels"] for b in base_b) / tw
     out["reasons"].extend(_explain(out, d))
+    out["gain_interval"] = _decision_interval(out, buckets, base_b)
+    out["within_error"] = d.decision in POSITIVE and straddles_zero(out["gain_interval"])
+    if out["within_error"]:
+        lo, hi = out["gain_interval"]
+        out["reasons"].insert(0, {"code": "within_error", "text": (
+            f"within the model's error: measure before deciding (the gain it acts on, "
+            f"{_pct_text(d.figures['dispatched_gain'] if d.decision in ('dispatch_by_bucket', 'specialize') else d.figures['step_gain'])}, "
+            f"has a 90 % band of [{lo * 100:+.1f}, {hi * 100:+.1f}] %)")})
     out["summary"] = _summary(out)
     if d.decision in POSITIVE:
         out["acceptance"] = acceptance(scn, hw, out, d.figures["threshold"] or 0.0, settings)
     return out
+
+
+def _pct_text(x: float | None) -> str:
+    return "n/a" if x is None else f"{x * 100:+.1f} %"
+
+
+def _decision_interval(v: Mapping[str, Any], buckets: list[Mapping[str, Any]],
+                       base_b: list[Mapping[str, Any]]) -> list[float] | None:
+    """The 90 % band of the gain the decision acts on: the buckets it takes the variant in (all
+    of them for a "don't write"), each bucket's band weighted by its share of the baseline time."""
+    take = [b["take"] for b in v["buckets"]]
+    if not any(take):
+        take = [True] * len(buckets)
+    base_w = sum(bb["weight"] * bb["time_us"] for bb in base_b)
+    gain = lo = hi = 0.0
+    for b, bb, t in zip(buckets, base_b, take, strict=True):
+        if not t:
+            continue
+        gi = b.get("gain_interval")
+        if gi is None or base_w <= 0:
+            return None
+        share = bb["weight"] * bb["time_us"] / base_w
+        gain += share * b["gain_vs_baseline"]
+        lo += share * gi[0]
+        hi += share * gi[1]
+    return [lo, hi]
 
 
 _VERB = {
@@ -387,7 +422,13 @@ def _summary(v: Mapping[str, Any]) -> str:
 
 
 def _recommend(variants: list[dict[str, Any]]) -> dict[str, Any]:
-    positive = [v for v in variants if v["decision"] in POSITIVE]
+    positive = [v for v in variants if v["decision"] in POSITIVE and not v["within_error"]]
+    unsure = [v for v in variants if v["within_error"]]
+    if not positive and unsure:
+        names = ", ".join(v["name"] for v in unsure)
+        return {"variant": None, "decision": "measure_first",
+                "text": f"within the model's error: measure before deciding ({names}: the predicted gain's 90 % band "
+                        "includes zero)", "dispatch_table": None, "acceptance": None}
     if not positive:
         return {"variant": None, "decision": "dont_write",
                 "text": "don't write a kernel: no variant gains enough end to end (see each variant's reasons)",

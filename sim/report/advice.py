@@ -13,6 +13,15 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from sim.bands import fmt_gain
+
+
+def _partial(v: Mapping[str, Any]) -> bool:
+    """The decision takes the variant in some buckets only (its band is then the by-bucket gain's)."""
+    takes = [b["take"] for b in v["buckets"]]
+    return any(takes) and not all(takes)
+
+
 _DECISION_LABEL = {
     "fuse": "FUSE", "specialize": "SPECIALIZE", "dispatch_by_bucket": "DISPATCH BY BUCKET",
     "use_library": "USE LIBRARY", "adopt": "ADOPT", "keep_library": "KEEP LIBRARY", "dont_write": "DON'T WRITE",
@@ -86,13 +95,16 @@ def _render_hardware(hw: Mapping[str, Any], console: Console) -> None:
         d.add_column(col, justify="left" if col in ("variant", "changes", "decision") else "right")
     for v in hw["variants"]:
         f = v["figures"]
-        d.add_row(v["name"], "+".join(v["changes"]), _DECISION_LABEL[v["decision"]], _pct(f["step_gain"]),
-                  _pct(f["dispatched_gain"]), _pct(f["micro_gain"]), _pct(f["coverage"], False),
+        label = _DECISION_LABEL[v["decision"]] + (" (within error: measure first)" if v.get("within_error") else "")
+        band = v.get("gain_interval")
+        d.add_row(v["name"], "+".join(v["changes"]), label, fmt_gain(f["step_gain"], None if _partial(v) else band),
+                  fmt_gain(f["dispatched_gain"], band) if _partial(v) else _pct(f["dispatched_gain"]), _pct(f["micro_gain"]), _pct(f["coverage"], False),
                   _pct(f["fallback_rate"], False),
                   f"{_pct(f['hotspot_share'], False)} ({_pct(f['hotspot_exposed_share'], False)})")
     console.print(d)
-    console.print("step gain: weighted end-to-end gain taking the variant everywhere; by bucket: taking it only where "
-                  "it wins; kernel-only: the microbenchmark view (replaced kernels vs new kernels).")
+    console.print("step gain: weighted end-to-end gain taking the variant everywhere; by bucket: taking it only where it "
+                  "wins; \\[90 % band of the gain the decision acts on, from validated errors]; kernel-only: the "
+                  "microbenchmark view (replaced kernels vs new kernels).")
     for v in hw["variants"]:
         console.print(f"• {v['summary']}", highlight=False)
     rec = hw["recommendation"]

@@ -23,6 +23,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from sim.bands import band_note, band_pct, band_us
 from sim.report.metrics import TERMS
 
 Row = Any
@@ -170,7 +171,9 @@ BUCKET_COLUMNS: list[Col] = [
     Col("bucket", lambda r: r[1]["name"], numeric=False),
     Col("weight", lambda r: f"{r[1]['weight']:.2f}"),
     Col("time µs", lambda r: f"{r[1]['time_us']:.1f}"),
+    Col("time band µs", lambda r: band_us(r[1].get("time_interval_us"))),  # 90 % band (sim.bands)
     Col("gain", lambda r: _gain(r[0], r[1])),
+    Col("gain band", lambda r: "" if r[0]["name"] == "baseline" else band_pct(r[1].get("gain_interval"))),
     *[Col(term, (lambda t: lambda r: f"{r[1]['breakdown_us'][t]:.1f}")(term)) for term in TERMS],
     Col("dominant", lambda r: r[1]["dominant"], numeric=False),
     Col("kernels", lambda r: str(r[1]["kernels"])),
@@ -188,6 +191,7 @@ WEIGHTED_COLUMNS: list[Col] = [
     Col("variant", lambda v: v["name"], numeric=False),
     Col("weighted µs", lambda v: f"{v['weighted_time_us']:.1f}"),
     Col("step gain", _if_variant(lambda v: pct(v["gain_vs_baseline"]))),
+    Col("gain band", _if_variant(lambda v: band_pct(v.get("gain_interval")))),  # 90 % band (sim.bands)
     Col("kernel gain", _if_variant(lambda v: pct(v["micro"]["gain"]))),
     Col("coverage", _if_variant(lambda v: f"{v['coverage'] * 100:.0f}%")),
     Col("fallback", _if_variant(lambda v: f"{v['fallback_rate'] * 100:.0f}%")),
@@ -202,6 +206,7 @@ WORST_COLUMNS: list[Col] = [
     Col("baseline µs", lambda r: f"{r[2]['time_us']:.1f}"),
     Col("time µs", lambda r: f"{r[1]['time_us']:.1f}"),
     Col("gain", lambda r: pct(r[1]["gain_vs_baseline"])),
+    Col("gain band", lambda r: band_pct(r[1].get("gain_interval"))),
     Col("dominant", lambda r: r[1]["dominant"], numeric=False),
     Col("path", lambda r: r[1]["path"], numeric=False),
 ]
@@ -314,6 +319,7 @@ def render_run(result: dict[str, Any], console: Console, buckets: bool = False, 
         print_table(console, "weighted over the bucket distribution", WEIGHTED_COLUMNS, hw["variants"], wide=wide)
         console.print("step gain: end to end, weighted over the buckets; kernel gain: the replaced kernels vs "
                       "the new ones alone (the microbenchmark view)", style="dim")
+        console.print(band_note(hw), style="dim", highlight=False)
         if not (buckets or wide):
             worst = worst_buckets(hw)
             if worst:

@@ -60,7 +60,10 @@ def render_serve(result: dict[str, Any], console: Console) -> None:
                               f"{v['name']}: {txt}{note}")
         for row in hw["comparison"]:
             if "sentence" in row:
-                console.print(row["sentence"])
+                band = (row.get("e2e_interval") or {}).get("p50")
+                note = "" if band is None else (f" (E2E p50 gain 90 % band [{band[0] * 100:+.1f}, {band[1] * 100:+.1f}] %, "
+                                                 "from the validated step-gain errors)")
+                console.print(row["sentence"] + note, highlight=False)
 
 
 def latency_throughput_figure(hw: dict[str, Any], target_ms: float | None) -> Figure:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sim.bands import ANY, load_bands
 from sim.errors import InputError
 from sim.hardware import Hardware, load_profile
 from sim.scenario import Scenario, load_scenario, variant_graph
@@ -174,6 +175,17 @@ def _gain(ref: float | None, v: float | None) -> float | None:
     return 1.0 - v / ref
 
 
+def _band(gain: float | None) -> list[float] | None:
+    """The step-level gain band (sim.bands, unseen shapes, regimes pooled) around a latency gain:
+    request latencies are sums of simulated steps, so their gain inherits the step gain's error
+    (queueing can amplify it near saturation; the band does not model that)."""
+    bands = load_bands()
+    if gain is None or bands is None:
+        return None
+    band = bands.gain(gain, ANY, "unseen")
+    return None if band is None else [band[0], band[1]]
+
+
 def _change(gain: float) -> str:
     return f"{gain:.1%} better" if gain >= 0 else f"{-gain:.1%} worse"
 
@@ -188,6 +200,7 @@ def compare(points: dict[str, dict[str, Any]], reference: str, rate: float | Non
         row: dict[str, Any] = {"variant": name, "reference": reference, "rate_per_s": rate}
         for metric in ("e2e", "ttft", "tpot"):
             row[metric] = {q: _gain(ref[f"{metric}_ms"][q], p[f"{metric}_ms"][q]) for q in ("p50", "p90", "p99")}
+            row[f"{metric}_interval"] = {q: _band(g) for q, g in row[metric].items()}
         rate_txt = f"{rate:g} requests/s" if rate is not None else "the log's rate"
         parts = []
         for metric in ("e2e", "tpot", "ttft"):

@@ -53,7 +53,7 @@ class SweepPlan:
 
 @lru_cache(maxsize=1)
 def code_fingerprint() -> str:
-    """A hash of kernelsim's own source: a cached point is stale once the model changes."""
+    """A hash of kernelsim's own source and band table: a cached point is stale once the model changes."""
     root = Path(__file__).resolve().parent.parent
     h = hashlib.sha256(__version__.encode())
     for f in sorted(root.rglob("*.py")):
@@ -62,6 +62,10 @@ def code_fingerprint() -> str:
             continue  # measurement drivers, the sweep machinery and renderers do not change results
         h.update(rel.encode())
         h.update(f.read_bytes())
+    from sim.bands import DEFAULT_BANDS_FILE  # the error bands every result carries
+
+    if DEFAULT_BANDS_FILE.is_file():
+        h.update(DEFAULT_BANDS_FILE.read_bytes())
     return h.hexdigest()
 
 

@@ -15,7 +15,12 @@ FIXED_COLUMNS = (
     "point", "key", "hardware", "gpu", "variant", "bucket", "bucket_index", "weight", "time_us",
     "gain_vs_baseline", *(f"{t}_us" for t in TERMS), "dominant", "kernels", "hbm_bytes", "path",
     "variant_weighted_time_us", "variant_gain", "coverage", "fallback_rate", "micro_gain",
+    "regime", "shapes", "time_lo_us", "time_hi_us", "gain_lo", "gain_hi", "variant_gain_lo", "variant_gain_hi",
 )
+
+
+def _lo_hi(interval: Sequence[float] | None) -> tuple[float | None, float | None]:
+    return (None, None) if interval is None else (interval[0], interval[1])
 
 
 def tidy_rows(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -36,7 +41,11 @@ def tidy_rows(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                         "path": b["path"], "variant_weighted_time_us": v["weighted_time_us"],
                         "variant_gain": v["gain_vs_baseline"], "coverage": v["coverage"],
                         "fallback_rate": v["fallback_rate"], "micro_gain": v["micro"]["gain"],
+                        "regime": b.get("regime"), "shapes": b.get("shapes"),
                     }
+                    row["time_lo_us"], row["time_hi_us"] = _lo_hi(b.get("time_interval_us"))
+                    row["gain_lo"], row["gain_hi"] = _lo_hi(b.get("gain_interval"))
+                    row["variant_gain_lo"], row["variant_gain_hi"] = _lo_hi(v.get("gain_interval"))
                     for name, val in sorted(b["params"].items()):
                         row[f"param.{name}"] = val
                     rows.append(row)
@@ -87,7 +96,8 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
                 if cur is None or v["gain_vs_baseline"] > cur["gain"]:
                     best[rec["hardware"]] = {
                         "hardware": rec["hardware"], "variant": v["name"], "point": rec["index"],
-                        "params": rec["params"], "gain": v["gain_vs_baseline"], "coverage": v["coverage"],
+                        "params": rec["params"], "gain": v["gain_vs_baseline"],
+                        "gain_interval": v.get("gain_interval"), "coverage": v["coverage"],
                         "fallback_rate": v["fallback_rate"], "micro_gain": v["micro"]["gain"],
                     }
     not_run = [

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from sim.bands import fmt_gain
 from sim.sweep.grid import SweepPlan
 from sim.sweep.runner import SweepOutcome
 
@@ -26,7 +27,7 @@ def render_sweep_summary(plan: SweepPlan, outcome: SweepOutcome, console: Consol
         t.add_column(col, justify="left" if col in ("profile", "variant", "at") else "right")
     for b in outcome.summary["best"]:
         at = ", ".join(f"{k}={v}" for k, v in b["params"].items()) or "—"
-        t.add_row(b["hardware"], b["variant"], at, _pct(b["gain"]), _pct(b["micro_gain"]),
+        t.add_row(b["hardware"], b["variant"], at, fmt_gain(b["gain"], b.get("gain_interval")), _pct(b["micro_gain"]),
                   f"{b['coverage'] * 100:.0f}%", f"{b['fallback_rate'] * 100:.0f}%")
     console.print(t)
     not_run = outcome.summary["not_run"]

@@ -126,3 +126,15 @@ def test_run_and_predict_differ_only_by_the_host_timeline(tmp_path: Path) -> Non
     assert host["step_with_trace_host_us"] == pytest.approx(run_us, abs=1e-3)
     assert host["trace_host_us"] != pytest.approx(host["predicted_host_us"], rel=0.05)
     assert pred["predicted_time_us"] != pytest.approx(run_us, rel=1e-3)  # the difference is real, and explained
+
+
+@pytest.mark.parametrize("mode", ["measured", "predict"])
+def test_replay_says_what_it_carried_over(synth_gz: Path, h200: Hardware, mode: str) -> None:
+    res, _ = replay(synth_gz, h200, mode)
+    for key in ("carried_host_us", "carried_kernel_us", "priced_host_us", "priced_kernel_us"):
+        assert res[key] >= 0.0
+    if mode == "measured":  # every kernel duration comes from the trace
+        assert res["priced_kernel_us"] == 0.0 and res["carried_kernel_us"] > 0.0
+    else:  # known shapes are priced by the model
+        assert res["priced_kernel_us"] > 0.0
+        assert res["carried_kernel_us"] < res["priced_kernel_us"] + res["carried_kernel_us"]

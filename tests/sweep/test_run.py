@@ -34,6 +34,12 @@ def test_serial_sweep_writes_tidy_rows_and_counts_infeasible(scenario_path: Path
     assert [p["status"] for p in manifest["points"]] == ["ok", "ok", "infeasible"] * 2
     assert len(list((out / "points").glob("*.json"))) == 6
     assert outcome.computed == 6 and outcome.cached == 0
+    # Error bands (sim.bands): every row carries its regime, shapes and intervals.
+    for r in rows:
+        assert r["regime"] in ("host-bound", "gpu-bound") and r["shapes"] in ("calibrated", "unseen")
+        assert float(r["time_lo_us"]) < float(r["time_hi_us"])
+        assert float(r["gain_lo"]) <= float(r["gain_hi"]) and float(r["variant_gain_lo"]) <= float(r["variant_gain_hi"])
+    assert all(len(b["gain_interval"]) == 2 for b in outcome.summary["best"])
 
 
 def test_interrupted_sweep_resumes_to_the_same_result(scenario_path: Path, tmp_path: Path,
