@@ -56,7 +56,7 @@ def test_report_and_generated_section(tmp_path: Path) -> None:
     text = report_markdown(cals, case_spreads(cals), "python -m sim.calibrate.repro a b")
     assert text.startswith(BEGIN) and text.rstrip().endswith(END)
     assert "| memory.latency_ns | 250 | 260 | 3.9% |" in text
-    assert "| mlp tokens=128 | 100.0 | 110.0 | 9.5% ✗ |" in text
+    assert "| mlp tokens=128 (held-out) | 100.0 | 110.0 | 9.5% ✗ |" in text
     assert "| b | `runs/b/raw` | 1: step/mlp/held-out" in text
     doc = tmp_path / "validation.md"
     doc.write_text("# validation\n\nold tables\n")

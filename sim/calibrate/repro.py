@@ -163,7 +163,7 @@ def report_markdown(cals: list[Calibration], cases: list[CaseSpread], command: s
     lines += ["", "### Step cases", "", "| case | " + " | ".join(names) + " | spread |",
               "| --- | " + " | ".join("---:" for _ in names) + " | ---: |"]
     for case in steps:
-        lines.append(f"| {case.label} | " + " | ".join(f"{p:.1f}" for p in case.predictions)
+        lines.append(f"| {case.label} ({case.split}) | " + " | ".join(f"{p:.1f}" for p in case.predictions)
                      + f" | {case.spread:.1%}{'' if case.ok else ' ✗'} |")
     lines += ["", "### Kernel-level families", "", "| level | family | cases | over the limit | max spread |",
               "| --- | --- | ---: | ---: | ---: |"]
