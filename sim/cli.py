@@ -36,34 +36,35 @@ def _busy(text: str) -> AbstractContextManager[Any]:
 
 
 def _out_path(value: str, flag: str) -> Path:
-    p = Path(value)
-    if p.exists() and p.is_dir():
-        raise InputError(f"{flag} names a folder, expected a file path", value=value)
-    return p
+    from sim.outputs import check_output_path
+
+    return check_output_path(value, flag)
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
-    from sim.outputs import dumps, write_json_atomic, write_text_atomic
+    from sim.outputs import dumps, write_files_atomic
     from sim.report.perfetto import trace_events
     from sim.report.tables import render_run
     from sim.scenario import load_scenario, run_scenario
 
-    json_out = _out_path(args.json, "--json") if args.json else None
-    trace_out = _out_path(args.trace, "--trace") if args.trace else None
+    json_out = _out_path(args.json, "--json") if args.json is not None else None
+    trace_out = _out_path(args.trace, "--trace") if args.trace is not None else None
+    plots_dir = _out_dir(args.plots, "--plots") if args.plots is not None else None
+    report_dir = _out_dir(args.report, "--report") if args.report is not None else None
     scn = load_scenario(Path(args.scenario), args.hardware or None)
     if args.trace_bucket is not None and not 0 <= args.trace_bucket < len(scn.buckets):
         raise InputError("--trace-bucket out of range", value=args.trace_bucket,
                          expected=f"0..{len(scn.buckets) - 1}")
-    plots_dir = _out_dir(args.plots, "--plots") if args.plots else None
-    report_dir = _out_dir(args.report, "--report") if args.report else None
-    kineto_dir = _out_dir(args.kineto, "--kineto") if args.kineto else None
+    kineto_dir = _out_dir(args.kineto, "--kineto") if args.kineto is not None else None
     n = len(scn.hardware) * (len(scn.spec.variants) + 1) * len(scn.buckets)
     with _busy(f"simulating {n} hardware × variant × bucket steps"):
-            result, traces = run_scenario(scn, keep_traces=trace_out is not None or bool(plots_dir or report_dir)
+        result, traces = run_scenario(scn, keep_traces=trace_out is not None or bool(plots_dir or report_dir)
                                       or args.kernels or kineto_dir is not None)
+    _check_finite(result, [args.scenario, *(args.hardware or [])])
     if args.kernels:
         result = {**result, "kernels": _kernel_figures(scn, result, traces, args.trace_bucket)}
-    # Everything computed: now write outputs (each atomically).
+    # Everything computed: now write outputs, --json and --trace together (both or neither).
+    files: list[tuple[Path, bytes]] = []
     if trace_out is not None:
         bi = args.trace_bucket
         if bi is None:
@@ -71,9 +72,10 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         names = [b["name"] for b in result["hardware"][0]["variants"][0]["buckets"]]  # "tokens=128", not a dict
         chosen = [(f"{hw} / {var} / {names[b]}", tr)
                   for (hw, var, b), tr in traces.items() if b == bi]
-        write_text_atomic(trace_out, dumps(trace_events(chosen)))
+        files.append((trace_out, dumps(trace_events(chosen), trace_out).encode("utf-8")))
     if json_out is not None:
-        write_json_atomic(json_out, result)
+        files.append((json_out, dumps(result, json_out).encode("utf-8")))
+    write_files_atomic(files)
     if not args.quiet:
         render_run(result, console, buckets=args.buckets, wide=args.wide)
         if args.kernels:
@@ -125,11 +127,26 @@ def _kernel_figures(scn: Any, result: dict[str, Any], traces: dict[Any, Any], bu
     return {"bucket": result["hardware"][0]["variants"][0]["buckets"][bi]["name"], "hardware": out}
 
 
+def _check_finite(result: Any, inputs: Sequence[str]) -> None:
+    """A result with an inf or NaN (an input value too extreme for the model) is bad input, named."""
+    import math
+
+    stack: list[tuple[str, Any]] = [("", result)]
+    while stack:
+        path, v = stack.pop()
+        if isinstance(v, dict):
+            stack.extend((f"{path}.{k}" if path else str(k), x) for k, x in v.items())
+        elif isinstance(v, list):
+            stack.extend((f"{path}[{i}]", x) for i, x in enumerate(v))
+        elif isinstance(v, float) and not math.isfinite(v):
+            raise InputError(f"the result {path} is {v}: an input value is too extreme for the model",
+                             file=", ".join(inputs), expected="profile and workload values of realistic size")
+
+
 def _out_dir(value: str, flag: str) -> Path:
-    p = Path(value)
-    if p.exists() and not p.is_dir():
-        raise InputError(f"{flag} names a file, expected a folder", value=value)
-    return p
+    from sim.outputs import check_output_path
+
+    return check_output_path(value, flag, folder=True)
 
 
 def _write_run_plots_and_report(scn: Any, result: dict[str, Any], traces: dict[Any, Any], plots_dir: Path | None,
@@ -158,10 +175,13 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     from sim.sweep import load_sweep, run_sweep
     from sim.sweep.tables import render_sweep_summary
 
+    for flag, value in (("--out", args.out), ("--plots", args.plots), ("--report", args.report)):
+        if value is not None:
+            _out_dir(value, flag)
     plan = load_sweep(Path(args.scenario))
-    out = _out_dir(args.out or f"sweep_{plan.scenario.spec.name}", "--out")
-    plots_dir = None if args.no_plots else _out_dir(args.plots, "--plots") if args.plots else out / "plots"
-    report_dir = _out_dir(args.report, "--report") if args.report else None
+    out = _out_dir(args.out if args.out is not None else f"sweep_{plan.scenario.spec.name}", "--out")
+    plots_dir = None if args.no_plots else _out_dir(args.plots, "--plots") if args.plots is not None else out / "plots"
+    report_dir = _out_dir(args.report, "--report") if args.report is not None else None
     err = Console(stderr=True)
     outcome = run_sweep(plan, out, workers=args.workers, executor=args.executor, scheduler=args.scheduler,
                         resume=args.resume, progress=not args.quiet, console=err)
@@ -177,7 +197,12 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
         console.print(f"wrote {len(infos)} plots to {plots_dir}", markup=False)
     if report_dir is not None:
         console.print(f"wrote {report_dir / 'index.html'}", markup=False)
-    return EXIT_OK if outcome.summary["counts"]["ok"] or not plan.points else EXIT_INPUT
+    if plan.points and not outcome.summary["counts"]["ok"]:
+        counts = outcome.summary["counts"]
+        first = (outcome.summary["not_run"] or [{"reason": "?"}])[0]["reason"]
+        raise InputError(f"no point of the sweep ran ({counts['invalid']} invalid, {counts['infeasible']} infeasible; "
+                         f"see {out / 'sweep.json'}); the first: {first}", file=str(plan.file))
+    return EXIT_OK
 
 
 def cmd_profiles(args: argparse.Namespace, console: Console) -> int:
@@ -202,7 +227,7 @@ def cmd_diff(args: argparse.Namespace, console: Console) -> int:
     from sim.report.diff import diff_runs, load_run
     from sim.report.tables import render_diff
 
-    json_out = _out_path(args.json, "--json") if args.json else None
+    json_out = _out_path(args.json, "--json") if args.json is not None else None
     a, b = load_run(Path(args.a)), load_run(Path(args.b))
     pair = False
     if args.pair_profiles:
@@ -260,21 +285,24 @@ def cmd_import_trace(args: argparse.Namespace, console: Console) -> int:
 
 def cmd_replay(args: argparse.Namespace, console: Console) -> int:
     from sim.hardware import load_profile
-    from sim.outputs import dumps, write_json_atomic, write_text_atomic
+    from sim.outputs import dumps, write_files_atomic
     from sim.replay import render_replay, replay
 
-    json_out = _out_path(args.json, "--json") if args.json else None
-    trace_out = _out_path(args.trace_out, "--trace") if args.trace_out else None
+    json_out = _out_path(args.json, "--json") if args.json is not None else None
+    trace_out = _out_path(args.trace_out, "--trace") if args.trace_out is not None else None
     hw = load_profile(args.hardware, Path.cwd(), path="--hardware")
     with _busy(f"replaying {escape(args.trace)}"):
         result, sim_trace = replay(Path(args.trace), hw, args.mode, args.step)
+    _check_finite(result, [args.trace, args.hardware])
+    files: list[tuple[Path, bytes]] = []
     if trace_out is not None:
         from sim.report.perfetto import trace_events
 
         label = f"{result['step']} / {result['mode']} / {hw.name}"
-        write_text_atomic(trace_out, dumps(trace_events([(label, sim_trace)])))
+        files.append((trace_out, dumps(trace_events([(label, sim_trace)]), trace_out).encode("utf-8")))
     if json_out is not None:
-        write_json_atomic(json_out, result)
+        files.append((json_out, dumps(result, json_out).encode("utf-8")))
+    write_files_atomic(files)
     if not args.quiet:
         render_replay(result, console)
     for p in (json_out, trace_out):
@@ -513,11 +541,15 @@ def cmd_serve(args: argparse.Namespace, console: Console) -> int:
     from sim.serving.report import render_serve, write_serve_plots
     from sim.serving.run import load_serving, run_serving
 
-    json_out = _out_path(args.json, "--json") if args.json else None
-    plots_dir = _out_dir(args.plots, "--plots") if args.plots else None
+    json_out = _out_path(args.json, "--json") if args.json is not None else None
+    plots_dir = _out_dir(args.plots, "--plots") if args.plots is not None else None
     rates = _rates(args.rates) if args.rates else None
-    if args.requests is not None and args.requests < 1:
-        raise InputError("--requests must be >= 1", value=args.requests)
+    from sim.serving.schema import MAX_REQUESTS
+
+    if args.requests is not None and not 1 <= args.requests <= MAX_REQUESTS:
+        raise InputError(f"--requests must be between 1 and {MAX_REQUESTS}", value=args.requests)
+    if rates is not None and len(rates) > 100:
+        raise InputError("--rates: at most 100 rates", value=len(rates))
     ss = load_serving(Path(args.scenario), args.hardware or None)
     updates: dict[str, Any] = {}
     if args.requests is not None:
@@ -565,18 +597,21 @@ def _add_serve_command(sub: Any) -> None:
 def cmd_advise(args: argparse.Namespace, console: Console) -> int:
     from sim.advise import advise
     from sim.advise.plan import dispatch_document
-    from sim.outputs import write_json_atomic
+    from sim.outputs import dumps, write_files_atomic
     from sim.report.advice import render_advice
 
-    json_out = _out_path(args.json, "--json") if args.json else None
-    table_out = _out_path(args.dispatch_table, "--dispatch-table") if args.dispatch_table else None
+    json_out = _out_path(args.json, "--json") if args.json is not None else None
+    table_out = _out_path(args.dispatch_table, "--dispatch-table") if args.dispatch_table is not None else None
     with _busy("simulating and advising"):
         result = advise(Path(args.scenario), args.hardware or None)
-    # Everything computed: now write outputs (each atomically).
+    _check_finite(result, [args.scenario, *(args.hardware or [])])
+    # Everything computed: now write outputs (both or neither).
+    files: list[tuple[Path, bytes]] = []
     if json_out is not None:
-        write_json_atomic(json_out, result)
+        files.append((json_out, dumps(result, json_out).encode("utf-8")))
     if table_out is not None:
-        write_json_atomic(table_out, dispatch_document(result))
+        files.append((table_out, dumps(dispatch_document(result), table_out).encode("utf-8")))
+    write_files_atomic(files)
     if not args.quiet:
         render_advice(result, console)
     for p in (json_out, table_out):
@@ -615,6 +650,31 @@ def _width(stream: Any, fitted: bool) -> int | None:
     return 100 if fitted else 200
 
 
+def _note_inputs(args: argparse.Namespace) -> None:
+    """Register the command's input files (positional files, profile paths), so no output replaces them."""
+    from sim.outputs import note_input, reset_inputs
+
+    reset_inputs()
+    names = ["scenario", "from_raw", "cases", "thresholds", "base"]
+    if args.command in ("replay", "import-trace"):
+        names.append("trace")  # positional there; in `run`, --trace is an output
+    for name in names:
+        value = getattr(args, name, None)
+        if isinstance(value, str) and value:
+            note_input(value)
+    for value in getattr(args, "hardware", None) or []:
+        if isinstance(value, str) and value and Path(value).exists():
+            note_input(value)
+
+
+def _error_line(text: str) -> str:
+    from rich.markup import escape
+
+    from sim.errors import one_line
+
+    return "[red]error:[/red] " + escape(one_line(text))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     err = Console(stderr=True, width=_width(sys.stderr, True))
@@ -623,17 +683,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         console = Console(width=_width(sys.stdout, args.command in _FITTED_COMMANDS))
         if not getattr(args, "command", None):
-            parser.print_help()
+            parser.print_usage(sys.stderr)
+            err.print(_error_line("a command is required (run, sweep, replay, import-trace, advise, serve, "
+                                  "profiles, calibrate, validate); see kernelsim --help"),
+                      highlight=False, soft_wrap=True)
             return EXIT_INPUT
+        _note_inputs(args)
         return int(args.func(args, console))
-    except InputError as exc:
-        err.print(f"[red]error:[/red] {escape(str(exc))}", markup=True, highlight=False, soft_wrap=True)
-        return EXIT_INPUT
     except InfeasibleError as exc:
-        err.print(f"[red]error:[/red] infeasible: {escape(str(exc))}", highlight=False, soft_wrap=True)
+        err.print(_error_line(f"infeasible: {exc}"), highlight=False, soft_wrap=True)
         return EXIT_INPUT
-    except KernelsimError as exc:
-        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
+    except KernelsimError as exc:  # InputError, OutputError, UncostedOpError...
+        err.print(_error_line(str(exc)), highlight=False, soft_wrap=True)
+        return EXIT_INPUT
+    except OSError as exc:  # reading or writing a file the checks above could not foresee (disk full, ...)
+        from sim.errors import shorten
+
+        where = f"{shorten(str(exc.filename))}: " if exc.filename else ""
+        err.print(_error_line(f"{where}{exc.strerror or exc}"), highlight=False, soft_wrap=True)
         return EXIT_INPUT
     except KeyboardInterrupt:
         err.print("interrupted")

@@ -50,10 +50,14 @@ class DispatchTable:
     @classmethod
     def load(cls, path: str | Path) -> DispatchTable:
         file = str(path)
+        from sim.limits import MAX_YAML_BYTES
+        from sim.schema.loader import read_input_text
+
+        text = read_input_text(Path(path), max_bytes=MAX_YAML_BYTES, what="dispatch table (JSON)")
         try:
-            doc = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise InputError(f"cannot read dispatch table: {exc}", file=file) from None
+            doc = json.loads(text)
+        except (ValueError, RecursionError) as exc:  # not JSON, a number over the digit limit, deep nesting
+            raise InputError(f"cannot read dispatch table: {type(exc).__name__}: {str(exc)[:100]}", file=file) from None
         return cls.from_dict(doc, file)
 
     @classmethod

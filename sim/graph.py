@@ -95,6 +95,8 @@ class Graph:
     params: Mapping[str, float]
     tensors: Mapping[str, Tensor]
     ops: tuple[Op, ...]
+    file: str = ""  # the workload file, for error messages
+    op_paths: Mapping[str, str] = field(default_factory=dict)  # op name -> key path in `file`
 
     def op(self, name: str) -> Op:
         for o in self.ops:

@@ -52,7 +52,11 @@ def load_scenario(path: Path, hardware_override: list[str] | None = None) -> Sce
     wl_path = Path(spec.workload)
     if not wl_path.is_absolute():
         wl_path = base / wl_path
-    if not wl_path.is_file():
+    try:
+        found = wl_path.is_file()
+    except OSError:  # a name too long for the file system
+        found = False
+    if not found:
         raise InputError("workload file not found", file=str(path), path="workload", value=spec.workload,
                          expected="a path relative to the scenario file")
     workload = load_workload(wl_path)
@@ -290,8 +294,21 @@ def price(graph: Graph, hw: Hardware, *, measured: bool = False) -> tuple[Kernel
         try:
             costs.append(cached_kernel_cost(op, graph, hw))
         except InfeasibleError as exc:
-            raise InfeasibleError(f"op '{op.name}' on {hw.name}: {exc}") from None
+            raise InfeasibleError(f"{_op_where(graph, op)} on {hw.name}: {exc}") from None
+        except InputError as exc:
+            if exc.file:
+                raise
+            raise exc.within(file=graph.file or None, prefix=graph.op_paths.get(op.name, f"op '{op.name}'")) from None
+        except KernelsimError as exc:  # a pricing error (uncosted op, bad dimensions): located in the file
+            raise type(exc)(f"{_op_where(graph, op)} on {hw.name}: {exc}") from None
     return tuple(costs)
+
+
+def _op_where(graph: Graph, op: Op) -> str:
+    """`FILE: ops[3] (op 'fc1')`, or as much of it as is known (ops made by a transform have no key path)."""
+    path = graph.op_paths.get(op.name)
+    where = f"{path} (op '{op.name}')" if path else f"op '{op.name}'"
+    return f"{graph.file}: {where}" if graph.file else where
 
 
 def run_graph(graph: Graph, hw: Hardware) -> tuple[Trace, StepMetrics]:

@@ -24,8 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from sim.bands import correction_points
 from sim.calibrate.cases import cases_from_raw
 from sim.calibrate.fit import calibrate_from_raw
@@ -124,10 +122,13 @@ def summarize(rows: list[Row]) -> list[Summary]:
 
 
 def load_thresholds(path: Path) -> dict[str, Any]:
-    doc = yaml.safe_load(path.read_text()) if path.is_file() else None
+    from sim.schema.loader import read_yaml
+
+    doc = read_yaml(path) if path.is_file() else None
     if not isinstance(doc, dict) or doc.get("schema") != THRESHOLDS_SCHEMA:
         raise InputError("not a thresholds file", file=str(path), path="schema",
-                         value=doc.get("schema") if isinstance(doc, dict) else None, expected=THRESHOLDS_SCHEMA)
+                         value=doc.get("schema") if isinstance(doc, dict) else type(doc).__name__,
+                         expected=THRESHOLDS_SCHEMA)
     if not isinstance(doc.get("gates"), dict):
         raise InputError("missing gates", file=str(path), path="gates", expected="a mapping of gate name → limits")
     return doc

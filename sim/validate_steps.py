@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from sim.bands import (
     HOST_BOUND_GPU_IDLE_SHARE,
     calibrated_kernel_share,
@@ -96,7 +94,9 @@ def _is_gemm(name: str) -> bool:
 def load_cases(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise InputError("validation cases file not found", file=str(path))
-    doc = yaml.safe_load(path.read_text())
+    from sim.schema.loader import read_yaml
+
+    doc = read_yaml(path)
     if not isinstance(doc, dict) or doc.get("schema") != CASES_SCHEMA:
         raise InputError("not a validation cases file", file=str(path), path="schema",
                          value=(doc or {}).get("schema") if isinstance(doc, dict) else None, expected=CASES_SCHEMA)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -10,6 +11,7 @@ from typing import Any
 from sim import expr
 from sim.errors import InputError
 from sim.graph import Graph, LaunchConfig, Op, Tensor
+from sim.limits import MAX_GRAPH_OPS, MAX_REPEAT
 from sim.schema.loader import load_yaml_model
 from sim.schema.workload import Bucket, Launch, OpBase, RepeatBlock, WorkloadFile
 
@@ -172,6 +174,7 @@ def flat_ops(spec: WorkloadFile, params: dict[str, float], file: str) -> list[tu
     for i, entry in enumerate(spec.ops):
         if isinstance(entry, RepeatBlock):
             out.extend(_expand_repeat(entry, params, file, f"ops[{i}]"))
+            check_graph_size(1, 0, len(out), file=file, path=f"ops[{i}].count")
         else:
             out.append((entry, f"ops[{i}]"))
     return out
@@ -194,6 +197,7 @@ def _expand_repeat(block: RepeatBlock, params: dict[str, float], file: str, wher
             body.extend(_expand_repeat(entry, params, file, f"{where}.ops[{j}]"))
         else:
             body.append((entry, f"{where}.ops[{j}]"))
+    check_graph_size(count, len(body), 0, file=file, path=f"{where}.count")
     local = {o.name for o, _ in body}
     written = {t for o, _ in body for t in o.writes} - set(block.carried)
     out: list[tuple[OpBase, str]] = []
@@ -218,6 +222,16 @@ def declared_name(tensor: str) -> str:
     return tensor.split("@", 1)[0]
 
 
+def check_graph_size(count: int, ops_per_copy: int, ops_so_far: int, *, file: str, path: str) -> None:
+    """A repeat count and the graph it makes stay within the limits (sim/limits.py)."""
+    if count > MAX_REPEAT:
+        raise InputError(f"repeat count over the limit of {MAX_REPEAT} (set KERNELSIM_MAX_REPEAT to raise it)",
+                         file=file, path=path, value=count)
+    if ops_so_far + count * ops_per_copy > MAX_GRAPH_OPS:
+        raise InputError(f"the graph would have {ops_so_far + count * ops_per_copy} ops, over the limit of "
+                         f"{MAX_GRAPH_OPS} (set KERNELSIM_MAX_GRAPH_OPS to raise it)", file=file, path=path, value=count)
+
+
 def build_graph(spec: WorkloadFile, params: dict[str, float], file: str) -> Graph:
     """The graph of `spec` at parameter values `params`."""
     tensors: dict[str, Tensor] = {}
@@ -227,8 +241,16 @@ def build_graph(spec: WorkloadFile, params: dict[str, float], file: str) -> Grap
             v = expr.evaluate_at(dim, params, file=file, path=f"tensors.{tname}.shape[{j}]")
             shape.append(_int(v, file=file, path=f"tensors.{tname}.shape[{j}]", minimum=1))
         tensors[tname] = Tensor(name=tname, shape=tuple(shape), dtype=decl.dtype)
-    ops = expand_launches([build_op(o, params, file=file, path=path, mode=spec.mode)
-                           for o, path in flat_ops(spec, params, file)])
+    flat = flat_ops(spec, params, file)
+    built = [build_op(o, params, file=file, path=path, mode=spec.mode) for o, path in flat]
+    launches = 0
+    for op, (_, path) in zip(built, flat, strict=True):
+        launches += max(1, int(op.attrs.get("launches", 1)))
+        if launches > MAX_GRAPH_OPS:
+            raise InputError(f"the graph would have more than {MAX_GRAPH_OPS} kernels once `launches` expand "
+                             "(set KERNELSIM_MAX_GRAPH_OPS to raise it)", file=file, path=f"{path}.launches",
+                             value=op.attrs.get("launches"))
+    ops = expand_launches(built)
     for op in ops:  # per-iteration names of repeat blocks share their declaration's shape
         for t in op.reads + op.writes:
             if t not in tensors:
@@ -240,6 +262,8 @@ def build_graph(spec: WorkloadFile, params: dict[str, float], file: str) -> Grap
         params=MappingProxyType(dict(params)),
         tensors=MappingProxyType(tensors),
         ops=tuple(ops),
+        file=file,
+        op_paths=MappingProxyType({o.name: path for o, path in flat}),
     )
 
 
@@ -265,6 +289,9 @@ def check_workload(wl: Workload) -> None:
     names = set(spec.parameters)
     for b in spec.distribution.buckets:
         names |= set(b.params)
+    if not math.isfinite(sum(b.weight for b in spec.distribution.buckets)):
+        raise InputError("the bucket weights add up to more than a float can hold", file=file,
+                         path="distribution.buckets", expected="finite weights (they are normalized; e.g. shares)")
     for i, b in enumerate(spec.distribution.buckets):
         unknown = set(b.params) - set(spec.parameters)
         if unknown:

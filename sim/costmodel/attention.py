@@ -22,6 +22,7 @@ from sim.costmodel import KernelCost, register
 from sim.costmodel.corrections import interpolate
 from sim.costmodel.elementwise import io_bytes
 from sim.costmodel.gemm import _peak
+from sim.errors import KernelsimError
 from sim.graph import Graph, Op
 from sim.hardware import Hardware
 
@@ -64,6 +65,9 @@ def _decode_cost(op: Op, graph: Graph, hw: Hardware, b: int, h: int, skv: int) -
 def attention_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
     b, h = int(op.attrs["batch"]), int(op.attrs["heads"])
     sq, skv, d = int(op.attrs["seq_q"]), int(op.attrs["seq_kv"]), int(op.attrs["head_dim"])
+    if min(b, h, sq, skv, d) <= 0:
+        raise KernelsimError(f"op '{op.name}': attention dimensions must be positive "
+                             f"(batch={b}, heads={h}, seq_q={sq}, seq_kv={skv}, head_dim={d})")
     causal = bool(op.attrs.get("causal", False))
     fwd = op.attrs.get("direction", "forward") == "forward"
     if sq == 1 and fwd:

@@ -51,7 +51,10 @@ def launch_share(op: Op) -> float:
 def numel_of(op: Op, graph: Graph) -> int:
     share = launch_share(op)
     if "numel" in op.attrs:
-        return max(1, math.ceil(int(op.attrs["numel"]) * share))
+        n = int(op.attrs["numel"])
+        if n < 1:  # a kernel over no elements: PyTorch launches none, and every per-element term divides by it
+            raise KernelsimError(f"op '{op.name}': numel must be >= 1 (got {n})")
+        return max(1, math.ceil(n * share))
     for t in op.writes + op.reads:
         return max(1, math.ceil(graph.tensors[t].numel * share))
     raise KernelsimError(f"op '{op.name}': cannot tell its element count (give 'numel' or a tensor)")

@@ -27,6 +27,7 @@ from sim.costmodel.elementwise import (
     streaming_cost,
 )
 from sim.costmodel.memory import bandwidth
+from sim.errors import KernelsimError
 from sim.graph import Graph, LaunchConfig, Op
 from sim.hardware import Hardware, occupancy
 
@@ -64,6 +65,8 @@ def row_layout(launch: LaunchConfig, op: Op) -> tuple[int, int, int]:
 @register("reduction")
 def reduction_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
     rows, cols = int(op.attrs["rows"]), int(op.attrs["cols"])
+    if min(rows, cols) <= 0:
+        raise KernelsimError(f"op '{op.name}': reduction dimensions must be positive (rows={rows}, cols={cols})")
     passes = max(1, int(op.attrs.get("passes", 1)))
     numel = rows * cols
     r, w = io_bytes(op, graph)

@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from sim.errors import InputError
+from sim.limits import MAX_TRACE_BYTES
+from sim.schema.loader import open_input
 
 CHUNK_CHARS = 1 << 20
 MAX_EVENT_CHARS = 64 << 20  # one event larger than this is treated as malformed
@@ -28,17 +30,20 @@ _WS = " \t\r\n"
 
 
 def _open(path: Path) -> TextIO:
-    try:
-        raw = path.open("rb")
-    except FileNotFoundError:
-        raise InputError("file not found", file=str(path)) from None
-    except OSError as exc:
-        raise InputError(f"cannot read file: {exc.strerror}", file=str(path)) from None
+    raw = open_input(path, max_bytes=MAX_TRACE_BYTES, what="trace file")
     magic = raw.read(2)
     raw.seek(0)
     if magic == b"\x1f\x8b":
         return io.TextIOWrapper(gzip.GzipFile(fileobj=raw), encoding="utf-8")
     return io.TextIOWrapper(raw, encoding="utf-8")
+
+
+class _NotFinite(ValueError):
+    """NaN, Infinity or -Infinity in a trace: JSON has no such numbers and kernelsim accepts none."""
+
+
+def _reject_constant(name: str) -> Any:
+    raise _NotFinite(name)
 
 
 class _Reader:
@@ -111,6 +116,12 @@ class _Reader:
         while True:
             try:
                 obj, end = decoder.raw_decode(self.buf, self.pos)
+            except RecursionError:
+                raise InputError(f"{what.format(index)} is nested too deeply (character {self.offset})",
+                                 file=self.file) from None
+            except _NotFinite as exc:
+                raise InputError(f"{what.format(index)} holds {exc.args[0]}, which is not a finite number "
+                                 f"(near character {self.offset})", file=self.file) from None
             except json.JSONDecodeError as exc:
                 if self.eof:
                     raise InputError(f"truncated or malformed JSON in {what.format(index)} at character {self.base + exc.pos}: "
@@ -120,6 +131,9 @@ class _Reader:
                                      file=self.file) from None
                 self.fill(max(CHUNK_CHARS, len(self.buf) - self.pos))
                 continue
+            except ValueError as exc:  # an integer over Python's digit limit
+                raise InputError(f"{what.format(index)}: a number is too long (near character {self.offset}): "
+                                 f"{str(exc)[:80]}", file=self.file) from None
             # A number that ends at the buffer's end may continue in the next chunk.
             if end >= len(self.buf) and not self.eof:
                 self.fill(CHUNK_CHARS)
@@ -135,7 +149,7 @@ def iter_events(path: Path, meta: dict[str, Any] | None = None) -> Iterator[dict
     small: schemaVersion, deviceProperties, distributedInfo...).
     """
     file = str(path)
-    decoder = json.JSONDecoder()
+    decoder = json.JSONDecoder(parse_constant=_reject_constant)
     with _open(path) as fh:
         r = _Reader(fh, file)
         if r.skip_ws() == "":

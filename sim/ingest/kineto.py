@@ -17,6 +17,7 @@ kernel with no launch.
 from __future__ import annotations
 
 import bisect
+import math
 import re
 from array import array
 from collections import Counter
@@ -26,6 +27,7 @@ from typing import Any
 
 from sim.errors import InputError
 from sim.ingest.jsonstream import iter_events
+from sim.limits import MAX_JSON_DEPTH, MAX_TRACE_INT, MAX_TRACE_NUMBER
 
 # The Chrome trace event format's event types (`ph`).
 KNOWN_PH = frozenset("BEXiIbneSTpFsftPOND" "MVvRc()C")
@@ -148,37 +150,82 @@ def _num(file: str, index: int, ev: dict[str, Any], key: str) -> float:
         raise _bad(file, index, ev, f"missing field '{key}'", expected="a number")
     if isinstance(v, bool) or not isinstance(v, int | float):
         # Some exporters write ts as a string with three decimals ("12345.678").
-        if isinstance(v, str):
+        if isinstance(v, str) and len(v) <= 40:
             try:
-                return float(v)
+                f = float(v)
             except ValueError:
                 pass
+            else:
+                if math.isfinite(f) and abs(f) <= MAX_TRACE_NUMBER:
+                    return f
         raise _bad(file, index, ev, f"field '{key}' is not a number", value=v)
+    if isinstance(v, int) and abs(v) > MAX_TRACE_NUMBER or isinstance(v, float) and not abs(v) <= MAX_TRACE_NUMBER:
+        raise _bad(file, index, ev, f"field '{key}' is out of range", value=v,
+                   expected=f"a finite number of magnitude at most {MAX_TRACE_NUMBER:.0e}")
     return float(v)
 
 
-def _arg_int(file: str, index: int, ev: dict[str, Any], key: str, *, required: bool) -> int | None:
-    args = ev.get("args") or {}
-    v = args.get(key)
+def _args(file: str, index: int, ev: dict[str, Any]) -> dict[str, Any]:
+    """The event's `args` object ({} when absent); anything else is an error naming the event."""
+    args = ev.get("args")
+    if args is None:
+        return {}
+    if not isinstance(args, dict):
+        raise _bad(file, index, ev, "field 'args' is not an object", value=args, expected='{"key": value, ...}')
+    return args
+
+
+def _arg_int(file: str, index: int, ev: dict[str, Any], key: str, *, required: bool,
+             minimum: int | None = None) -> int | None:
+    v = _args(file, index, ev).get(key)
     if v is None:
         if required:
             raise _bad(file, index, ev, f"missing field 'args.{key}'", expected="an integer")
         return None
     if isinstance(v, bool) or not isinstance(v, int | float):
         raise _bad(file, index, ev, f"field 'args.{key}' is not a number", value=v)
+    if not abs(v) <= MAX_TRACE_INT or v != int(v):
+        raise _bad(file, index, ev, f"field 'args.{key}' is not an integer in range", value=v,
+                   expected="a whole number of magnitude at most 2**62")
+    if minimum is not None and v < minimum:
+        raise _bad(file, index, ev, f"field 'args.{key}' must be >= {minimum}", value=v)
     return int(v)
 
 
-def _dim3(file: str, index: int, ev: dict[str, Any], key: str) -> int | None:
-    v = (ev.get("args") or {}).get(key)
+def _list_arg(file: str, index: int, ev: dict[str, Any], args: dict[str, Any], key: str) -> list[Any] | None:
+    """An optional list argument (`Input Dims`, ...): a list nested at most MAX_JSON_DEPTH deep, or absent."""
+    v = args.get(key)
     if v is None:
         return None
-    if isinstance(v, list) and v and all(isinstance(x, int) and x >= 1 for x in v):
+    if not isinstance(v, list):
+        raise _bad(file, index, ev, f"field 'args.{key}' is not a list", value=v, expected="a JSON array")
+    stack: list[tuple[Any, int]] = [(v, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            raise _bad(file, index, ev, f"field 'args.{key}' is nested more than {MAX_JSON_DEPTH} levels deep")
+        if isinstance(item, list):
+            stack.extend((x, depth + 1) for x in item)
+        elif isinstance(item, dict):
+            stack.extend((x, depth + 1) for x in item.values())
+        elif isinstance(item, int) and not isinstance(item, bool) and abs(item) > MAX_TRACE_INT:
+            raise _bad(file, index, ev, f"field 'args.{key}' holds an integer out of range", value=item,
+                       expected="a magnitude at most 2**62")
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise _bad(file, index, ev, f"field 'args.{key}' holds a number that is not finite", value=item)
+    return v
+
+
+def _dim3(file: str, index: int, ev: dict[str, Any], key: str) -> int | None:
+    v = _args(file, index, ev).get(key)
+    if v is None:
+        return None
+    if isinstance(v, list) and 0 < len(v) <= 3 and all(type(x) is int and 1 <= x <= 2**31 for x in v):
         n = 1
         for x in v:
             n *= x
         return n
-    if isinstance(v, int) and v >= 1:
+    if type(v) is int and 1 <= v <= 2**31:
         return v
     raise _bad(file, index, ev, f"field 'args.{key}' is not a launch dimension", value=v,
                expected="a list of positive integers like [128, 1, 1]")
@@ -186,9 +233,9 @@ def _dim3(file: str, index: int, ev: dict[str, Any], key: str) -> int | None:
 
 def _tid(ev: dict[str, Any]) -> int:
     tid = ev.get("tid", 0)
-    if isinstance(tid, int):
+    if isinstance(tid, int) and abs(tid) <= MAX_TRACE_INT:
         return tid
-    digits = re.sub(r"\D", "", str(tid))  # some exporters write "thread 12 (python)"
+    digits = re.sub(r"\D", "", str(tid)[:100])[:18]  # some exporters write "thread 12 (python)"
     return int(digits) if digits else 0
 
 
@@ -217,6 +264,7 @@ def _scan(path: Path) -> tuple[list[Step], float, float, array, array, array, di
         ph = _check_event(file, i, ev)
         if ph != "X":
             continue
+        _args(file, i, ev)  # every complete event's args is an object (or absent), in any step
         cat = _cat(ev)
         if cat in CPU_CATS:
             ts, dur = _num(file, i, ev, "ts"), _num(file, i, ev, "dur")
@@ -232,8 +280,9 @@ def _scan(path: Path) -> tuple[list[Step], float, float, array, array, array, di
                 rt_ts.append(_num(file, i, ev, "ts"))
                 rt_corr.append(corr)
         elif cat in GPU_CATS:
-            corr = (ev.get("args") or {}).get("correlation")
-            if isinstance(corr, int | float) and not isinstance(corr, bool):
+            _num(file, i, ev, "ts"), _num(file, i, ev, "dur")
+            corr = _args(file, i, ev).get("correlation")
+            if isinstance(corr, int | float) and not isinstance(corr, bool) and abs(corr) <= MAX_TRACE_INT:
                 gpu_corr.append(int(corr))
     steps.sort(key=lambda s: s.ts)
     return steps, cpu_lo, cpu_hi, rt_ts, rt_corr, gpu_corr, meta
@@ -315,14 +364,16 @@ def read_step(path: Path, step: str | None = None) -> StepEvents:
             continue
         cat = _cat(ev)
         if cat in CPU_CATS:
-            ts = float(ev["ts"])
+            ts = _num(file, i, ev, "ts")
             if ts < t0 or ts > t1 or _STEP_RX.match(str(ev.get("name", ""))):
                 continue
             name = ev.get("name")
             if not isinstance(name, str):
                 raise _bad(file, i, ev, "missing field 'name'", expected="the op's name")
-            args = ev.get("args") or {}
-            cpu_ops.append(CpuOp(i, name, ts, ts + _num(file, i, ev, "dur"), _tid(ev), args.get("Input Dims"), args.get("Input type"), args.get("Concrete Inputs"),
+            args = _args(file, i, ev)
+            cpu_ops.append(CpuOp(i, name, ts, ts + _num(file, i, ev, "dur"), _tid(ev),
+                                 _list_arg(file, i, ev, args, "Input Dims"), _list_arg(file, i, ev, args, "Input type"),
+                                 _list_arg(file, i, ev, args, "Concrete Inputs"),
                                  {k: v for k, v in args.items() if k not in ("Input Dims", "Input type",
                                                                              "Concrete Inputs", "Input Strides")},
                                  annotation=cat == "user_annotation"))
@@ -341,7 +392,7 @@ def read_step(path: Path, step: str | None = None) -> StepEvents:
             corr = _arg_int(file, i, ev, "correlation", required=True)
             assert corr is not None
             ts, dur = _num(file, i, ev, "ts"), _num(file, i, ev, "dur")
-            stream = _arg_int(file, i, ev, "stream", required=True)
+            stream = _arg_int(file, i, ev, "stream", required=True, minimum=0)
             assert stream is not None
             if corr not in in_step:
                 # Earlier steps' work that is still running when this step starts delays it.
@@ -360,28 +411,30 @@ def read_step(path: Path, step: str | None = None) -> StepEvents:
             name = ev.get("name")
             if not isinstance(name, str):
                 raise _bad(file, i, ev, "missing field 'name'", expected="the kernel's name")
-            nbytes = (ev.get("args") or {}).get("bytes")
+            nbytes = _args(file, i, ev).get("bytes")
             gpu.append(GpuActivity(
                 i, name, "gpu_memcpy" if cat == "memcpy" else "gpu_memset" if cat == "memset" else cat,
                 ts, ts + dur, stream, corr,
                 grid=_dim3(file, i, ev, "grid"), block=_dim3(file, i, ev, "block"),
                 regs=_arg_int(file, i, ev, "registers per thread", required=False),
                 smem=_arg_int(file, i, ev, "shared memory", required=False),
-                bytes=float(nbytes) if isinstance(nbytes, int | float) else None,
+                bytes=float(nbytes) if isinstance(nbytes, int | float) and 0 <= nbytes <= MAX_TRACE_NUMBER else None,
             ))
         elif cat == SYNC_CAT:
             corr = _arg_int(file, i, ev, "correlation", required=False) or 0
             if corr not in in_step:
                 continue
-            args = ev.get("args") or {}
+            args = _args(file, i, ev)
             ts = _num(file, i, ev, "ts")
-            syncs.append(SyncRecord(i, str(args.get("cuda_sync_kind", ev.get("name", ""))), ts,
-                                    ts + _num(file, i, ev, "dur"), int(args.get("stream", -1)), corr,
-                                    int(args.get("wait_on_stream", -1)),
-                                    int(args.get("wait_on_cuda_event_record_corr_id", -1))))
+            stream, wait_stream, wait_corr = (
+                _arg_int(file, i, ev, key, required=False)
+                for key in ("stream", "wait_on_stream", "wait_on_cuda_event_record_corr_id"))
+            syncs.append(SyncRecord(i, str(args.get("cuda_sync_kind", ev.get("name", "")))[:200], ts,
+                                    ts + _num(file, i, ev, "dur"), -1 if stream is None else stream, corr,
+                                    -1 if wait_stream is None else wait_stream, -1 if wait_corr is None else wait_corr))
         elif cat == "python_function":
             py_ts = ev.get("ts")
-            if isinstance(py_ts, int | float) and t0 <= py_ts <= t1:
+            if isinstance(py_ts, int | float) and not isinstance(py_ts, bool) and t0 <= py_ts <= t1:
                 python_ts.append(float(py_ts))
         elif cat not in IGNORED_CATS:
             unknown[cat] += 1

@@ -18,12 +18,14 @@ RUN_SCHEMA = "kernelsim.run/v1"
 
 def load_run(path: Path) -> dict[str, Any]:
     """A `kernelsim run --json` document, or an InputError naming the file."""
+    from sim.limits import MAX_YAML_BYTES
+    from sim.schema.loader import read_input_text
+
+    text = read_input_text(path, max_bytes=MAX_YAML_BYTES, what="run result (JSON)")  # regular file, size cap
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError("file not found", file=str(path)) from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"not a JSON file: {exc}", file=str(path)) from None
+        doc = json.loads(text)
+    except (ValueError, RecursionError) as exc:  # not JSON, an integer over the digit limit, deep nesting
+        raise InputError(f"not a JSON file: {str(exc)[:120]}", file=str(path)) from None
     if not isinstance(doc, dict) or doc.get("schema") != RUN_SCHEMA:
         schema = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
         raise InputError("not a kernelsim run result", file=str(path), path="schema", value=schema,

@@ -7,6 +7,7 @@ and series count (what tests check, rather than pixels).
 
 from __future__ import annotations
 
+import io
 import itertools
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -240,10 +241,11 @@ def sweep_heatmap_figure(records: Sequence[dict[str, Any]], profiles: Sequence[s
 
 # -- writing ------------------------------------------------------------------------------------------
 def _save(fig: Figure, out_dir: Path, name: str, kind: str, title: str, series: int) -> PlotInfo:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    tmp = out_dir / f".{name}.tmp.png"
-    fig.savefig(tmp, format="png")
-    tmp.replace(out_dir / name)
+    from sim.outputs import write_bytes_atomic
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    write_bytes_atomic(out_dir / name, buf.getvalue())  # checked like every output (inputs, read-only, OS errors)
     return PlotInfo(file=name, kind=kind, title=title, series=series)
 
 

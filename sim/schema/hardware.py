@@ -68,22 +68,33 @@ class PositiveQuantity(Quantity):
         return v
 
 
+class Count(PositiveQuantity):
+    """A whole number of things (SMs, threads, registers, bytes of a granule): 1 <= value <= 2**48."""
+
+    @field_validator("value")
+    @classmethod
+    def _whole(cls, v: float) -> float:
+        if v != int(v) or v > 2**48:
+            raise ValueError(f"must be a whole number from 1 to 2**48, got {v}")
+        return v
+
+
 class SMSection(Strict):
-    count: PositiveQuantity
+    count: Count
     clock_mhz: PositiveQuantity
-    warp_size: PositiveQuantity
-    max_threads_per_sm: PositiveQuantity
-    max_warps_per_sm: PositiveQuantity
-    max_blocks_per_sm: PositiveQuantity
-    max_threads_per_block: PositiveQuantity
-    registers_per_sm: PositiveQuantity
-    max_registers_per_thread: PositiveQuantity
-    register_alloc_unit: PositiveQuantity = Field(description="registers per warp allocation granule")
-    shared_memory_per_sm_bytes: PositiveQuantity
-    shared_memory_per_block_max_bytes: PositiveQuantity
-    shared_memory_alloc_unit_bytes: PositiveQuantity
+    warp_size: Count
+    max_threads_per_sm: Count
+    max_warps_per_sm: Count
+    max_blocks_per_sm: Count
+    max_threads_per_block: Count
+    registers_per_sm: Count
+    max_registers_per_thread: Count
+    register_alloc_unit: Count = Field(description="registers per warp allocation granule")
+    shared_memory_per_sm_bytes: Count
+    shared_memory_per_block_max_bytes: Count
+    shared_memory_alloc_unit_bytes: Count
     reserved_shared_memory_per_block_bytes: Quantity
-    schedulers_per_sm: PositiveQuantity
+    schedulers_per_sm: Count
 
 
 class MemorySection(Strict):
@@ -142,8 +153,8 @@ class ComputeSection(Strict):
 
 class GemmSection(Strict):
     max_efficiency: PositiveQuantity = Field(description="best fraction of tensor peak a library GEMM reaches")
-    tile_m: PositiveQuantity
-    tile_n: PositiveQuantity
+    tile_m: Count
+    tile_n: Count
     k_half_efficiency: PositiveQuantity = Field(description="K at which per-tile efficiency is half its max (prologue/epilogue cost)")
     misaligned_factor: PositiveQuantity = Field(description="throughput factor when a dimension breaks 16-byte alignment")
     correction: list[GemmPoint] = Field(default_factory=list, description="measured/model ratios from calibration")
@@ -202,7 +213,7 @@ class HostSection(Strict):
     graph_launch_us: Quantity = Field(description="CUDA graph replay call (host)")
     graph_kernel_us: Quantity = Field(description="device time of an empty kernel inside a CUDA graph (replaces kernel.fixed_us there)")
     sync_us: Quantity = Field(description="host cost of a stream/device synchronize once work is done")
-    launch_queue_depth: PositiveQuantity = Field(description="pending launches per stream before the host blocks")
+    launch_queue_depth: Count = Field(description="pending launches per stream before the host blocks")
     profiler_event_us: dict[Literal["plain", "shapes", "stack"], Quantity] = Field(
         default_factory=dict,
         description="host time torch.profiler adds per recorded event (CPU op, runtime/driver call, Python frame), "
@@ -248,14 +259,14 @@ class TopologySection(Strict):
     what NCCL achieves on it and how many channels (one CTA each) its collectives use.
     """
 
-    gpus_per_node: PositiveQuantity
-    nodes: PositiveQuantity = Field(description="nodes in the cluster; ranks are placed node by node")
+    gpus_per_node: Count
+    nodes: Count = Field(description="nodes in the cluster; ranks are placed node by node")
     intra_node: Literal["nvswitch", "nvlink", "pcie"] = Field(description="what joins the GPUs of a node")
     nics_per_node: Quantity = Field(description="network adapters per node (rail-optimized: one per GPU)")
     network_efficiency: PositiveQuantity = Field(description="achieved fraction of a NIC's rate through NCCL")
     nvls_busbw_gbps: Quantity = Field(
         description="all-reduce bus bandwidth through NVLink SHARP (NVSwitch reductions); 0 = no NVLS")
-    channels: PositiveQuantity = Field(description="NCCL channels of a large collective: one CTA each, on its own SM")
+    channels: Count = Field(description="NCCL channels of a large collective: one CTA each, on its own SM")
     channel_gbps: PositiveQuantity = Field(description="most one channel (one CTA) moves")
     reference_busbw: list[BusBwPoint] = Field(
         default_factory=list, description="published or measured nccl-tests bus bandwidths the model is tested against")

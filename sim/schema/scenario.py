@@ -164,7 +164,9 @@ class TransformSpec(Strict):
             )
         key = next(iter(data))
         if key not in TRANSFORM_KEYS:
-            raise ValueError(f"unknown transform {key!r} (expected one of: {', '.join(TRANSFORM_KEYS)})")
+            raise ValueError(f"unknown transform {str(key)[:60]!r} (expected one of: {', '.join(TRANSFORM_KEYS)})")
+        if data[key] is None:
+            raise ValueError(f"transform '{key}' has no arguments (null); it needs a mapping of its arguments")
         return data
 
     def kind_and_args(self) -> tuple[str, BaseModel]:

@@ -5,6 +5,7 @@ Both read the `kernelsim.serve/v1` result only, never a simulation.
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
 
@@ -90,13 +91,14 @@ def latency_throughput_figure(hw: dict[str, Any], target_ms: float | None) -> Fi
 
 def write_serve_plots(result: dict[str, Any], out_dir: Path) -> list[Path]:
     """One PNG per hardware profile, `serving_latency_throughput_<profile>.png`, each written atomically."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    from sim.outputs import write_bytes_atomic
+
     files = []
     for hw in result["hardware"]:
         slug = "".join(c if c.isalnum() or c in "-_." else "_" for c in hw["name"])
         name = f"serving_latency_throughput_{slug}.png"
-        tmp = out_dir / f".{name}.tmp.png"
-        latency_throughput_figure(hw, result["p99_target_ms"]).savefig(tmp, format="png")
-        tmp.replace(out_dir / name)
+        buf = io.BytesIO()
+        latency_throughput_figure(hw, result["p99_target_ms"]).savefig(buf, format="png")
+        write_bytes_atomic(out_dir / name, buf.getvalue())
         files.append(out_dir / name)
     return files

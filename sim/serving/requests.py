@@ -64,12 +64,10 @@ def read_request_log(path: Path) -> list[RequestSpec]:
     and the column.
     """
     file = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError("request log not found", file=file) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read request log: {exc}", file=file) from None
+    from sim.limits import MAX_YAML_BYTES
+    from sim.schema.loader import read_input_text
+
+    text = read_input_text(path, max_bytes=MAX_YAML_BYTES, what="request log (CSV)")
     reader = csv.DictReader(line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#"))
     header = [h.strip() for h in (reader.fieldnames or [])]
     missing = [c for c in LOG_COLUMNS if c not in header]

@@ -10,6 +10,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+# Bounds that keep a serving simulation's memory and time finite (a typo like 10**8 is refused at
+# load): about 2 ms per request and rate on a 2-core VM (Nov 2026), so the default 1000 takes seconds.
+MAX_REQUESTS = 1_000_000
+MAX_TOKENS = 1 << 20
+
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -18,7 +23,7 @@ class Strict(BaseModel):
 class Lengths(Strict):
     """A distribution of token counts: exactly one of `fixed`, `uniform`, `lognormal`."""
 
-    fixed: int | None = Field(default=None, ge=1)
+    fixed: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
     uniform: tuple[int, int] | None = Field(default=None, description="[min, max], both included")
     lognormal: LogNormal | None = None
 
@@ -35,8 +40,8 @@ class Lengths(Strict):
 class LogNormal(Strict):
     median: float = Field(gt=0)
     sigma: float = Field(ge=0, description="standard deviation of the log")
-    min: int = Field(default=1, ge=1)
-    max: int = Field(ge=1)
+    min: int = Field(default=1, ge=1, le=MAX_TOKENS)
+    max: int = Field(ge=1, le=MAX_TOKENS)
 
     @model_validator(mode="after")
     def _range(self) -> LogNormal:
@@ -127,7 +132,7 @@ class ServingVariant(Strict):
 
 
 class ServingSweep(Strict):
-    rates_per_s: list[float] = Field(min_length=1, description="arrival rates for the latency-throughput curve")
+    rates_per_s: list[float] = Field(min_length=1, max_length=100, description="arrival rates for the latency-throughput curve")
     p99_target_ms: float | None = Field(default=None, gt=0, description="find the highest rate whose p99 meets this")
     target_metric: Literal["e2e", "ttft", "tpot"] = "e2e"
     bisect_steps: int = Field(default=6, ge=0, le=20, description="refinements between the last passing and first "
@@ -138,7 +143,7 @@ class ServingSpec(Strict):
     """The `serving:` section of a scenario (docs/serving.md)."""
 
     seed: int = 0
-    requests: int = Field(default=1000, ge=1, description="requests per simulation (poisson)")
+    requests: int = Field(default=1000, ge=1, le=MAX_REQUESTS, description="requests per simulation (poisson)")
     warmup_requests: int = Field(default=0, ge=0, description="first requests left out of the statistics")
     hardware: list[str] | None = Field(default=None, min_length=1, description="default: the scenario's hardware")
     arrival: Arrival

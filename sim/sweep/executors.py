@@ -46,7 +46,7 @@ def run_local(plan: SweepPlan, points: Sequence[Point], workers: int) -> Iterato
     # spawn, not fork: the parent runs a progress thread, and fork with threads can deadlock.
     ctx = multiprocessing.get_context("spawn")
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=init_worker,
-                               initargs=(plan.scenario, plan.hardware, plan.variants))
+                               initargs=(plan.scenario, plan.hardware, plan.variants, os.getpid()))
     try:
         pending: set[Future[list[dict[str, Any]]]] = {
             pool.submit(run_points_in_worker, chunk) for chunk in _chunks(points, workers)

@@ -10,6 +10,7 @@ Nothing here depends on the executor or the completion order.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from dataclasses import dataclass, field
@@ -68,14 +69,58 @@ class _RateColumn(ProgressColumn):
         return Text(f"{computed / elapsed:,.1f} points/s", style="progress.data.speed")
 
 
-def _cached(path: Path, key: str) -> dict[str, Any] | None:
+def record_checksum(rec: dict[str, Any]) -> str:
+    """sha256 of the record's canonical JSON without its `checksum` field."""
+    body = {k: v for k, v in rec.items() if k != "checksum"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, allow_nan=False).encode("utf-8")).hexdigest()
+
+
+def with_checksum(rec: dict[str, Any]) -> dict[str, Any]:
+    return {**rec, "checksum": record_checksum(rec)}
+
+
+def check_cached(path: Path, key: str) -> tuple[dict[str, Any] | None, str | None]:
+    """A cached point record, validated: (record, None), or (None, why it cannot be used).
+
+    A missing file is (None, None). Anything else that is not a record kernelsim wrote for this
+    point (a folder, unreadable or non-JSON text, a wrong schema or key, a missing result or
+    reason, a checksum that does not match its content) is refused with the reason, and the
+    point is computed again.
+    """
     try:
-        rec = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None  # missing or unreadable: run the point again
-    if not isinstance(rec, dict) or rec.get("schema") != POINT_SCHEMA or rec.get("key") != key:
-        return None
-    return rec
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None, None
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, f"cannot read ({getattr(exc, 'strerror', None) or type(exc).__name__})"
+    try:
+        rec = json.loads(text)
+    except (ValueError, RecursionError):
+        return None, "not JSON"
+    if not isinstance(rec, dict):
+        return None, "not a JSON object"
+    if rec.get("schema") != POINT_SCHEMA or rec.get("key") != key:
+        return None, "wrong schema or key"
+    status = rec.get("status")
+    if status == "ok":
+        if not isinstance(rec.get("result"), dict) or not isinstance(rec["result"].get("hardware"), list):
+            return None, "no result"
+    elif status in ("infeasible", "invalid"):
+        if not isinstance(rec.get("reason"), str):
+            return None, "no reason"
+    else:
+        return None, "unknown status"
+    try:
+        ok = rec.get("checksum") == record_checksum(rec)
+    except (ValueError, TypeError):
+        ok = False
+    if not ok:
+        return None, "checksum does not match the content (edited or corrupted)"
+    return rec, None
+
+
+def _cached(path: Path, key: str) -> dict[str, Any] | None:
+    return check_cached(path, key)[0]
 
 
 def run_sweep(plan: SweepPlan, out: Path, *, workers: int | None = None, executor: str = "local",
@@ -92,11 +137,17 @@ def run_sweep(plan: SweepPlan, out: Path, *, workers: int | None = None, executo
     console = console or Console(stderr=True)
     points_dir = out / "points"
     records: list[dict[str, Any] | None] = [None] * len(plan.points)
+    refused: list[str] = []
     if resume:
         for p in plan.points:
-            rec = _cached(points_dir / f"{p.key}.json", p.key)
+            rec, why = check_cached(points_dir / f"{p.key}.json", p.key)
             if rec is not None:
                 records[p.index] = {**rec, "index": p.index}
+            elif why is not None:
+                refused.append(f"points/{p.key}.json: {why}")
+    if refused:
+        console.print(f"note: {len(refused)} cached point record(s) refused and computed again, e.g. {refused[0]}",
+                      highlight=False, markup=False)
     todo = [p for p in plan.points if records[p.index] is None]
     cached = len(plan.points) - len(todo)
     t0 = time.perf_counter()
@@ -109,6 +160,7 @@ def run_sweep(plan: SweepPlan, out: Path, *, workers: int | None = None, executo
         else:
             stream = run_local(plan, todo, workers)
         for index, rec in stream:
+            rec = with_checksum(rec)
             write_json_atomic(points_dir / f"{rec['key']}.json", rec)
             records[index] = rec
             bar.advance(task)

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
+import threading
+import time
 from typing import Any
 
 from sim.errors import InfeasibleError, KernelsimError
@@ -31,8 +36,40 @@ def run_point(scn: Scenario, hardware: dict[str, Hardware], variants: tuple[str,
 _WORKER_STATE: dict[str, Any] = {}
 
 
-def init_worker(scn: Scenario, hardware: dict[str, Hardware], variants: tuple[str, ...]) -> None:
+def init_worker(scn: Scenario, hardware: dict[str, Hardware], variants: tuple[str, ...],
+                parent_pid: int | None = None) -> None:
+    die_with_parent(parent_pid)
     _WORKER_STATE.update(scn=scn, hardware=hardware, variants=variants)
+
+
+def die_with_parent(parent_pid: int | None = None, poll_s: float = 0.5) -> None:
+    """End this worker process when the sweep's main process dies (even by SIGKILL).
+
+    A pool worker blocks on a pipe that its siblings keep open, so it never sees the parent
+    go: on Linux the kernel sends SIGKILL at the parent's death (PR_SET_PDEATHSIG); elsewhere,
+    and as a second line, a daemon thread notices the parent change and exits. `parent_pid` is
+    the sweep's pid as the parent saw it: a worker still starting when the parent died is
+    already orphaned here and exits at once.
+    """
+    parent = parent_pid if parent_pid is not None else os.getppid()
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:  # the parent died before the call above took effect
+        os._exit(1)
+
+    def watch() -> None:
+        while True:
+            time.sleep(poll_s)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="kernelsim-parent-watch", daemon=True).start()
 
 
 def run_point_in_worker(point: Point) -> dict[str, Any]:
