@@ -91,6 +91,7 @@ def cmd_calibrate(args: Any, console: Console) -> int:
 def cmd_validate(args: Any, console: Console) -> int:
     from sim.hardware import load_profile, resolve_profile
     from sim.validate import check, kernel_rows, load_thresholds, markdown, summarize
+    from sim.validate_host import check_host_gains, host_gain_lines, host_rows
     from sim.validate_steps import gains_markdown, step_rows
 
     cases = Path(args.cases)
@@ -107,6 +108,8 @@ def cmd_validate(args: Any, console: Console) -> int:
     rows = kernel_rows(Path(args.raw), hw, base)
     srows, gains, ranks = step_rows(cases, args.profile)
     rows += srows
+    hrows, hgains = host_rows(Path(args.raw).parent / "host_context", hw)  # issue 15: host time in real models
+    rows += hrows
     summaries = summarize(rows)
     thresholds = load_thresholds(Path(args.thresholds))
     problems = check(summaries, thresholds)
@@ -114,6 +117,7 @@ def cmd_validate(args: Any, console: Console) -> int:
     median_pp = statistics.median(abs(g.error_pp) for g in gains) if gains else 0.0
     if gain_limit is not None and median_pp > float(gain_limit):
         problems.append(f"gains: median |error| {median_pp:.1f} pp > {float(gain_limit):.1f} pp")
+    problems += check_host_gains(hgains, thresholds)
     rank_limit = (thresholds.get("ranking") or {}).get("max_wrong_buckets")
     wrong_buckets = sum(1 for r in ranks if not r.ok)
     if rank_limit is not None and wrong_buckets > int(rank_limit):
@@ -129,8 +133,12 @@ def cmd_validate(args: Any, console: Console) -> int:
                   f"sign wrong where |measured gain| > 3%: "
                   f"{sum(1 for g in gains if not g.sign_ok and abs(g.measured_gain) > 0.03)}; "
                   f"ranking wrong in {wrong_buckets} of {len(ranks)} buckets")
+    for line in host_gain_lines(hgains):
+        console.print(line)
     if args.markdown:
         text = markdown(rows, summaries, "kernelsim validation on an NVIDIA H200") + "\n" + gains_markdown(gains, ranks)
+        if hgains:
+            text += "\n" + "\n".join(["## Host-bound gains (measured vs predicted)", ""] + host_gain_lines(hgains)) + "\n"
         from sim.calibrate.repro import keep_generated_section
 
         write_text_atomic(Path(args.markdown), keep_generated_section(Path(args.markdown), text))
@@ -140,6 +148,7 @@ def cmd_validate(args: Any, console: Console) -> int:
                "summaries": [s.__dict__ for s in summaries],
                "rows": [{**r.__dict__, "error": r.error} for r in rows],
                "gains": [{**g.__dict__, "error_pp": g.error_pp} for g in gains],
+               "host_gains": [{**g.__dict__, "error_pp": g.error_pp} for g in hgains],
                "ranking": [{"case": r.case, "bucket": r.bucket, "measured": list(r.measured_order),
                             "predicted": list(r.predicted_order), "wrong_pairs": r.wrong_pairs()} for r in ranks],
                "violations": problems}

@@ -14,7 +14,7 @@ def test_validation_meets_thresholds(tmp_path: Path) -> None:
     doc = json.loads(out.read_text())
     assert not doc["violations"]
     levels = {s["table"] for s in doc["summaries"]}
-    assert levels == {"kernel", "kernels", "step"}
+    assert levels == {"kernel", "kernels", "step", "host"}
     held_out = [s for s in doc["summaries"] if s["split"] == "held-out" and s["family"] != "all"]
     assert len(held_out) >= 8  # every family reports its held-out split
 

@@ -172,6 +172,7 @@ BUCKET_COLUMNS: list[Col] = [
     Col("time µs", lambda r: f"{r[1]['time_us']:.1f}"),
     Col("gain", lambda r: _gain(r[0], r[1])),
     *[Col(term, (lambda t: lambda r: f"{r[1]['breakdown_us'][t]:.1f}")(term)) for term in TERMS],
+    Col("host busy", lambda r: f"{r[1]['host_share'] * 100:.0f}%" if "host_share" in r[1] else "-"),
     Col("dominant", lambda r: r[1]["dominant"], numeric=False),
     Col("kernels", lambda r: str(r[1]["kernels"])),
     Col("HBM MB", lambda r: f"{r[1]['hbm_bytes'] / 1e6:.1f}"),
