@@ -150,14 +150,25 @@ def gen_traces_measured() -> str:
 
 def gen_traces_predict() -> str:
     """docs/traces.md: predict mode on h200-measured, last step of each fixture and held-out trace."""
+    import json
+
     from sim import api
 
-    lines = ["| trace | measured µs | predicted µs | step error |", "| --- | ---: | ---: | ---: |"]
+    raw = json.loads((ROOT / "calibration" / "h200" / "raw" / "profiler_overhead.json").read_text())
+    unprofiled = {r["path"]: r["unprofiled_step_us"] for r in raw["records"] if r.get("bench") == "heldout_trace"}
+    lines = ["| trace | recorded µs | predicted, profiler kept µs | error | unprofiled µs | predicted µs | error |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for label, folder in (("", "tests/fixtures/traces"), ("held-out: ", "validation/h200/traces_heldout")):
         for path in _traces(folder):
-            d = api.replay(path, "h200-measured", mode="predict").to_dict()
-            lines.append(f"| {label}{path.name.removesuffix('.json.gz')} | {d['measured_time_us']:.1f} | "
-                         f"{d['predicted_time_us']:.1f} | {d['error'] * 100:+.1f} % |")
+            k = api.replay(path, "h200-measured", mode="predict", keep_profiler=True).to_dict()
+            row = (f"| {label}{path.name.removesuffix('.json.gz')} | {k['measured_time_us']:.1f} | "
+                   f"{k['predicted_time_us']:.1f} | {k['error'] * 100:+.1f} % |")
+            if path.name in unprofiled:
+                d = api.replay(path, "h200-measured", mode="predict", unprofiled_us=unprofiled[path.name]).to_dict()
+                row += f" {unprofiled[path.name]:.1f} | {d['predicted_time_us']:.1f} | {d['unprofiled_error'] * 100:+.1f} % |"
+            else:
+                row += " | | |"
+            lines.append(row)
     return "\n".join(lines) + "\n"
 
 

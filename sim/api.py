@@ -278,11 +278,15 @@ def advise(scenario: PathLike, hardware: Sequence[str] | None = None) -> AdviceR
 
 
 def replay(trace: PathLike, hardware: str | Hardware, *, mode: str = "measured",
-           step: str | None = None) -> ReplayResult:
-    """Replay one step of a PyTorch profiler trace: its own durations (measured) or the cost model (predict)."""
+           step: str | None = None, host: str = "trace", keep_profiler: bool = False,
+           unprofiled_us: float | None = None) -> ReplayResult:
+    """Replay one step of a PyTorch profiler trace: its own durations (measured) or the cost model (predict).
+    In predict mode `host` is "trace" (the trace's host timeline less the profiler's cost, or with it
+    when `keep_profiler`) or "model" (the profile's host costs); docs/traces.md."""
     from sim.hardware import Hardware, load_profile
     from sim.replay import replay as _replay
 
     hw = hardware if isinstance(hardware, Hardware) else load_profile(hardware, Path.cwd(), path="hardware")
-    doc, sim_trace = _replay(Path(trace), hw, mode, step)
+    doc, sim_trace = _replay(Path(trace), hw, mode, step, host=host, keep_profiler=keep_profiler,
+                             unprofiled_us=unprofiled_us)
     return ReplayResult(doc, sim_trace)

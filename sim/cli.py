@@ -291,8 +291,12 @@ def cmd_replay(args: argparse.Namespace, console: Console) -> int:
     json_out = _out_path(args.json, "--json") if args.json is not None else None
     trace_out = _out_path(args.trace_out, "--trace") if args.trace_out is not None else None
     hw = load_profile(args.hardware, Path.cwd(), path="--hardware")
+    if args.unprofiled_us is not None and not 0 < args.unprofiled_us < float("inf"):
+        raise InputError("--unprofiled-us is not a step time", value=args.unprofiled_us,
+                         expected="microseconds > 0")
     with _busy(f"replaying {escape(args.trace)}"):
-        result, sim_trace = replay(Path(args.trace), hw, args.mode, args.step)
+        result, sim_trace = replay(Path(args.trace), hw, args.mode, args.step, host=args.host,
+                                   keep_profiler=args.keep_profiler_cost, unprofiled_us=args.unprofiled_us)
     _check_finite(result, [args.trace, args.hardware])
     files: list[tuple[Path, bytes]] = []
     if trace_out is not None:
@@ -326,7 +330,14 @@ def _add_trace_commands(sub: argparse._SubParsersAction) -> None:
     r.add_argument("trace", metavar="TRACE.json[.gz]", help="Chrome-format trace from torch.profiler")
     r.add_argument("--hardware", required=True, metavar="PROFILE", help="hardware profile name or YAML path")
     r.add_argument("--mode", choices=("measured", "predict"), default="measured",
-                   help="measured: the trace's own durations; predict: the cost model and the profile's host costs")
+                   help="measured: the trace's own durations; predict: kernels from the cost model")
+    r.add_argument("--host", choices=("trace", "model"), default="trace",
+                   help="predict mode's host time: trace (default) keeps the trace's own host timeline less the "
+                        "profiler's per-event cost; model prices it from the profile (another CPU or framework)")
+    r.add_argument("--keep-profiler-cost", action="store_true",
+                   help="with --host trace: keep the profiler's cost (predict the step as it was recorded)")
+    r.add_argument("--unprofiled-us", type=float, metavar="US",
+                   help="the step's time measured without the profiler: adds unprofiled_error to the result")
     r.add_argument("--step", metavar="N", help="ProfilerStep#N or a step index (default: the last step)")
     r.add_argument("--json", metavar="OUT", help="write the result as JSON (schema kernelsim.replay/v1)")
     r.add_argument("--trace", dest="trace_out", metavar="OUT.json", help="write a Perfetto/Chrome trace of the replay")

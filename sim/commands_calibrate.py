@@ -10,6 +10,7 @@ sweep, advise and serve read; --measure re-measures the validation workloads on 
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import statistics
@@ -109,6 +110,7 @@ def cmd_validate(args: Any, console: Console) -> int:
         measured_quantities,
         summarize,
     )
+    from sim.validate_host import gain_groups, host_gain_lines, host_rows
     from sim.validate_steps import gains_markdown, step_rows
 
     cases = Path(args.cases)
@@ -129,6 +131,9 @@ def cmd_validate(args: Any, console: Console) -> int:
     rows = kernel_rows(Path(args.raw), hw, base)
     steps = step_rows(cases, args.profile, idle)
     rows += steps.rows
+    # issue 15: host time in real models; the configs the host fit may use are "calibrated"
+    hrows, hgains = host_rows(Path(args.raw).parent / "host_context", hw)
+    rows += [dataclasses.replace(r, split="calibrated" if r.split == "fit" else "unseen") for r in hrows]
     gains, ranks = steps.gains, steps.ranks
     summaries = summarize(rows)
     measured = measured_quantities(summaries)
@@ -143,6 +148,9 @@ def cmd_validate(args: Any, console: Console) -> int:
         rk = [r for r in ranks if r.split == split]
         if rk:
             measured[f"ranking/{split}"] = {"wrong_buckets": float(sum(1 for r in rk if not r.ok)), "n": float(len(rk))}
+    for key, grp in gain_groups(hgains).items():
+        errs = [abs(g.error_pp) for g in grp]
+        measured[f"host_gains/{key}"] = {"median_abs_pp": statistics.median(errs), "n": float(len(errs))}
     time_samples = [Sample(r.regime, r.split, r.error, r.group, r.label) for r in rows if r.table == "step"]
     gain_samples = [Sample(g.regime, g.split, g.error_pp, g.case, f"{g.case} {g.variant} {g.bucket}") for g in gains]
     coverage: dict[str, Any] = {}
@@ -167,6 +175,7 @@ def cmd_validate(args: Any, console: Console) -> int:
         gain_lines.append(f"gains ({split} shapes): {n} variant×bucket pairs, median |error| {med:.1f} pp; sign wrong "
                           f"where |measured gain| > 3%: {wrong}; ranking wrong in {int(rank.get('wrong_buckets', 0))} of "
                           f"{int(rank.get('n', 0))} buckets")
+    gain_lines += host_gain_lines(hgains)
     for line in gain_lines:
         console.print(line)
     for key, c in coverage.items():

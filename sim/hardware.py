@@ -104,6 +104,8 @@ class Hardware:
     libraries: dict[str, dict[str, float]] = field(default_factory=dict)
     primitives: dict[str, float] = field(default_factory=dict)
     profiler_event_s: dict[str, float] = field(default_factory=dict)
+    # framework op -> (host s per call without autograd recording, with it or None)
+    framework_op_table_s: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
     corrections: dict[str, tuple[tuple[tuple[float, ...], float], ...]] = field(default_factory=dict)
     sustained_clock_hz: float | None = None
     source_file: str = ""
@@ -195,6 +197,9 @@ class Hardware:
             sync_s=h.sync_us.value * us,
             launch_queue_depth=int(h.launch_queue_depth.value),
             profiler_event_s={cfg: q.value * us for cfg, q in h.profiler_event_us.items()},
+            framework_op_table_s={name: (None if c.us is None else c.us * us,
+                                         None if c.grad_us is None else c.grad_us * us)
+                            for name, c in h.framework_ops.items()},
             nvlink_bps=ln.nvlink_gbps.value * 1e9,
             nvlink_latency_s=ln.nvlink_latency_us.value * us,
             pcie_bps=ln.pcie_gbps.value * 1e9,

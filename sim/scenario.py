@@ -340,6 +340,8 @@ def _bucket_result(b: Bucket, params: dict[str, float], m: StepMetrics, path: st
         "dominant": m.dominant,
         "kernels": m.kernels,
         "kernel_time_us": m.kernel_time_s * 1e6,
+        "host_busy_us": m.host_busy_s * 1e6,
+        "host_share": m.host_share,
         "hbm_bytes": m.hbm_bytes,
         "path": path,
     }

@@ -109,7 +109,7 @@ def build_op(raw: OpBase, env: dict[str, float], *, file: str, path: str, mode: 
                 raise InputError("must be >= 0", file=file, path=f"{path}.math.{name}", value=v)
             m[name] = float(v)
         attrs["math"] = MappingProxyType(m)
-    for key in ("measured_us", "device_gap_us", "family", "correlation", "trace_name"):
+    for key in ("measured_us", "device_gap_us", "family", "correlation", "trace_name", "framework_op"):
         if data.get(key) is not None:
             attrs[key] = data[key]
     if raw.unpriced:
@@ -251,6 +251,9 @@ def build_graph(spec: WorkloadFile, params: dict[str, float], file: str) -> Grap
                              "(set KERNELSIM_MAX_GRAPH_OPS to raise it)", file=file, path=f"{path}.launches",
                              value=op.attrs.get("launches"))
     ops = expand_launches(built)
+    if any(o.phase == "backward" for o in ops):  # a training step: autograd records the forward's framework ops
+        ops = [o.with_(attrs={**o.attrs, "requires_grad": True}) if o.phase == "forward" and "framework_op" in o.attrs
+               else o for o in ops]
     for op in ops:  # per-iteration names of repeat blocks share their declaration's shape
         for t in op.reads + op.writes:
             if t not in tensors:

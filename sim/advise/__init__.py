@@ -99,6 +99,36 @@ def _kinds(base: Graph, var: Graph, new: list[int]) -> set[str]:
     return kinds
 
 
+HOST_BOUND_SHARE = 0.5  # the host busy for at least half of the step: the GPU waits on it
+
+
+def _host_hinge(weights: list[float], base_b: list[Mapping[str, Any]], var_b: list[Mapping[str, Any]],
+                ) -> tuple[tuple[str, str], dict[str, float | None]] | None:
+    """A reason when the decision hinges on host time: the baseline is host-bound (weighted host
+    share at least HOST_BOUND_SHARE), or most of the step-time change is host time the variant
+    removed or added (CUDA graphs, compile, fusing away launches)."""
+    if not base_b or "host_busy_us" not in base_b[0]:
+        return None
+    total_w = sum(weights) or 1.0
+
+    def avg(bs: list[Mapping[str, Any]], key: str) -> float:
+        return sum(w * float(b[key]) for w, b in zip(weights, bs, strict=True)) / total_w
+
+    base_t, var_t = avg(base_b, "time_us"), avg(var_b, "time_us")
+    base_h, var_h = avg(base_b, "host_busy_us"), avg(var_b, "host_busy_us")
+    share = base_h / base_t if base_t > 0 else 0.0
+    d_step, d_host = base_t - var_t, base_h - var_h
+    host_driven = abs(d_step) > 0 and d_host * d_step > 0 and abs(d_host) >= 0.5 * abs(d_step)
+    if share < HOST_BOUND_SHARE and not host_driven:
+        return None
+    change = "removes" if d_host > 0 else "adds"
+    text = (f"the decision hinges on host time: the host is busy {share * 100:.0f}% of the baseline step (weighted) "
+            f"and the variant {change} {abs(d_host):.1f} us of it for a {d_step:+.1f} us step change; host costs come "
+            "from the profile, so check them on the CPU and framework that will run it (kernelsim calibrate, or "
+            "replay a trace)")
+    return ("host_bound", text), {"base_host_share": share, "variant_host_share": var_h / var_t if var_t > 0 else 0.0}
+
+
 def _bucket_view(bk: Mapping[str, Any]) -> dict[str, Any]:
     return {k: bk[k] for k in ("name", "weight", "time_us", "dominant", "breakdown_us", "path")}
 
@@ -311,6 +341,9 @@ def _advise_variant(scn: Scenario, hw: Hardware, v: Mapping[str, Any], vi: int, 
         distributions=distributions,
     )
     d = decide(figs, scn.spec.min_gain, settings)
+    host = _host_hinge(weights, base_b, buckets)
+    if host is not None:
+        d = dataclasses.replace(d, reasons=(*d.reasons, host[0]), figures=d.figures | host[1])
     out: dict[str, Any] = {
         "name": v["name"],
         "description": v["description"],

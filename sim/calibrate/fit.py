@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from sim.calibrate.host_fit import fit_host_context
 from sim.calibrate.raw import RawData, RawGroup, held_out, kernel_time_us, record_id
 from sim.errors import InputError
 from sim.schema.hardware import HardwareProfileFile
@@ -798,6 +799,7 @@ def fit_all(raw: RawData, base: HardwareProfileFile) -> FitResult:
                                   base.sm.max_registers_per_thread.value)
     values += fit_gemm(raw, {d: q.value for d, q in base.compute.tensor_tflops.items()})
     values += fit_power(raw)
+    values += fit_host_context(raw, values)  # host.framework_ops from real models' traces (sim/calibrate/host_fit.py)
     # Later fits of the same key win (e.g. triton_launch_us from the compiled-call slope).
     dedup: dict[tuple[str, str], Fitted] = {}
     for v in values:

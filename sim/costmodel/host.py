@@ -1,17 +1,41 @@
-"""Host-side costs of eager ops: framework dispatch by op kind; and of `host` ops: framework ops
-that launch no kernel, autograd engine starts and backward nodes. Pure functions of (op, profile)."""
+"""Host-side costs of eager ops: framework dispatch by framework op (the profile's table measured
+in real models) or by op kind; and of `host` ops: framework ops that launch no kernel, autograd
+engine starts and backward nodes. Pure functions of (op, profile)."""
 
 from __future__ import annotations
 
 from sim.graph import Op
 from sim.hardware import Hardware
 
+AUTOGRAD_NODE_PREFIX = "autograd::engine::evaluate_function: "
+
+
+def op_key(name: str) -> str:
+    """The host table's key for a CPU op name from a trace: the op itself (`aten::addmm`), a
+    backward node without the engine's prefix (`MmBackward0`)."""
+    return name[len(AUTOGRAD_NODE_PREFIX):] if name.startswith(AUTOGRAD_NODE_PREFIX) else name
+
+
+def framework_op_s(name: str, hw: Hardware, requires_grad: bool = False) -> float | None:
+    """In-context host time of one call of framework op `name` from the profile's table (with
+    autograd recording when its inputs require grad and the table has that), or None if the
+    table does not know the op (or knows it only with autograd recording and none is asked)."""
+    entry = hw.framework_op_table_s.get(op_key(name))
+    if entry is None:
+        return None
+    plain, grad = entry
+    if requires_grad:
+        return grad if grad is not None else plain
+    return plain
+
 
 def eager_dispatch_s(op: Op, hw: Hardware) -> float:
     """Framework time of one eager op before its driver launch (host.launch_us is separate).
 
-    Autograd's per-node cost is not added here: a backward node may launch several kernels
-    (MmBackward launches two GEMMs), so workloads declare nodes with `host` ops.
+    An op that names its `framework_op` found in the profile's table costs that call's measured
+    in-context host time (launch included, so host.launch_us is taken off). Otherwise autograd's
+    per-node cost is not added here: a backward node may launch several kernels (MmBackward
+    launches two GEMMs), so workloads declare nodes with `host` ops.
     The second and later kernels of one op that launches several (`launches: N`) pay none."""
     if op.attrs.get("follow_on"):
         return 0.0
@@ -21,15 +45,23 @@ def eager_dispatch_s(op: Op, hw: Hardware) -> float:
         measured = hw.fabric.collective_host_s(str(op.attrs.get("collective", "")))
         if measured is not None:
             return measured
+    name = op.attrs.get("framework_op")
+    if name:
+        call = framework_op_s(str(name), hw, bool(op.attrs.get("requires_grad")))
+        if call is not None:
+            return max(0.0, call - hw.launch_s)
     return hw.eager_op_by_kind_s.get(op.kind, hw.eager_op_s)
 
 
 def host_op_s(op: Op, hw: Hardware) -> float:
-    """A `host` op: an explicit duration, `framework_ops` kernel-less framework ops,
+    """A `host` op: an explicit duration, `framework_ops` kernel-less framework ops (each at the
+    table's cost of its `framework_op` when the profile has it),
     `backward_calls` starts of the autograd engine, `autograd_nodes` backward nodes and
     `function_calls` torch.autograd.Function calls and `module_calls` nn.Module calls."""
     seconds = float(op.attrs.get("duration_us", 0.0)) * 1e-6
-    seconds += float(op.attrs.get("framework_ops", 0.0)) * hw.framework_op_s
+    name = op.attrs.get("framework_op")
+    call = framework_op_s(str(name), hw, bool(op.attrs.get("requires_grad"))) if name else None
+    seconds += float(op.attrs.get("framework_ops", 0.0)) * (hw.framework_op_s if call is None else call)
     seconds += float(op.attrs.get("backward_calls", 0.0)) * hw.backward_call_s
     seconds += float(op.attrs.get("autograd_nodes", 0.0)) * hw.autograd_node_s
     seconds += float(op.attrs.get("function_calls", 0.0)) * hw.python_function_s

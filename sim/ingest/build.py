@@ -62,6 +62,15 @@ class ImportedOp:
     top_is_autograd_node: bool = False  # this kernel was launched by a backward node
     compiled_call: str = ""  # "forward" / "backward": the first kernel of a torch.compile region's call
     first_of_launching_op: bool = True  # the first kernel of its innermost enclosing CPU op (one dispatch)
+    # Every event the profiler recorded in this op's host interval, long kernel-less ops included
+    # (what `host_us`, or a host op's `duration_us`, holds of the profiler's own cost):
+    trace_events: int = 0
+    # Names (host-table keys, sim.costmodel.host.op_key) of the top-level CPU op that launched this
+    # kernel, set on its first kernel, and of the kernel-less top-level ops since the previous
+    # launch that predict mode prices (framework ops and backward nodes, not kept long ones):
+    top_op: str = ""
+    kernelless_ops: tuple[str, ...] = ()
+    call_us: float = 0.0  # the part of host_us spent inside the launching runtime call (up to the issue point)
 
 
 @dataclass
@@ -298,11 +307,11 @@ def build_step(ev: StepEvents) -> ImportedStep:
         total = max(0.0, at - cursor)
         return total, cover.uncovered(cursor, at) if total > 0 else 0.0
 
-    def emit_host(duration: float, label: str) -> None:
+    def emit_host(duration: float, label: str, events: int = 0) -> None:
         nonlocal counter
         counter += 1
         ops.append(ImportedOp({"name": f"host{counter:04d}_{label}", "kind": "host",
-                               "duration_us": round(duration, 3)}))
+                               "duration_us": round(duration, 3)}, trace_events=max(0, events)))
 
     for r in ev.runtime:
         acts = ev.launches.get(r.correlation)
@@ -323,7 +332,7 @@ def build_step(ev: StepEvents) -> ImportedStep:
             last_leaf = leaf
             kernelless = [o for o in counts.top_ops(cursor, issue) if o.index != top]
             n_nodes = sum(1 for o in kernelless if o.name.startswith(AUTOGRAD_NODE_PREFIX))
-            n_events = counts.events(cursor, issue)
+            n_events = all_events = counts.events(cursor, issue)
             working = [o for o in kernelless if not o.name.startswith(AUTOGRAD_NODE_PREFIX)
                        and o.end - o.ts > KERNELLESS_WORK_US]
             kept_us = sum(o.end - o.ts for o in working)
@@ -386,10 +395,15 @@ def build_step(ev: StepEvents) -> ImportedStep:
                 ops.append(ImportedOp(doc, family=family, measured_us=act.end - act.ts, launch_api=r.name,
                                       first_of_cpu_op=first_of_top and j == 0, first_of_launching_op=first_of_leaf and j == 0,
                                       host_events=max(0, n_events) if j == 0 else 0,
+                                      trace_events=all_events if j == 0 else 0,
                                       framework_ops=n_framework if j == 0 else 0,
                                       kept_host_us=kept_us if j == 0 else 0.0,
                                       compiled_call=compiled if j == 0 else "",
-                                      autograd_nodes=n_nodes if j == 0 else 0, top_is_autograd_node=by_node))
+                                      autograd_nodes=n_nodes if j == 0 else 0, top_is_autograd_node=by_node,
+                                      top_op=framed[0].name if framed and first_of_top and j == 0 else "",
+                                      call_us=issue - r.ts if j == 0 else 0.0,
+                                      kernelless_ops=tuple(o.name for o in kernelless if all(o.index != w.index for w in working))
+                                      if j == 0 else ()))
                 act_of_op[name] = act
                 call_of_op[name] = r
                 last_op_on_stream[act.stream] = name
@@ -408,9 +422,9 @@ def build_step(ev: StepEvents) -> ImportedStep:
         elif r.name in SYNC_CALLS:
             total, _ = host_before(r.ts)
             if total > 0:
-                emit_host(total, "before_sync")
+                emit_host(total, "before_sync", counts.events(cursor, r.ts))
             if gpu_busy.at(r.end):
-                emit_host(r.end - r.ts, _name_part(r.name))
+                emit_host(r.end - r.ts, _name_part(r.name), 1)
                 partial_syncs += 1
             else:
                 counter += 1

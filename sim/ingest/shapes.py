@@ -172,6 +172,41 @@ def _attention(op: CpuOp) -> dict[str, Any] | None:
             "causal": causal, "direction": direction, "dtype": dt if dt in ("bf16", "fp16", "fp8", "fp32") else "bf16"}
 
 
+def _gather(op: CpuOp, prefix: str) -> Inferred | None:
+    """index_select(table, dim, index) / embedding(table, index): the kernel reads only the rows it
+    gathers (and the indices) and writes them; the table's other rows are never touched."""
+    ts = _tensors(op)
+    tables = [t for t in ts if t[1] not in ("int64", "int32") and len(t[0]) >= 1]
+    index = [t for t in ts if t[1] in ("int64", "int32")]
+    if not tables or not index:
+        return None
+    (table, dt), (idx, idt) = tables[0], index[0]
+    row = _numel(table[1:]) if len(table) > 1 else 1
+    out = (max(1, _numel(idx)), row)
+    inf = Inferred({"kind": "elementwise"})
+    _decl(inf, prefix, "in", out, dt)  # the gathered rows
+    _decl(inf, prefix, "in", idx if idx else (1,), idt)
+    _decl(inf, prefix, "out", out, dt)
+    return inf
+
+
+def _nll(op: CpuOp, prefix: str, backward: bool) -> Inferred | None:
+    """nll_loss forward/backward on [N, C] log-probabilities: one value per row is read (forward,
+    summed) or written (backward, into a gradient zeroed by a separate fill), never the whole input."""
+    ts = _tensors(op)
+    probs = [t for t in ts if t[1] not in ("int64", "int32") and len(t[0]) == 2]
+    if not probs:
+        return None
+    (shape, dt) = probs[0]
+    n = shape[0]
+    inf = Inferred({"kind": "elementwise"} if backward else {"kind": "reduction", "rows": 1, "cols": n,
+                                                              "math": {"add": 1}})
+    _decl(inf, prefix, "in", (n,), dt)
+    _decl(inf, prefix, "in", (n,), "int64")
+    _decl(inf, prefix, "out", (n,) if backward else (1,), dt)
+    return inf
+
+
 def _streaming(op: CpuOp, kind: str, prefix: str, math: dict[str, float]) -> Inferred | None:
     ts = _tensors(op)
     shapes = [s for s, _ in ts if s]
@@ -283,8 +318,12 @@ def infer_op(family: str, stack: list[CpuOp], act: GpuActivity, prefix: str) -> 
             fields = _attention(op)
             if fields is not None:
                 return Inferred(fields)
+        elif family == "elementwise" and short in ("index_select", "embedding"):
+            return _gather(op, prefix)
         elif family == "elementwise" and short in ELEMENTWISE_MATH:
             return _streaming(op, "elementwise", prefix, _pow_math(op) if short == "pow" else ELEMENTWISE_MATH[short])
+        elif family == "reduction" and short in ("nll_loss_forward", "nll_loss_backward"):
+            return _nll(op, prefix, short == "nll_loss_backward")
         elif family == "reduction" and short in REDUCTION_MATH:
             return _streaming(op, "reduction", prefix, REDUCTION_MATH[short])
         elif family == "copy" and (short in COPY_OPS or op.name.split("::")[-1] in COPY_OPS):

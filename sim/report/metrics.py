@@ -25,6 +25,12 @@ class StepMetrics:
     kernels: int
     hbm_bytes: float
     kernel_time_s: float  # sum of kernel durations (the microbenchmark view)
+    host_busy_s: float = 0.0  # the host thread busy dispatching, launching, in compiled calls or host ops
+
+    @property
+    def host_share(self) -> float:
+        """Fraction of the step the host was busy: near 1, the step is host-bound (the GPU waits)."""
+        return self.host_busy_s / self.time_s if self.time_s > 0 else 0.0
 
 
 def step_metrics(trace: Trace) -> StepMetrics:
@@ -69,6 +75,11 @@ def step_metrics(trace: Trace) -> StepMetrics:
             breakdown["idle"] += dt
     dominant = max(TERMS, key=lambda t: (breakdown[t], -TERMS.index(t)))
     costs = [c for c in trace.costs if c is not None]
+    busy = covered = 0.0
+    for iv in h_sorted:  # union of the host's busy intervals
+        if iv.end_s > covered:
+            busy += iv.end_s - max(iv.start_s, covered)
+            covered = iv.end_s
     return StepMetrics(
         time_s=end,
         breakdown_s=breakdown,
@@ -76,6 +87,7 @@ def step_metrics(trace: Trace) -> StepMetrics:
         kernels=len(kernels),
         hbm_bytes=sum(c.hbm_bytes for c in costs),
         kernel_time_s=sum(c.time_s for c in costs),
+        host_busy_s=busy,
     )
 
 

@@ -175,6 +175,7 @@ BUCKET_COLUMNS: list[Col] = [
     Col("gain", lambda r: _gain(r[0], r[1])),
     Col("gain band", lambda r: "" if r[0]["name"] == "baseline" else band_pct(r[1].get("gain_interval"))),
     *[Col(term, (lambda t: lambda r: f"{r[1]['breakdown_us'][t]:.1f}")(term)) for term in TERMS],
+    Col("host busy", lambda r: f"{r[1]['host_share'] * 100:.0f}%" if "host_share" in r[1] else "-"),
     Col("dominant", lambda r: r[1]["dominant"], numeric=False),
     Col("kernels", lambda r: str(r[1]["kernels"])),
     Col("HBM MB", lambda r: f"{r[1]['hbm_bytes'] / 1e6:.1f}"),

@@ -196,6 +196,22 @@ class KernelSection(Strict):
     launch_latency_us: Quantity = Field(description="host launch return to earliest kernel start")
 
 
+class FrameworkOpCost(Provenance):
+    """In-context host time of one call of a framework op (its launches and the Python just before
+    it included): `us` with no autograd recording (no_grad, inference_mode, backward nodes),
+    `grad_us` when its inputs require grad (autograd records a node)."""
+
+    us: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    grad_us: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    calls: int | None = Field(default=None, ge=1, description="calls the medians were taken over")
+
+    @model_validator(mode="after")
+    def _some_cost(self) -> FrameworkOpCost:
+        if self.us is None and self.grad_us is None:
+            raise ValueError("a framework op cost needs 'us' or 'grad_us'")
+        return self
+
+
 class HostSection(Strict):
     eager_op_us: Quantity = Field(description="framework dispatch per eager op (host)")
     eager_op_us_by_kind: dict[str, Quantity] = Field(
@@ -218,6 +234,10 @@ class HostSection(Strict):
         default_factory=dict,
         description="host time torch.profiler adds per recorded event (CPU op, runtime/driver call, Python frame), "
                     "by profiler configuration: plain, record_shapes (shapes), record_shapes + with_stack (stack)")
+    framework_ops: dict[str, FrameworkOpCost] = Field(
+        default_factory=dict,
+        description="host cost per call by framework op (aten::addmm, aten::view, MmBackward0), measured in real "
+                    "models; an op not in the table falls back to eager_op_us_by_kind / framework_op_us")
 
 
 class LinksSection(Strict):

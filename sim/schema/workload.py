@@ -60,6 +60,11 @@ class OpBase(Strict):
     region: str | None = None
     launch: Launch | None = None
     library: str = "torch"
+    framework_op: str | None = Field(
+        default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_:.]*$",
+        description="the framework op this op is one call of (aten::addmm, aten::view, MmBackward0): its eager host "
+                    "cost comes from the profile's host.framework_ops table when the op is there; on a host op, "
+                    "the op of its `framework_ops` calls")
     # Measurements carried by ops imported from a profiler trace (sim.ingest); all optional.
     measured_us: float | None = Field(default=None, ge=0, description="the kernel's measured device time")
     device_gap_us: float | None = Field(

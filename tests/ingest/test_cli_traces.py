@@ -63,3 +63,22 @@ def test_bad_step_and_bad_mode_exit_2(synth_gz: Path, tmp_path: Path) -> None:
     assert main(["import-trace", str(synth_gz), "-o", str(tmp_path / "w.yaml"), "--step", "42"]) == 2
     assert main(["replay", str(synth_gz), "--hardware", "h200-sxm", "--mode", "guess"]) == 2
     assert list(tmp_path.iterdir()) == []
+
+
+def test_replay_host_sources_and_unprofiled_time(synth_gz: Path, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    results = {}
+    for host in ("trace", "model"):
+        out = tmp_path / f"{host}.json"
+        assert main(["replay", str(synth_gz), "--hardware", "h200-sxm", "--mode", "predict", "--host", host,
+                     "--unprofiled-us", "500", "--json", str(out), "--quiet"]) == 0
+        results[host] = json.loads(out.read_text())
+    for host, res in results.items():
+        assert res["host_source"] == host and res["unprofiled_time_us"] == 500.0
+        assert res["unprofiled_error"] == pytest.approx((res["predicted_time_us"] - 500.0) / 500.0)
+        assert res["carried_kernel_us"] == pytest.approx(res["unpriced"]["measured_us"] + res["prior_work_us"])
+    assert results["model"]["profiler_removed_us"] == 0.0
+    capsys.readouterr()
+    assert main(["replay", str(synth_gz), "--hardware", "h200-sxm", "--mode", "predict", "--unprofiled-us", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "error: --unprofiled-us" in err and "Traceback" not in err

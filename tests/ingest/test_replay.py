@@ -61,20 +61,100 @@ def test_real_traces_replay_within_2_percent(path: Path, h200: Hardware) -> None
 HELDOUT_TRACES = sorted((Path(__file__).resolve().parents[2] / "validation" / "h200" / "traces_heldout").glob("*.json.gz"))
 
 
-def test_predict_error_on_real_h200_traces() -> None:
-    """Predict mode on the measured H200 profile against every real trace's step time: the
-    fixtures and the held-out traces (other batch and sequence sizes, recorded later). Before
-    the host was priced with kernel-less ops and the profiler's per-event cost, host-bound
-    eager steps came out 50-67 % short."""
+def _unprofiled_us() -> dict[str, float]:
+    """The held-out traces' step times measured without the profiler, in the same session."""
+    import json
+
+    raw = Path(__file__).resolve().parents[2] / "calibration" / "h200" / "raw" / "profiler_overhead.json"
+    return {r["path"]: r["unprofiled_step_us"] for r in json.loads(raw.read_text())["records"]
+            if r.get("bench") == "heldout_trace"}
+
+
+def _median(xs: list[float]) -> float:
+    xs = sorted(xs)
+    return (xs[(len(xs) - 1) // 2] + xs[len(xs) // 2]) / 2
+
+
+def test_model_host_error_on_real_h200_traces() -> None:
+    """`--host model` with the profile's flat host costs (tight loops by op kind, no table by
+    framework op) against every real trace's step time as recorded (the profiler's per-event cost
+    added): the fixtures and the held-out traces. Before the host was priced with kernel-less ops
+    and the profiler's per-event cost, host-bound eager steps came out 50-67 % short. (The table by
+    framework op, fitted on later sessions whose VMs ran the host up to 2x slower, over-prices these
+    traces' host: decode_eager +36 %.)"""
+    from dataclasses import replace as dc_replace
+
     from sim.hardware import load_profile
 
-    hw = load_profile("h200-measured")
-    errors = {p.name: replay(p, hw, "predict")[0]["error"] for p in [*REAL_TRACES, *HELDOUT_TRACES]}
+    hw = dc_replace(load_profile("h200-measured"), framework_op_table_s={})
+    errors = {p.name: replay(p, hw, "predict", host="model", keep_profiler=True)[0]["error"] for p in [*REAL_TRACES, *HELDOUT_TRACES]}
     assert len(errors) >= 10
     worst = max(errors, key=lambda k: abs(errors[k]))
     assert abs(errors[worst]) <= 0.25, errors
-    med = sorted(abs(e) for e in errors.values())[len(errors) // 2]
-    assert med <= 0.12, errors
+    assert _median([abs(e) for e in errors.values()]) <= 0.12, errors
+
+
+def test_trace_host_with_profiler_kept_reproduces_recorded_steps() -> None:
+    """With the trace's host timeline kept as recorded, only device time is predicted: the step
+    error is the cost model's (the held-out transformer at 2x2048, +12 %, is the attention model's error
+    on its cuDNN kernels)."""
+    from sim.hardware import load_profile
+
+    hw = load_profile("h200-measured")
+    errors = {p.name: replay(p, hw, "predict", keep_profiler=True)[0]["error"] for p in [*REAL_TRACES, *HELDOUT_TRACES]}
+    assert len(errors) >= 10
+    assert max(abs(e) for e in errors.values()) <= 0.15, errors
+    assert _median([abs(e) for e in errors.values()]) <= 0.03, errors
+
+
+def test_trace_host_predicts_unprofiled_step_better_than_model_host() -> None:
+    """Default predict mode (the trace's host less the profiler's cost) against the held-out steps
+    measured without the profiler; the model-priced host, without the profiler's cost, is short
+    by 26-31 % on the host-bound ones."""
+    from dataclasses import replace as dc_replace
+
+    from sim.hardware import load_profile
+
+    hw = load_profile("h200-measured")
+    unprofiled = _unprofiled_us()
+    assert {p.name for p in HELDOUT_TRACES} <= set(unprofiled)
+    trace_err, model_err = [], []
+    for p in HELDOUT_TRACES:
+        res = replay(p, hw, "predict", unprofiled_us=unprofiled[p.name])[0]
+        assert res["host_source"] == "trace" and res["profiler_removed_us"] > 0
+        assert res["carried_host_us"] + res["profiler_removed_us"] > 0.5 * res["measured_time_us"]
+        trace_err.append(abs(res["unprofiled_error"]))
+        m = replay(p, dc_replace(hw, profiler_event_s={}), "predict", host="model", unprofiled_us=unprofiled[p.name])[0]
+        model_err.append(abs(m["unprofiled_error"]))
+    assert _median(trace_err) <= 0.10, trace_err
+    assert _median(trace_err) < _median(model_err), (trace_err, model_err)
+
+
+def test_trace_host_removes_the_profilers_cost_per_event(h200: Hardware) -> None:
+    from dataclasses import replace as dc_replace
+
+    from sim.ingest import import_trace
+    from sim.replay import step_graph, trace_host
+
+    path = next(p for p in REAL_TRACES if p.name.startswith("decode_eager"))
+    step = import_trace(path, None)
+    graph = step_graph(step, path)
+    g0, kept0, removed0 = trace_host(graph, step, dc_replace(h200, profiler_event_s={"shapes": 0.0}))
+    g1, kept1, removed1 = trace_host(graph, step, dc_replace(h200, profiler_event_s={"shapes": 1e-6}))
+    assert removed0 == 0.0 and kept0 == pytest.approx(kept1 + removed1)
+    events = sum(o.trace_events for o in step.ops if o.doc["kind"] != "sync")
+    assert removed1 == pytest.approx(events * 1.0, rel=1e-6)  # no interval was clamped at 1 us per event
+    assert sum(o.host_s or 0.0 for o in g0.ops) == pytest.approx(kept0 * 1e-6)
+    g2, kept2, removed2 = trace_host(graph, step, dc_replace(h200, profiler_event_s={"shapes": 1.0}))
+    assert all((o.host_s or 0.0) >= 0.0 for o in g2.ops)  # an interval is never shortened below zero
+    with_events = sum(float(o.doc.get("host_us", o.doc.get("duration_us", 0.0))) for o in step.ops
+                      if o.trace_events > 0 and o.doc["kind"] != "sync")
+    assert removed2 == pytest.approx(with_events) and kept2 == pytest.approx(kept0 - with_events)
+
+
+def test_replay_rejects_unknown_host_source(synth_gz: Path, h200: Hardware) -> None:
+    with pytest.raises(ValueError, match="host source"):
+        replay(synth_gz, h200, "predict", host="cpu")
 
 
 def test_predicted_host_counts_framework_ops_and_profiler_events(h200: Hardware) -> None:
@@ -109,7 +189,7 @@ def test_backward_nodes_are_counted() -> None:
 
 def test_run_and_predict_differ_only_by_the_host_timeline(tmp_path: Path) -> None:
     """`kernelsim run` on an imported workload keeps the trace's host times; `replay --mode predict`
-    prices them from the profile. Predict mode reports the step with the trace's host times, and
+    keeps them less the profiler's cost (or prices them from the profile with --host model). Predict mode reports the step with the trace's host times, and
     that is exactly what `run` gives: no other difference."""
     from sim.hardware import load_profile
     from sim.ingest import import_trace, workload_yaml
@@ -138,3 +218,20 @@ def test_replay_says_what_it_carried_over(synth_gz: Path, h200: Hardware, mode: 
     else:  # known shapes are priced by the model
         assert res["priced_kernel_us"] > 0.0
         assert res["carried_kernel_us"] < res["priced_kernel_us"] + res["carried_kernel_us"]
+
+
+def test_graph_launch_call_is_priced_by_the_profile() -> None:
+    """Under the profiler a cudaGraphLaunch of the 52-kernel decode graph takes 76-80 us; the trace
+    host mode charges the profile's graph_launch_us for it instead."""
+    from sim.hardware import load_profile
+    from sim.ingest import import_trace
+
+    hw = load_profile("h200-measured")
+    path = next(p for p in REAL_TRACES if p.name.startswith("decode_cudagraph"))
+    step = import_trace(path, None)
+    first = next(o for o in step.ops if o.family is not None and o.doc["host_us"] > 0)
+    assert first.launch_api == "cudaGraphLaunch" and first.call_us > 50.0
+    kept = replay(path, hw, "predict", keep_profiler=True)[0]
+    res = replay(path, hw, "predict")[0]
+    assert res["profiler_removed_us"] >= first.call_us - hw.graph_launch_s * 1e6
+    assert res["predicted_time_us"] < kept["predicted_time_us"] - 40.0

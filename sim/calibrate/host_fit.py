@@ -1,0 +1,207 @@
+"""Fit the profile's host table by framework op (`host.framework_ops`) from Kineto traces of real
+models (calibration/<gpu>/host_context/, recorded by sim.calibrate.gpu.host_context). CPU only.
+
+For every top-level CPU op of a traced step (an op no other op of its thread encloses; annotations
+that enclose launches, like the ProfilerStep range or Optimizer.step, are transparent) its
+in-context host time is
+
+    its duration - profiler_event_us x (events the profiler recorded inside it, itself included)
+    + the host gap before it when shorter than GAP_CAP_US (the Python between two ops: the
+      model's code, nn.Module calls)
+
+and the table holds, per op name (sim.costmodel.host.op_key: `aten::addmm`, `MmBackward0`), the
+median over all its calls: `grad_us` over calls in a training step's forward (autograd records a
+node), `us` over the others (no_grad, inference_mode, backward nodes, the optimizer). Longer gaps
+(data loading, the loss's Python, waits) stay `host` ops of a replayed trace and are no op's.
+Where the profiler's own cost lands (inside an op's interval or just outside it) does not matter:
+the op and the gap before it are counted together.
+
+Compiled regions and CUDA-graph launches are left out: their cost depends on the graph they run
+(the profile's compiled_call/graph_launch terms price them). Which configs fit and which validate
+is fixed here (FIT_MODELS), by model, never by record.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sim.costmodel.host import AUTOGRAD_NODE_PREFIX, op_key
+
+# The host_context configs a fit may use: eager steps of the GPT model (training at four token
+# counts and inference). Everything else there (llama, mlp, the decode step, compiled steps,
+# CUDA graphs) validates.
+FIT_MODELS = frozenset({"gpt"})
+FIT_MODES = frozenset({"eager"})
+GAP_CAP_US = 100.0  # a longer host gap before an op is the user's own work, not the op's call
+SKIP_PREFIXES = ("ProfilerStep#", "Torch-Compiled Region", "CompiledFunction", "cudaGraphLaunch")
+
+
+@dataclass
+class OpSamples:
+    plain: list[float] = field(default_factory=list)
+    grad: list[float] = field(default_factory=list)
+
+
+def _in_optimizer(o: Any, ranges: list[tuple[float, float]]) -> bool:
+    return any(a <= o.ts <= b for a, b in ranges)
+
+
+# path -> per top-level op: (table key, duration us, events inside, gap before us, in a training forward, config)
+_RECORDS: dict[str, list[tuple[str, float, int, float, bool, str]]] = {}
+
+
+def _trace_records(path: Path) -> list[tuple[str, float, int, float, bool, str]]:
+    """The top-level CPU ops of every step of the trace, read once per process (a refit with other
+    per-event costs, as the bootstrap does, needs only arithmetic)."""
+    from sim.ingest import import_trace
+    from sim.ingest.build import _Counts
+    from sim.ingest.kineto import read_step
+
+    key = str(path.resolve())
+    if key in _RECORDS:
+        return _RECORDS[key]
+    out = []
+    first = read_step(path, None)
+    for st in first.steps:
+        ev = first if st.name == first.step.name else read_step(path, st.name)
+        training = import_trace(path, st.name).training
+        cfg = "stack" if ev.python_ts else ("shapes" if ev.meta.get("record_shapes") else "plain")
+        counts = _Counts(ev)
+        opt = [(o.ts, o.end) for o in ev.cpu_ops if o.name.startswith("Optimizer.")]
+        prev_end = float("-inf")
+        for o in counts.tops:
+            gap = o.ts - prev_end
+            prev_end = max(prev_end, o.end)
+            if op_key(o.name).startswith(SKIP_PREFIXES):
+                continue
+            node = o.name.startswith(AUTOGRAD_NODE_PREFIX)
+            grad = training and not node and not _in_optimizer(o, opt) and not o.name.startswith("Optimizer.")
+            out.append((op_key(o.name), o.end - o.ts, counts.events(o.ts - 1e-6, o.end), gap, grad, cfg))
+    _RECORDS[key] = out
+    return out
+
+
+def trace_op_samples(path: Path, per_event_us: dict[str, float], samples: dict[str, OpSamples] | None = None,
+                     ) -> dict[str, OpSamples]:
+    """Add the in-context host time of every top-level CPU op of every step of the trace at `path`."""
+    out = samples if samples is not None else {}
+    for name, dur, inside, gap, grad, cfg in _trace_records(path):
+        host = dur - per_event_us.get(cfg, 0.0) * inside + (gap if 0.0 <= gap < GAP_CAP_US else 0.0)
+        s = out.setdefault(name, OpSamples())
+        (s.grad if grad else s.plain).append(max(0.0, host))
+    return out
+
+
+def fit_table(traces: list[Path], per_event_us: dict[str, float], min_calls: int = 3) -> dict[str, dict[str, float]]:
+    """Per op name: `us`, `grad_us` (medians, where there are at least `min_calls` calls) and `calls`."""
+    samples: dict[str, OpSamples] = {}
+    for p in traces:
+        trace_op_samples(p, per_event_us, samples)
+    table: dict[str, dict[str, float]] = {}
+    for name in sorted(samples):
+        s = samples[name]
+        entry: dict[str, float] = {}
+        if len(s.plain) >= min_calls:
+            entry["us"] = round(statistics.median(s.plain), 2)
+        if len(s.grad) >= min_calls:
+            entry["grad_us"] = round(statistics.median(s.grad), 2)
+        if entry:
+            entry["calls"] = float(len(s.plain) + len(s.grad))
+            table[name] = entry
+    return table
+
+
+def fit_traces(host_context: Path) -> tuple[list[Path], list[str], dict[str, Any]]:
+    """The traces of the fit split under `host_context` (one host_context.json, or one subfolder per
+    machine), their config labels and the first run's meta."""
+    from sim.validate_host import host_cases, machine_folders
+
+    cases = [c for c in host_cases(host_context) if c.split == "fit"]
+    runs = machine_folders(host_context)
+    meta = json.loads((runs[0][1] / "host_context.json").read_text()).get("meta", {}) if runs else {}
+    return [c.trace for c in cases], [c.config for c in cases], meta
+
+
+def _fit_text(configs: list[str]) -> str:
+    return (f"median in-context host time per call in the traces of {', '.join(configs)} (duration less the "
+            "profiler's per-event cost, plus the Python gap before it under 100 us)")
+
+
+def _device(meta: dict[str, Any]) -> tuple[str, str]:
+    smi = meta.get("nvidia_smi") or {}
+    device = (f"{meta.get('gpu_name', 'GPU')} ({meta.get('sm_count', '?')} SMs, driver {smi.get('driver', '?')}, "
+              f"torch {meta.get('torch', '?')}, triton {meta.get('triton', '?')})")
+    return device, str(meta.get("date_utc", ""))[:10] or "unknown"
+
+
+def fit_host_context(raw: Any, values: list[Any]) -> list[Any]:
+    """The `host.framework_ops` entries fitted from the fit split of `<raw>/../host_context/`,
+    with the profiler's per-event cost fitted so far (`values`); none when that folder is absent."""
+    from sim.calibrate.fit import Fitted
+
+    folder = Path(raw.root).parent / "host_context"
+    per_event = {v.key: float(v.value) for v in values if v.section == "host.profiler_event_us"}
+    if not per_event:
+        return []
+    traces, configs, meta = fit_traces(folder)
+    if not traces:
+        return []
+    table = fit_table(traces, per_event)
+    fit = f"{_fit_text(configs)}; traces recorded {_device(meta)[1]} on the host_context machines"
+    return [Fitted("host.framework_ops", name, {k: (int(v) if k == "calls" else v) for k, v in entry.items()},
+                   "../host_context", fit) for name, entry in table.items()]
+
+
+def table_block(table: dict[str, dict[str, float]], device: str, date: str, raw: str, fit: str) -> str:
+    """The profile's `  framework_ops:` block (under `host:`), one flow-style line per op."""
+    lines = ["  framework_ops:"]
+    for name, e in sorted(table.items()):
+        parts = [f"{k}: {e[k]}" for k in ("us", "grad_us") if k in e] + [f"calls: {int(e['calls'])}"]
+        lines.append(f'    {json.dumps(name)}: {{{", ".join(parts)}, source: measured, measured_on: "{device}", '
+                     f'date: "{date}", raw: "{raw}", fit: "{fit}"}}')
+    return "\n".join(lines) + "\n"
+
+
+def write_table(profile_text: str, block: str) -> str:
+    """`profile_text` with its host section's framework_ops block replaced (or added at the end of
+    the host section); every other line is kept."""
+    import re
+
+    text = re.sub(r"^  framework_ops:\n(    .*\n)*", "", profile_text, flags=re.M)
+    m = re.search(r"^host:\n((?:  .*\n|    .*\n|\s*#.*\n)*)", text, flags=re.M)
+    if m is None:
+        raise ValueError("profile has no host section")
+    return text[:m.end()] + block + text[m.end():]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Fit the table from a host_context folder and write it into a profile (only that block changes)."""
+    import argparse
+
+    from sim.hardware import load_profile
+
+    ap = argparse.ArgumentParser(description="fit host.framework_ops from real models' traces into a profile")
+    ap.add_argument("--host-context", required=True, type=Path, help="folder with host_context.json and traces")
+    ap.add_argument("--profile", required=True, type=Path, help="profile YAML to update in place")
+    ns = ap.parse_args(argv)
+    hw = load_profile(str(ns.profile))
+    per_event = {k: v * 1e6 for k, v in hw.profiler_event_s.items()}
+    traces, configs, meta = fit_traces(ns.host_context)
+    table = fit_table(traces, per_event)
+    device, date = _device(meta)
+    import os
+
+    raw = os.path.relpath(ns.host_context, ns.profile.parent)
+    block = table_block(table, device, date, raw, _fit_text(configs))
+    ns.profile.write_text(write_table(ns.profile.read_text(), block))
+    load_profile(str(ns.profile))  # the written profile must load
+    print(f"wrote {len(table)} framework ops into {ns.profile}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,181 @@
+"""Validation of host time in real models (issue 15): steps of models measured on the GPU without
+the profiler (calibration/<gpu>/host_context/host_context.json, sim.calibrate.gpu.host_context)
+against kernelsim's prediction from the same configs' Kineto traces.
+
+Per config with a trace, two predictions of the step as it runs from an idle GPU (the reference is
+`sync_us`: every step starts from an idle GPU and ends with a synchronize):
+- `trace_predict`: `replay --mode predict` (the trace's own host timeline less the profiler's cost,
+  device time from the cost model);
+- `host_model/<kind>`: `replay --mode predict --host model` (host from the profile's table by
+  framework op and its per-kind costs; device time from the cost model).
+Rows are split `fit` (configs sim.calibrate.host_fit may use: FIT_MODELS) and `held-out`.
+Gains: CUDA graph over eager (decode, same batch) and torch.compile over eager (same model, size
+and phase), measured vs predicted, in percentage points, on both prediction paths.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sim.calibrate.host_fit import FIT_MODELS, FIT_MODES
+from sim.hardware import Hardware
+from sim.validate import Row
+from sim.validate_steps import GainRow
+
+HOST_TABLE = "host"
+REFERENCE = "sync_us"
+
+
+@dataclass(frozen=True)
+class HostCase:
+    config: str
+    kind: str  # decode_eager, decode_graph, train_eager, train_compiled, infer_eager, infer_compiled
+    split: str
+    measured_us: float
+    record: dict[str, Any]
+    trace: Path
+
+
+def case_kind(rec: dict[str, Any]) -> str:
+    mode = str(rec.get("mode", "eager"))
+    phase = str(rec.get("phase", ""))
+    if phase == "decode":
+        return "decode_graph" if mode == "cuda_graph" else "decode_eager"
+    base = "train" if phase == "train" else "infer"
+    return f"{base}_{'compiled' if mode == 'compiled' else 'eager'}"
+
+
+def machine_folders(folder: Path) -> list[tuple[str, Path]]:
+    """(label, folder) of every host_context.json run: `folder` itself, or one subfolder per machine."""
+    if (folder / "host_context.json").is_file():
+        return [("", folder)]
+    if not folder.is_dir():
+        return []
+    return [(sub.name, sub) for sub in sorted(folder.iterdir()) if (sub / "host_context.json").is_file()]
+
+
+def trace_path(folder: Path, name: str) -> Path | None:
+    for p in (folder / "traces" / name, folder / name):
+        if p.is_file():
+            return p
+    return None
+
+
+def host_cases(folder: Path) -> list[HostCase]:
+    out = []
+    for machine, sub in machine_folders(folder):
+        doc = json.loads((sub / "host_context.json").read_text())
+        for rec in doc.get("records", []):
+            if rec.get("bench") != "step" or not rec.get("trace") or not rec.get(REFERENCE):
+                continue
+            trace = trace_path(sub, str(rec["trace"]))
+            if trace is None:
+                continue
+            split = "fit" if rec.get("model") in FIT_MODELS and rec.get("mode") in FIT_MODES else "held-out"
+            label = f"{machine}/{rec['config']}" if machine else str(rec["config"])
+            out.append(HostCase(label, case_kind(rec), split, float(rec[REFERENCE]), rec, trace))
+    return out
+
+
+def predict(case: HostCase, hw: Hardware) -> dict[str, float]:
+    """Predicted step time (us) of one case on both paths."""
+    from sim.ingest import import_trace
+    from sim.replay import replay
+
+    key = str(case.trace.resolve())
+    step = _IMPORTED.get(key)
+    if step is None:
+        step = _IMPORTED[key] = import_trace(case.trace)
+    trace = replay(case.trace, hw, "predict", idle_start=True, imported=step)[0]["predicted_time_us"]
+    model = replay(case.trace, hw, "predict", host="model", idle_start=True, imported=step)[0]["predicted_time_us"]
+    return {"trace": float(trace), "model": float(model)}
+
+
+_CACHE: dict[tuple[str, str, str], tuple[list[Row], list[GainRow]]] = {}
+_IMPORTED: dict[str, Any] = {}  # trace path -> its imported last step (a trace's import does not depend on the profile)
+
+
+def _pairs(cases: list[HostCase]) -> list[tuple[HostCase, HostCase, str]]:
+    """(eager, variant, label): a CUDA graph against the eager decode of the same batch (no_grad,
+    else inference_mode), a compiled step against the eager one of the same model, size and phase."""
+    out = []
+    by_config = {c.config: c for c in cases}  # labels keep the machine: pairs never cross machines
+    for c in cases:
+        if c.kind == "decode_graph":
+            stem = c.config.removesuffix("_graph")
+            eager = by_config.get(f"{stem}_nograd") or by_config.get(f"{stem}_inference")
+            if eager is not None:
+                out.append((eager, c, "cuda_graph"))
+        elif c.kind.endswith("_compiled"):
+            eager = by_config.get(c.config.removesuffix("_compiled"))
+            if eager is not None:
+                out.append((eager, c, "compiled"))
+    return out
+
+
+def host_rows(folder: Path, hw: Hardware) -> tuple[list[Row], list[GainRow]]:
+    """Rows and gains of every case under `folder` (cached per profile and folder within a process:
+    replaying some 60 traces twice takes a minute)."""
+    key = (hw.name, hw.source_file, str(folder.resolve()))
+    if key not in _CACHE:
+        _CACHE[key] = _host_rows(folder, hw)
+    rows, gains = _CACHE[key]
+    return list(rows), list(gains)
+
+
+def _host_rows(folder: Path, hw: Hardware) -> tuple[list[Row], list[GainRow]]:
+    cases = host_cases(folder)
+    preds = {c.config: predict(c, hw) for c in cases}
+    rows: list[Row] = []
+    for c in cases:
+        p = preds[c.config]
+        rows.append(Row(HOST_TABLE, "trace_predict", c.config, c.split, c.measured_us, p["trace"]))
+        rows.append(Row(HOST_TABLE, f"host_model/{c.kind}", c.config, c.split, c.measured_us, p["model"]))
+    gains: list[GainRow] = []
+    for eager, var, label in _pairs(cases):
+        measured = 1.0 - var.measured_us / eager.measured_us
+        for path in ("trace", "model"):
+            predicted = 1.0 - preds[var.config][path] / preds[eager.config][path]
+            gains.append(GainRow(f"host/{path}", eager.config, f"{label} ({var.split})", measured, predicted))
+    return rows, gains
+
+
+def _median(xs: list[float]) -> float:
+    import statistics
+
+    return statistics.median(xs) if xs else 0.0
+
+
+def gain_groups(gains: list[GainRow]) -> dict[str, list[GainRow]]:
+    """Held-out gains by prediction path and variant: `trace/cuda_graph`, `model/compiled`, ..."""
+    out: dict[str, list[GainRow]] = {}
+    for g in gains:
+        if not g.variant.endswith("(held-out)"):
+            continue
+        key = f"{g.case.split('/', 1)[1]}/{g.variant.split(' ', 1)[0]}"
+        out.setdefault(key, []).append(g)
+    return out
+
+
+def check_host_gains(gains: list[GainRow], thresholds: dict[str, Any]) -> list[str]:
+    """Violations of `host_gains[<path>/<variant>].median_abs_pp` (held-out pairs)."""
+    limits = thresholds.get("host_gains") or {}
+    problems = []
+    for key, rows in sorted(gain_groups(gains).items()):
+        limit = (limits.get(key) or {}).get("median_abs_pp")
+        med = _median([abs(g.error_pp) for g in rows])
+        if limit is not None and med > float(limit):
+            problems.append(f"host gains {key}: median |error| {med:.1f} pp > {float(limit):.1f} pp")
+    return problems
+
+
+def host_gain_lines(gains: list[GainRow]) -> list[str]:
+    lines = []
+    for key, rows in sorted(gain_groups(gains).items()):
+        detail = ", ".join(f"{g.bucket} {g.measured_gain * 100:+.1f}% vs {g.predicted_gain * 100:+.1f}%" for g in rows)
+        lines.append(f"host gains {key}: {len(rows)} pairs, median |error| "
+                     f"{_median([abs(g.error_pp) for g in rows]):.1f} pp ({detail})")
+    return lines

@@ -1,0 +1,70 @@
+"""Validation rows from the second measurement wave (2026-11-30): kernels at shapes and configs no
+older group measured (validation/h200/heldout_kernels/*.json, two machines), and collectives on two
+H200s (calibration/h200x2/comm). Rows that a fit used are labelled "calibrated", the rest "unseen"."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from sim.calibrate.heldout_cases import heldout_cases
+from sim.hardware import Hardware, load_profile
+from sim.validate import Row
+
+MACHINES = ("A", "C")
+
+
+def _attention_fit_shapes(raw_dir: Path) -> set[tuple[int, int, int]]:
+    """(batch, heads, seq) of the attention records the default-backend fit uses."""
+    path = raw_dir / "attention_default.json"
+    if not path.is_file():
+        return set()
+    doc = json.loads(path.read_text())
+    return {(int(r["batch"]), int(r["heads"]), int(r["seq"])) for r in doc.get("records") or [] if r.get("bench") == "attention"}
+
+
+def heldout_kernel_rows(hw: Hardware, data_dir: Path, raw_dir: Path) -> list[Row]:
+    """Every describable held-out kernel of both machines; the attention shapes the backend fit
+    uses are "calibrated" (the math_k records became the raw group math_ops and are not rows here)."""
+    fit_shapes = _attention_fit_shapes(raw_dir)
+    rows = []
+    for machine in MACHINES:
+        path = data_dir / f"{machine}.json"
+        if not path.is_file():
+            continue
+        for case in heldout_cases(path):
+            if case.measured_us <= 0:
+                continue
+            rec = case.record
+            seen = (rec.get("bench") == "attention"
+                    and (int(rec["batch"]), int(rec["heads"]), int(rec["seq"])) in fit_shapes)
+            family = case.family.removesuffix("_heldout")
+            rows.append(Row("heldout", family, f"{case.label} [{machine}]", "calibrated" if seen else "unseen",
+                            case.measured_us, case.predicted_us(hw), group=machine))
+    return rows
+
+
+def comm_validation_rows(comm_dir: Path, profile: str = "h200-nvl2") -> list[Row]:
+    """Collectives on two GPUs: device-bound and host-bound calls, fit sizes vs the rest."""
+    from sim.validate_comm import comm_rows
+
+    if not (comm_dir / "B" / "comm.json").is_file():
+        return []
+    out = []
+    for r in comm_rows(comm_dir, profile):
+        family = "collective_host_bound" if r.host_bound else "collective_device_bound"
+        split = "calibrated" if r.split == "fit" else "unseen"
+        out.append(Row("comm", family, f"{r.collective} {r.bytes} B [{r.run}]", split, r.measured_us,
+                       r.predicted_us, group=r.run))
+    return out
+
+
+def wave2_rows(hw: Hardware, root: Path) -> list[Row]:
+    data = root / "validation" / "h200" / "heldout_kernels"
+    raw = root / "calibration" / "h200" / "raw"
+    rows = heldout_kernel_rows(hw, data, raw) if data.is_dir() else []
+    try:
+        load_profile("h200-nvl2")
+    except Exception:  # noqa: BLE001 - an installed copy without the 2-GPU profile validates the rest
+        return rows
+    return rows + comm_validation_rows(root / "calibration" / "h200x2" / "comm")
