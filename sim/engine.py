@@ -45,7 +45,7 @@ from sim.costmodel import KernelCost
 from sim.costmodel.host import compiled_call_s, eager_dispatch_s, host_op_s
 from sim.graph import Graph
 from sim.hardware import Hardware
-from sim.trace import HOST_TRACK, Interval, Trace, stream_track
+from sim.trace import HOST_TRACK, Trace, stream_track
 
 _EPS = 1e-15
 _NO_ARGS: MappingProxyType[str, Any] = MappingProxyType({})
@@ -333,12 +333,8 @@ class Simulation:
         return host
 
     def _trace(self, end: float) -> Trace:
-        records = self._records
-        # Order: start time, host before streams, track name, op; ties keep recording order.
-        order = sorted(range(len(records)), key=lambda k: (records[k][0], records[k][2] != HOST_TRACK,
-                                                           records[k][2], records[k][5]))
-        ivs = tuple(Interval(r[2], r[3], r[4], r[0], r[1], r[5], r[6]) for r in (records[k] for k in order))
-        return Trace(graph=self.graph, hardware=self.hw.name, costs=self.costs, intervals=ivs, end_s=end)
+        # The records go to the Trace as they are: Interval objects are made only if someone asks.
+        return Trace(self.graph, self.hw.name, self.costs, end_s=end, records=self._records)
 
 
 class HoldingGPU(FluidGPU):
