@@ -7,6 +7,7 @@ shape documented in docs/json.md; reports render them.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -138,7 +139,7 @@ def _apply_path(scn: Scenario, specs: list[Any], where: str, graph: Graph, param
 
 
 def variant_graph(scn: Scenario, v: Variant, v_index: int, graph: Graph, params: dict[str, float],
-                  hw: Hardware | None = None) -> tuple[Graph, str]:
+                  hw: Hardware | None = None, cache: CostCache | None = None) -> tuple[Graph, str]:
     """The variant's graph for one bucket and the path it took.
 
     A `choose` variant simulates each candidate path (needs `hw`) and keeps the fastest if
@@ -150,14 +151,14 @@ def variant_graph(scn: Scenario, v: Variant, v_index: int, graph: Graph, params:
     candidates = [(name, _apply_path(scn, list(specs), f"variants[{v_index}].choose.paths.{name}", graph, params)[0])
                   for name, specs in v.choose.paths.items()]
     for other_index, other in choose_from(scn, v_index):
-        candidates.append((other.name, variant_graph(scn, other, other_index, graph, params, hw)[0]))
+        candidates.append((other.name, variant_graph(scn, other, other_index, graph, params, hw, cache)[0]))
     if not candidates:
         raise InputError("no candidate: 'from: all' found no variant with 'transforms'", file=scn.file,
                          path=f"variants[{v_index}].choose", expected="other variants, or 'paths'")
     if hw is None:
         return candidates[0][1], candidates[0][0]
     def step_s(g: Graph) -> float:  # on every rank of a `parallel` workload: its collectives over the group
-        return simulate_bucket(scn.workload, g, price(g, hw), hw, params)[1].time_s
+        return simulate_bucket(scn.workload, g, price(g, hw, cache=cache), hw, params, cache)[1].time_s
 
     base_t = step_s(graph)
     name, best, best_t = "fallback", graph, base_t
@@ -224,40 +225,43 @@ def cost_signature(op: Op, graph: Graph) -> tuple[Any, ...]:
     )
 
 
-# Costs are pure functions of (op signature, hardware): a step repeats the same layers and a
-# sweep prices the same ops on the same profile over and over. The hardware part of the key is
-# the profile's full repr (every number), so profiles that differ anywhere never share entries;
-# it is computed once per Hardware object (kept alive here, so its id is never reused).
-_COST_CACHE: dict[tuple[str, tuple[Any, ...]], KernelCost] = {}
-_COST_CACHE_MAX = 200_000
-_HW_KEYS: dict[int, tuple[Hardware, str]] = {}
+class CostCache:
+    """Kernel costs memoized by (hardware, cost_signature), owned by whoever runs: a scenario run, a
+    sweep worker (shared by its points), a serving pricer. Never module-global.
 
+    Costs are pure functions of (op signature, hardware): a step repeats the same layers and a
+    sweep prices the same ops on the same profile over and over. The hardware part of the key is
+    the profile's full repr (every number), so profiles that differ anywhere never share entries;
+    it is computed once per Hardware object (kept alive here, so its id is never reused). Errors
+    are raised each time, never cached.
+    """
 
-def _hardware_key(hw: Hardware) -> str:
-    entry = _HW_KEYS.get(id(hw))
-    if entry is None or entry[0] is not hw:
-        if len(_HW_KEYS) >= 256:
-            _HW_KEYS.clear()
-        entry = _HW_KEYS[id(hw)] = (hw, repr(hw))
-    return entry[1]
+    def __init__(self, max_entries: int = 200_000) -> None:
+        self.max_entries = max_entries
+        self._costs: dict[tuple[str, tuple[Any, ...]], KernelCost] = {}
+        self._hw_keys: dict[int, tuple[Hardware, str]] = {}
 
+    def __len__(self) -> int:
+        return len(self._costs)
 
-def cached_kernel_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
-    """kernel_cost, memoized by (hardware, cost_signature); errors are raised each time, never cached."""
-    key = (_hardware_key(hw), cost_signature(op, graph))
-    cost = _COST_CACHE.get(key)
-    if cost is None:
-        cost = kernel_cost(op, graph, hw)
-        if len(_COST_CACHE) >= _COST_CACHE_MAX:
-            _COST_CACHE.clear()
-        _COST_CACHE[key] = cost
-    return cost
+    def hardware_key(self, hw: Hardware) -> str:
+        entry = self._hw_keys.get(id(hw))
+        if entry is None or entry[0] is not hw:
+            if len(self._hw_keys) >= 256:
+                self._hw_keys.clear()
+            entry = self._hw_keys[id(hw)] = (hw, repr(hw))
+        return entry[1]
 
-
-def clear_cost_cache() -> None:
-    """Forget every cached kernel cost (e.g. after changing a cost function in a session)."""
-    _COST_CACHE.clear()
-    _HW_KEYS.clear()
+    def cost(self, op: Op, graph: Graph, hw: Hardware) -> KernelCost:
+        """kernel_cost(op, graph, hw), computed once per (hardware, cost_signature)."""
+        key = (self.hardware_key(hw), cost_signature(op, graph))
+        cost = self._costs.get(key)
+        if cost is None:
+            cost = kernel_cost(op, graph, hw)
+            if len(self._costs) >= self.max_entries:
+                self._costs.clear()
+            self._costs[key] = cost
+        return cost
 
 
 _MEASURED_CATEGORY = {"gemm": "compute", "attention": "compute", "collective": "comm", "layout": "layout"}
@@ -277,12 +281,19 @@ def measured_cost(op: Op) -> KernelCost:
                       category=category, hbm_bytes=0.0, bw_demand=0.0, sm_demand=0.0)
 
 
-def price(graph: Graph, hw: Hardware, *, measured: bool = False) -> tuple[KernelCost | None, ...]:
+def price(graph: Graph, hw: Hardware, *, measured: bool = False,
+          cache: CostCache | None = None) -> tuple[KernelCost | None, ...]:
     """Kernel costs for every op (None for host-only ops).
 
     With `measured`, ops that carry a trace measurement (`measured_us`) use it; ops marked
-    `unpriced` (imported kernels whose shapes are unknown) always do.
+    `unpriced` (imported kernels whose shapes are unknown) always do. `cache` is the run's
+    CostCache (a fresh one, for this graph only, without it).
     """
+    cache = cache if cache is not None else CostCache()
+    # Ops copied from one repeat-block op share their attrs, launch and tensor names (sim.workload):
+    # within this graph they have one signature, so the signature is computed once per such group.
+    # The ids are safe as keys: the graph keeps every op alive during this call.
+    same: dict[tuple[Any, ...], KernelCost] = {}
     costs: list[KernelCost | None] = []
     for op in graph.ops:
         if not op.is_kernel:
@@ -291,16 +302,20 @@ def price(graph: Graph, hw: Hardware, *, measured: bool = False) -> tuple[Kernel
         if "measured_us" in op.attrs and (measured or op.attrs.get("unpriced")):
             costs.append(measured_cost(op))
             continue
-        try:
-            costs.append(cached_kernel_cost(op, graph, hw))
-        except InfeasibleError as exc:
-            raise InfeasibleError(f"{_op_where(graph, op)} on {hw.name}: {exc}") from None
-        except InputError as exc:
-            if exc.file:
-                raise
-            raise exc.within(file=graph.file or None, prefix=graph.op_paths.get(op.name, f"op '{op.name}'")) from None
-        except KernelsimError as exc:  # a pricing error (uncosted op, bad dimensions): located in the file
-            raise type(exc)(f"{_op_where(graph, op)} on {hw.name}: {exc}") from None
+        ident = (op.kind, id(op.attrs), id(op.launch), op.reads, op.writes, op.library)
+        cost = same.get(ident)
+        if cost is None:
+            try:
+                cost = same[ident] = cache.cost(op, graph, hw)
+            except InfeasibleError as exc:
+                raise InfeasibleError(f"{_op_where(graph, op)} on {hw.name}: {exc}") from None
+            except InputError as exc:
+                if exc.file:
+                    raise
+                raise exc.within(file=graph.file or None, prefix=graph.op_paths.get(op.name, f"op '{op.name}'")) from None
+            except KernelsimError as exc:  # a pricing error (uncosted op, bad dimensions): located in the file
+                raise type(exc)(f"{_op_where(graph, op)} on {hw.name}: {exc}") from None
+        costs.append(cost)
     return tuple(costs)
 
 
@@ -311,8 +326,8 @@ def _op_where(graph: Graph, op: Op) -> str:
     return f"{graph.file}: {where}" if graph.file else where
 
 
-def run_graph(graph: Graph, hw: Hardware) -> tuple[Trace, StepMetrics]:
-    trace = simulate(graph, price(graph, hw), hw)
+def run_graph(graph: Graph, hw: Hardware, cache: CostCache | None = None) -> tuple[Trace, StepMetrics]:
+    trace = simulate(graph, price(graph, hw, cache=cache), hw)
     return trace, step_metrics(trace)
 
 
@@ -346,7 +361,8 @@ def _bucket_result(b: Bucket, params: dict[str, float], m: StepMetrics, path: st
 
 
 def simulate_bucket(workload: Workload, graph: Graph, costs: tuple[KernelCost | None, ...], hw: Hardware,
-                    params: dict[str, float]) -> tuple[Trace, StepMetrics, dict[str, Any] | None]:
+                    params: dict[str, float], cache: CostCache | None = None,
+                    ) -> tuple[Trace, StepMetrics, dict[str, Any] | None]:
     """One bucket's step: on one rank, or on every rank of the workload's `parallel` layout.
 
     Several ranks give the critical (slowest) rank's metrics, a merged trace (tracks
@@ -358,7 +374,7 @@ def simulate_bucket(workload: Workload, graph: Graph, costs: tuple[KernelCost | 
         trace = simulate(graph, costs, hw)
         has_comm = any(o.kind == "collective" for o in graph.ops)
         return trace, step_metrics(trace), comm_result([trace], 0) if has_comm else None
-    rank_traces = simulate_parallel(graph, hw, plan, price, workload.file)
+    rank_traces = simulate_parallel(graph, hw, plan, functools.partial(price, cache=cache), workload.file)
     critical = max(range(len(rank_traces)), key=lambda r: (rank_traces[r].end_s, -r))
     return merge_ranks(rank_traces), step_metrics(rank_traces[critical]), comm_result(rank_traces, critical)
 
@@ -390,8 +406,13 @@ def _fmt(v: float) -> str:
     return str(int(v)) if float(v).is_integer() else f"{v:g}"
 
 
-def run_scenario(scn: Scenario, *, keep_traces: bool = False) -> tuple[dict[str, Any], dict[tuple[str, str, int], Trace]]:
-    """Simulate every (hardware, variant, bucket); returns the JSON-ready result and, on request, traces."""
+def run_scenario(scn: Scenario, *, keep_traces: bool = False, cache: CostCache | None = None,
+                 ) -> tuple[dict[str, Any], dict[tuple[str, str, int], Trace]]:
+    """Simulate every (hardware, variant, bucket); returns the JSON-ready result and, on request, traces.
+
+    `cache` holds kernel costs for this run (pass one to share it between runs, as a sweep worker does).
+    """
+    cache = cache if cache is not None else CostCache()
     traces: dict[tuple[str, str, int], Trace] = {}
     total_w = sum(b.weight for b in scn.buckets)
     hw_results = []
@@ -403,15 +424,15 @@ def run_scenario(scn: Scenario, *, keep_traces: bool = False) -> tuple[dict[str,
         for bi, b in enumerate(scn.buckets):
             params = scn.workload.params_for(b)
             base_graph = scn.workload.build(params)
-            base_costs = price(base_graph, hw)
+            base_costs = price(base_graph, hw, cache=cache)
             base_trace: Trace | None = None
             for vi, v in enumerate(variants):
                 if vi == 0:
                     graph, path, costs = base_graph, "baseline", base_costs
                 else:
-                    graph, path = variant_graph(scn, v, vi - 1, base_graph, params, hw)
-                    costs = price(graph, hw)
-                trace, m, comm = simulate_bucket(scn.workload, graph, costs, hw, params)
+                    graph, path = variant_graph(scn, v, vi - 1, base_graph, params, hw, cache)
+                    costs = price(graph, hw, cache=cache)
+                trace, m, comm = simulate_bucket(scn.workload, graph, costs, hw, params, cache)
                 if keep_traces:
                     traces[(hw.name, v.name, bi)] = trace
                 per_variant[v.name].append(_bucket_result(b, params, m, path))
@@ -483,4 +504,4 @@ def _weighted_quantile(values: list[tuple[float, float]], q: float) -> float:
     return vals[-1][0]
 
 
-__all__ = ["KernelsimError", "Scenario", "load_scenario", "price", "run_graph", "run_scenario"]
+__all__ = ["CostCache", "KernelsimError", "Scenario", "load_scenario", "price", "run_graph", "run_scenario"]
