@@ -264,6 +264,52 @@ class CostCache:
         return cost
 
 
+class GraphCache:
+    """Built graphs, owned by a run or a sweep worker: a bucket's graph by (workload, parameter
+    values) and a variant's graph by (that graph, variant), so the hardware profiles of a run and
+    the sweep points that differ only in their profile build and transform each graph once.
+
+    Graphs are immutable and transforms pure, so a hit is the same graph the build would give.
+    A `choose` variant depends on the profile (it simulates its candidates) and is not kept.
+    Keys hold object ids; each entry keeps its objects alive, so an id is never reused while
+    its entry exists. Errors are raised each time, never cached.
+    """
+
+    def __init__(self, max_entries: int = 4096) -> None:
+        self.max_entries = max_entries
+        self._built: dict[tuple[Any, ...], tuple[Any, Any, Graph]] = {}
+        self._variants: dict[tuple[int, int], tuple[Graph, Variant, tuple[Graph, str]]] = {}
+
+    def _room(self, table: dict[Any, Any]) -> None:
+        if len(table) >= self.max_entries:
+            table.clear()
+
+    def build(self, workload: Workload, params: dict[str, float]) -> Graph:
+        spec = workload.spec
+        key = (id(spec.ops), id(spec.tensors), spec.mode, spec.name, spec.kind,
+               tuple(sorted((k, type(v).__name__, v) for k, v in params.items())))
+        hit = self._built.get(key)
+        if hit is not None and hit[0] is spec.ops and hit[1] is spec.tensors:
+            return hit[2]
+        graph = workload.build(params)
+        self._room(self._built)
+        self._built[key] = (spec.ops, spec.tensors, graph)
+        return graph
+
+    def variant(self, scn: Scenario, v: Variant, v_index: int, graph: Graph, params: dict[str, float],
+                hw: Hardware, cache: CostCache) -> tuple[Graph, str]:
+        if v.choose is not None:
+            return variant_graph(scn, v, v_index, graph, params, hw, cache)
+        key = (id(graph), id(v))
+        hit = self._variants.get(key)
+        if hit is not None and hit[0] is graph and hit[1] is v:
+            return hit[2]
+        out = variant_graph(scn, v, v_index, graph, params, hw, cache)
+        self._room(self._variants)
+        self._variants[key] = (graph, v, out)
+        return out
+
+
 _MEASURED_CATEGORY = {"gemm": "compute", "attention": "compute", "collective": "comm", "layout": "layout"}
 
 
@@ -407,12 +453,14 @@ def _fmt(v: float) -> str:
 
 
 def run_scenario(scn: Scenario, *, keep_traces: bool = False, cache: CostCache | None = None,
-                 ) -> tuple[dict[str, Any], dict[tuple[str, str, int], Trace]]:
+                 graphs: GraphCache | None = None) -> tuple[dict[str, Any], dict[tuple[str, str, int], Trace]]:
     """Simulate every (hardware, variant, bucket); returns the JSON-ready result and, on request, traces.
 
-    `cache` holds kernel costs for this run (pass one to share it between runs, as a sweep worker does).
+    `cache` holds kernel costs and `graphs` built graphs for this run (pass them to share them
+    between runs, as a sweep worker does).
     """
     cache = cache if cache is not None else CostCache()
+    graphs = graphs if graphs is not None else GraphCache()
     traces: dict[tuple[str, str, int], Trace] = {}
     total_w = sum(b.weight for b in scn.buckets)
     hw_results = []
@@ -423,14 +471,14 @@ def run_scenario(scn: Scenario, *, keep_traces: bool = False, cache: CostCache |
         micro: dict[str, list[tuple[float, float, float]]] = {v.name: [] for v in variants}
         for bi, b in enumerate(scn.buckets):
             params = scn.workload.params_for(b)
-            base_graph = scn.workload.build(params)
+            base_graph = graphs.build(scn.workload, params)
             base_costs = price(base_graph, hw, cache=cache)
             base_trace: Trace | None = None
             for vi, v in enumerate(variants):
                 if vi == 0:
                     graph, path, costs = base_graph, "baseline", base_costs
                 else:
-                    graph, path = variant_graph(scn, v, vi - 1, base_graph, params, hw, cache)
+                    graph, path = graphs.variant(scn, v, vi - 1, base_graph, params, hw, cache)
                     costs = price(graph, hw, cache=cache)
                 trace, m, comm = simulate_bucket(scn.workload, graph, costs, hw, params, cache)
                 if keep_traces:
@@ -504,4 +552,4 @@ def _weighted_quantile(values: list[tuple[float, float]], q: float) -> float:
     return vals[-1][0]
 
 
-__all__ = ["CostCache", "KernelsimError", "Scenario", "load_scenario", "price", "run_graph", "run_scenario"]
+__all__ = ["CostCache", "GraphCache", "KernelsimError", "Scenario", "load_scenario", "price", "run_graph", "run_scenario"]

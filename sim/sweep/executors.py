@@ -13,7 +13,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from typing import Any
 
 from sim.errors import InputError
-from sim.scenario import CostCache
+from sim.scenario import CostCache, GraphCache
 from sim.sweep.grid import Point, SweepPlan
 from sim.sweep.worker import init_worker, run_point, run_points_in_worker
 
@@ -35,9 +35,9 @@ def _chunks(points: Sequence[Point], workers: int) -> list[list[Point]]:
 
 
 def run_serial(plan: SweepPlan, points: Sequence[Point]) -> Iterator[tuple[int, dict[str, Any]]]:
-    cache = CostCache()  # shared by the points, as in a pool worker
+    cache, graphs = CostCache(), GraphCache()  # shared by the points, as in a pool worker
     for p in points:
-        yield p.index, run_point(plan.scenario, plan.hardware, plan.variants, p, cache)
+        yield p.index, run_point(plan.scenario, plan.hardware, plan.variants, p, cache, graphs)
 
 
 def run_local(plan: SweepPlan, points: Sequence[Point], workers: int) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -96,5 +96,5 @@ def run_dask(plan: SweepPlan, points: Sequence[Point], workers: int,
 
 def _run_chunk_dask(payload: tuple[Any, Any, Any], chunk: list[Point]) -> list[dict[str, Any]]:
     scn, hardware, variants = payload
-    cache = CostCache()
-    return [run_point(scn, hardware, variants, p, cache) for p in chunk]
+    cache, graphs = CostCache(), GraphCache()
+    return [run_point(scn, hardware, variants, p, cache, graphs) for p in chunk]
