@@ -23,9 +23,10 @@ The engine schedules; it never prices. Kernel costs come in precomputed (sim.cos
   same, bit for bit, as before ranks existed.
 
 Speed (benchmarks/bench_engine.py): the hot loop creates only the simpy events that carry
-the model: one timeout per host busy span, the launch-queue put/get, one timeout for the
-launch latency, one completion event per kernel and one wake-up timeout per change of the
-set of running kernels. Completion events of ops are created only when someone waits for
+the model: one timeout per host busy span, one timeout for the launch latency, one completion
+event per kernel and one wake-up timeout per change of the set of running kernels; the launch
+queue (LaunchQueue) costs an event only when a stream or the host has to wait on it (about 4
+events per kernel on the benchmark's eager graph, 5.3 with a simpy.Store). Completion events of ops are created only when someone waits for
 them, the GPU's wake-up is a timeout with a callback (not a process per wake-up), and
 intervals are kept as tuples until the run ends.
 """
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import gc
 import math
+from collections import deque
 from collections.abc import Sequence
 from types import MappingProxyType
 from typing import Any
@@ -129,6 +131,50 @@ class FluidGPU:
         return ev
 
 
+class LaunchQueue:
+    """A stream's bounded launch queue: the host appends, the stream takes in order.
+
+    Built on simpy events but lighter than simpy.Store: an item handed to a stream that is
+    already running is taken without any event, and a stream or host that has to wait waits on
+    one event (a Store costs a put and a get event per item).
+    """
+
+    __slots__ = ("env", "capacity", "items", "taker", "room")
+
+    def __init__(self, env: simpy.Environment, capacity: int) -> None:
+        self.env = env
+        self.capacity = capacity
+        self.items: deque[tuple[int, float, bool]] = deque()
+        self.taker: simpy.Event | None = None  # the stream, waiting for an item
+        self.room: simpy.Event | None = None  # the host, waiting for a free slot
+
+    def full(self) -> bool:
+        return len(self.items) >= self.capacity
+
+    def wait_room(self) -> simpy.Event:
+        ev = self.room = simpy.Event(self.env)
+        return ev
+
+    def put(self, item: tuple[int, float, bool]) -> None:
+        self.items.append(item)
+        taker = self.taker
+        if taker is not None:
+            self.taker = None
+            taker.succeed()
+
+    def wait_item(self) -> simpy.Event:
+        ev = self.taker = simpy.Event(self.env)
+        return ev
+
+    def take(self) -> tuple[int, float, bool]:
+        item = self.items.popleft()
+        room = self.room
+        if room is not None:
+            self.room = None
+            room.succeed()
+        return item
+
+
 class Simulation:
     """One simulation of one graph on one profile; owns all its state."""
 
@@ -146,7 +192,7 @@ class Simulation:
         self.finished = [False] * len(graph.ops)
         self.waiters: dict[int, simpy.Event] = {}  # op → event, only for ops someone waits for
         streams = sorted({o.stream for o in graph.ops if o.is_kernel})
-        self.queues = {s: simpy.Store(self.env, capacity=hw.launch_queue_depth) for s in streams}
+        self.queues = {s: LaunchQueue(self.env, hw.launch_queue_depth) for s in streams}
         self.stream_busy_until = {s: 0.0 for s in streams}
         self.outstanding = {s: 0 for s in streams}
         self.idle_events: dict[int, simpy.Event] = {}
@@ -263,19 +309,22 @@ class Simulation:
             # host goes on; the stream still receives it when simpy processes the put.
             start = env.now
             outstanding[op.stream] += 1
-            put = queues[op.stream].put((i, start, False))
-            if not put.triggered:  # the queue is full: the host blocks
-                yield put
+            queue = queues[op.stream]
+            if queue.full():  # the host blocks until the stream takes a kernel
+                yield queue.wait_room()
                 self._host_interval(f"blocked: {op.name}", "blocked", start, i)
+            queue.put((i, start, False))  # issued when the host got to it, as before it blocked
             i += 1
 
     def _enqueue(self, i: int, graph_member: bool):
         op = self.graph.ops[i]
         start = self.env.now
         self.outstanding[op.stream] += 1
-        yield self.queues[op.stream].put((i, start, graph_member))
-        if self.env.now > start:
+        queue = self.queues[op.stream]
+        if queue.full():
+            yield queue.wait_room()
             self._host_interval(f"blocked: {op.name}", "blocked", start, i)
+        queue.put((i, start, graph_member))
 
     # -- device -----------------------------------------------------------------------
     def stream(self, s: int):
@@ -287,8 +336,11 @@ class Simulation:
         latency = hw.launch_latency_s
         args_by_cost: dict[int, MappingProxyType[str, Any]] = {}
         meet = self.rendezvous  # None on one rank: collectives run as plain kernels
+        items = queue.items
         while True:
-            i, issued_s, graph_member = yield queue.get()
+            if not items:
+                yield queue.wait_item()
+            i, issued_s, graph_member = queue.take()
             pending = [self._waiter(d) for d in deps[i] if not finished[d]]
             if pending:
                 yield env.all_of(pending)
