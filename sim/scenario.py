@@ -139,25 +139,28 @@ def _apply_path(scn: Scenario, specs: list[Any], where: str, graph: Graph, param
 
 
 def variant_graph(scn: Scenario, v: Variant, v_index: int, graph: Graph, params: dict[str, float],
-                  hw: Hardware | None = None, cache: CostCache | None = None) -> tuple[Graph, str]:
+                  hw: Hardware | None = None, cache: CostCache | None = None,
+                  graphs: GraphCache | None = None) -> tuple[Graph, str]:
     """The variant's graph for one bucket and the path it took.
 
     A `choose` variant simulates each candidate path (needs `hw`) and keeps the fastest if
     it beats the baseline by the margin; without `hw` (load-time checks) it only checks
-    that every path applies.
+    that every path applies. With `graphs`, candidates and their step times are kept there.
     """
     if v.choose is None:
         return _apply_path(scn, list(v.transforms), f"variants[{v_index}].transforms", graph, params)
-    candidates = [(name, _apply_path(scn, list(specs), f"variants[{v_index}].choose.paths.{name}", graph, params)[0])
-                  for name, specs in v.choose.paths.items()]
-    for other_index, other in choose_from(scn, v_index):
-        candidates.append((other.name, variant_graph(scn, other, other_index, graph, params, hw, cache)[0]))
-    if not candidates:
-        raise InputError("no candidate: 'from: all' found no variant with 'transforms'", file=scn.file,
-                         path=f"variants[{v_index}].choose", expected="other variants, or 'paths'")
+    if graphs is not None:
+        candidates = graphs.candidates(scn, v, v_index, graph, params)
+    else:
+        candidates = _candidates(scn, v, v_index, graph, params)
     if hw is None:
         return candidates[0][1], candidates[0][0]
+    assert v.choose is not None
+    cache = cache if cache is not None else CostCache()
+
     def step_s(g: Graph) -> float:  # on every rank of a `parallel` workload: its collectives over the group
+        if graphs is not None:
+            return graphs.step_time(scn, g, hw, params, cache)
         return simulate_bucket(scn.workload, g, price(g, hw, cache=cache), hw, params, cache)[1].time_s
 
     base_t = step_s(graph)
@@ -208,6 +211,20 @@ def inline_choose(spec: ScenarioFile) -> ScenarioFile:
     return spec.model_copy(update={"variants": variants})
 
 
+def _candidates(scn: Scenario, v: Variant, v_index: int, graph: Graph,
+                params: dict[str, float]) -> list[tuple[str, Graph]]:
+    """A `choose` variant's candidate graphs: its paths, then the variants it chooses from (no profile needed)."""
+    assert v.choose is not None
+    candidates = [(name, _apply_path(scn, list(specs), f"variants[{v_index}].choose.paths.{name}", graph, params)[0])
+                  for name, specs in v.choose.paths.items()]
+    for other_index, other in choose_from(scn, v_index):
+        candidates.append((other.name, variant_graph(scn, other, other_index, graph, params)[0]))
+    if not candidates:
+        raise InputError("no candidate: 'from: all' found no variant with 'transforms'", file=scn.file,
+                         path=f"variants[{v_index}].choose", expected="other variants, or 'paths'")
+    return candidates
+
+
 def _cost_key(op: Op, graph: Graph) -> tuple[Any, ...]:
     shapes = tuple((graph.tensors[t].shape, graph.tensors[t].dtype) for t in op.reads + op.writes)
     return (op.kind, tuple(sorted((k, str(v)) for k, v in op.attrs.items())), op.launch, shapes, op.library)
@@ -240,6 +257,9 @@ class CostCache:
         self.max_entries = max_entries
         self._costs: dict[tuple[str, tuple[Any, ...]], KernelCost] = {}
         self._hw_keys: dict[int, tuple[Hardware, str]] = {}
+        # Per graph (held, so its id is not reused): op identity -> cost_signature, for a graph
+        # priced on several profiles (a run's hardware list, sweep points sharing a GraphCache).
+        self._signatures: dict[int, tuple[Graph, dict[tuple[Any, ...], tuple[Any, ...]]]] = {}
 
     def __len__(self) -> int:
         return len(self._costs)
@@ -252,9 +272,18 @@ class CostCache:
             entry = self._hw_keys[id(hw)] = (hw, repr(hw))
         return entry[1]
 
-    def cost(self, op: Op, graph: Graph, hw: Hardware) -> KernelCost:
+    def signatures(self, graph: Graph) -> dict[tuple[Any, ...], tuple[Any, ...]]:
+        """The memo of `graph`'s cost signatures by op identity (see price)."""
+        hit = self._signatures.get(id(graph))
+        if hit is None or hit[0] is not graph:
+            if len(self._signatures) >= 1024:
+                self._signatures.clear()
+            hit = self._signatures[id(graph)] = (graph, {})
+        return hit[1]
+
+    def cost(self, op: Op, graph: Graph, hw: Hardware, signature: tuple[Any, ...] | None = None) -> KernelCost:
         """kernel_cost(op, graph, hw), computed once per (hardware, cost_signature)."""
-        key = (self.hardware_key(hw), cost_signature(op, graph))
+        key = (self.hardware_key(hw), signature if signature is not None else cost_signature(op, graph))
         cost = self._costs.get(key)
         if cost is None:
             cost = kernel_cost(op, graph, hw)
@@ -279,6 +308,9 @@ class GraphCache:
         self.max_entries = max_entries
         self._built: dict[tuple[Any, ...], tuple[Any, Any, Graph]] = {}
         self._variants: dict[tuple[int, int], tuple[Graph, Variant, tuple[Graph, str]]] = {}
+        self._candidates: dict[tuple[int, int, int], tuple[Graph, Variant, Any, list[tuple[str, Graph]]]] = {}
+        self._step_times: dict[tuple[int, int, str], tuple[Graph, Any, float]] = {}
+        self._op_signatures: dict[int, tuple[Graph, list[tuple[Any, ...]]]] = {}
 
     def _room(self, table: dict[Any, Any]) -> None:
         if len(table) >= self.max_entries:
@@ -299,7 +331,7 @@ class GraphCache:
     def variant(self, scn: Scenario, v: Variant, v_index: int, graph: Graph, params: dict[str, float],
                 hw: Hardware, cache: CostCache) -> tuple[Graph, str]:
         if v.choose is not None:
-            return variant_graph(scn, v, v_index, graph, params, hw, cache)
+            return variant_graph(scn, v, v_index, graph, params, hw, cache, self)
         key = (id(graph), id(v))
         hit = self._variants.get(key)
         if hit is not None and hit[0] is graph and hit[1] is v:
@@ -308,6 +340,43 @@ class GraphCache:
         self._room(self._variants)
         self._variants[key] = (graph, v, out)
         return out
+
+    def candidates(self, scn: Scenario, v: Variant, v_index: int, graph: Graph,
+                   params: dict[str, float]) -> list[tuple[str, Graph]]:
+        """A `choose` variant's candidate graphs (they do not depend on the profile; `from` candidates
+        depend on the scenario's other variants, so the scenario spec is part of the key)."""
+        key = (id(graph), id(v), id(scn.spec))
+        hit = self._candidates.get(key)
+        if hit is not None and hit[0] is graph and hit[1] is v and hit[2] is scn.spec:
+            return hit[3]
+        out = _candidates(scn, v, v_index, graph, params)
+        self._room(self._candidates)
+        self._candidates[key] = (graph, v, scn.spec, out)
+        return out
+
+    def step_time(self, scn: Scenario, graph: Graph, hw: Hardware, params: dict[str, float],
+                  cache: CostCache) -> float:
+        """The step time of `graph` on `hw` on every rank of the workload (a `choose` variant's
+        yardstick), simulated once per (graph, workload layout, profile)."""
+        parallel = scn.workload.spec.parallel
+        key = (id(graph), id(parallel), cache.hardware_key(hw))
+        hit = self._step_times.get(key)
+        if hit is not None and hit[0] is graph and hit[1] is parallel:
+            return hit[2]
+        t = simulate_bucket(scn.workload, graph, price(graph, hw, cache=cache), hw, params, cache)[1].time_s
+        self._room(self._step_times)
+        self._step_times[key] = (graph, parallel, t)
+        return t
+
+    def op_signatures(self, graph: Graph) -> list[tuple[Any, ...]]:
+        """Each op's (cost key, name), as `_micro` compares them."""
+        hit = self._op_signatures.get(id(graph))
+        if hit is not None and hit[0] is graph:
+            return hit[1]
+        sigs = [_op_signature(o, graph) for o in graph.ops]
+        self._room(self._op_signatures)
+        self._op_signatures[id(graph)] = (graph, sigs)
+        return sigs
 
 
 _MEASURED_CATEGORY = {"gemm": "compute", "attention": "compute", "collective": "comm", "layout": "layout"}
@@ -340,6 +409,7 @@ def price(graph: Graph, hw: Hardware, *, measured: bool = False,
     # within this graph they have one signature, so the signature is computed once per such group.
     # The ids are safe as keys: the graph keeps every op alive during this call.
     same: dict[tuple[Any, ...], KernelCost] = {}
+    signatures = cache.signatures(graph)
     costs: list[KernelCost | None] = []
     for op in graph.ops:
         if not op.is_kernel:
@@ -351,8 +421,11 @@ def price(graph: Graph, hw: Hardware, *, measured: bool = False,
         ident = (op.kind, id(op.attrs), id(op.launch), op.reads, op.writes, op.library)
         cost = same.get(ident)
         if cost is None:
+            sig = signatures.get(ident)
+            if sig is None:
+                sig = signatures[ident] = cost_signature(op, graph)
             try:
-                cost = same[ident] = cache.cost(op, graph, hw)
+                cost = same[ident] = cache.cost(op, graph, hw, sig)
             except InfeasibleError as exc:
                 raise InfeasibleError(f"{_op_where(graph, op)} on {hw.name}: {exc}") from None
             except InputError as exc:
@@ -382,10 +455,15 @@ def _op_signature(op: Op, graph: Graph) -> tuple[Any, ...]:
 
 
 def _micro(base: Graph, base_costs: tuple[KernelCost | None, ...], var: Graph,
-           var_costs: tuple[KernelCost | None, ...]) -> tuple[float, float]:
+           var_costs: tuple[KernelCost | None, ...], graphs: GraphCache | None = None) -> tuple[float, float]:
     """Kernel time of what the variant changed: (baseline kernels replaced, variant kernels new)."""
-    base_sigs = {_op_signature(o, base): c for o, c in zip(base.ops, base_costs, strict=True) if c is not None}
-    var_sigs = {_op_signature(o, var): c for o, c in zip(var.ops, var_costs, strict=True) if c is not None}
+    if graphs is not None:
+        b_sig, v_sig = graphs.op_signatures(base), graphs.op_signatures(var)
+    else:
+        b_sig = [_op_signature(o, base) for o in base.ops]
+        v_sig = [_op_signature(o, var) for o in var.ops]
+    base_sigs = {s: c for s, c in zip(b_sig, base_costs, strict=True) if c is not None}
+    var_sigs = {s: c for s, c in zip(v_sig, var_costs, strict=True) if c is not None}
     replaced = sum(c.time_s for s, c in base_sigs.items() if s not in var_sigs)
     new = sum(c.time_s for s, c in var_sigs.items() if s not in base_sigs)
     return replaced, new
@@ -490,7 +568,7 @@ def run_scenario(scn: Scenario, *, keep_traces: bool = False, cache: CostCache |
                 # The simulated (first) rank's graph and costs: on several ranks its collectives are priced
                 # over the real group, where `costs` priced them as one-rank calls (only the launch).
                 base_trace = base_trace or trace
-                rep, new = _micro(base_trace.graph, base_trace.costs, trace.graph, trace.costs)
+                rep, new = _micro(base_trace.graph, base_trace.costs, trace.graph, trace.costs, graphs)
                 micro[v.name].append((b.weight, rep, new))
         base_buckets = per_variant["baseline"]
         base_w = sum(bk["time_us"] * bk["weight"] for bk in base_buckets) / total_w
