@@ -80,7 +80,8 @@ def streams_graph(streams: int, kernels: int) -> Graph:
     """`kernels` independent elementwise kernels round-robin over `streams` streams (all may overlap)."""
     from sim.graph import Op, Tensor
 
-    tensors = {f"t{s}": Tensor(f"t{s}", (1 << 20,), "bf16") for s in range(streams)}
+    # 2 GiB per kernel (about 1 ms alone): kernels outlast the host's launches, so up to `streams` overlap.
+    tensors = {f"t{s}": Tensor(f"t{s}", (1 << 30,), "bf16") for s in range(streams)}
     ops = tuple(Op(name=f"k{i}", kind="elementwise", reads=(f"t{i % streams}",), writes=(f"t{i % streams}",),
                    stream=i % streams, attrs=MappingProxyType({"math": MappingProxyType({"add": 1.0})}))
                 for i in range(kernels))
@@ -254,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", type=int, nargs="*", default=[10_000, 1_000_000], help="engine graph sizes (kernels)")
     ap.add_argument("--e2e", type=int, default=1_000_000, metavar="KERNELS", help="end-to-end step size; 0 skips")
     ap.add_argument("--streams", type=int, nargs="*", default=[1, 16, 256], help="metrics vs streams; none skips")
-    ap.add_argument("--streams-kernels", type=int, default=20_000)
+    ap.add_argument("--streams-kernels", type=int, default=10_000)
     ap.add_argument("--repeats", type=int, default=3, help="runs per figure and tree (medians)")
     ap.add_argument("--sweep-points", type=int, default=1000, help="0 skips the sweep benchmark")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)

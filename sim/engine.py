@@ -33,7 +33,6 @@ intervals are kept as tuples until the run ends.
 
 from __future__ import annotations
 
-import gc
 import math
 from collections import deque
 from collections.abc import Sequence
@@ -45,6 +44,7 @@ from simpy.events import Timeout
 
 from sim.costmodel import KernelCost
 from sim.costmodel.host import compiled_call_s, eager_dispatch_s, host_op_s
+from sim.gcpause import paused_gc
 from sim.graph import Graph
 from sim.hardware import Hardware
 from sim.trace import HOST_TRACK, Trace, stream_track
@@ -609,24 +609,14 @@ def simulate_ranks(graphs: Sequence[Graph], costs: Sequence[Sequence[KernelCost 
                    groups: Sequence[Sequence[tuple[int, ...] | None]], node_of: Sequence[int],
                    host_delay_s: Sequence[float] | None = None) -> list[Trace]:
     """Simulate one step on several ranks (one graph, costs, profile and group table per rank); a Trace per rank."""
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with paused_gc():
         return Ranks(graphs, costs, hws, groups, node_of, host_delay_s).run()
-    finally:
-        if gc_was_enabled:
-            gc.enable()
 
 
 def simulate(graph: Graph, costs: Sequence[KernelCost | None], hw: Hardware) -> Trace:
     """Simulate `graph` with its precomputed `costs` on `hw`."""
-    # A run allocates hundreds of thousands of small objects (events, records, intervals)
-    # and frees them at the end, with no cycles worth chasing meanwhile: the cyclic
-    # collector's passes over the growing heap cost about a third of a 10k-kernel run.
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    # A run allocates hundreds of thousands of small objects (events, records) and frees them
+    # at the end: the cyclic collector's passes over the growing heap cost about a third of a
+    # 10k-kernel run (sim.gcpause).
+    with paused_gc():
         return Simulation(graph, costs, hw).run()
-    finally:
-        if gc_was_enabled:
-            gc.enable()

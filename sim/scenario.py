@@ -18,6 +18,7 @@ from sim.comm.parallel import merge_ranks, rank_plan, simulate_parallel
 from sim.costmodel import KernelCost, kernel_cost
 from sim.engine import simulate
 from sim.errors import InfeasibleError, InputError, KernelsimError
+from sim.gcpause import paused_gc
 from sim.graph import Graph, Op
 from sim.hardware import Hardware, load_profile, sustained
 from sim.report.metrics import TERMS, StepMetrics, comm_metrics, step_metrics
@@ -404,7 +405,11 @@ def price(graph: Graph, hw: Hardware, *, measured: bool = False,
     `unpriced` (imported kernels whose shapes are unknown) always do. `cache` is the run's
     CostCache (a fresh one, for this graph only, without it).
     """
-    cache = cache if cache is not None else CostCache()
+    with paused_gc():
+        return _price(graph, hw, measured, cache if cache is not None else CostCache())
+
+
+def _price(graph: Graph, hw: Hardware, measured: bool, cache: CostCache) -> tuple[KernelCost | None, ...]:
     # Ops copied from one repeat-block op share their attrs, launch and tensor names (sim.workload):
     # within this graph they have one signature, so the signature is computed once per such group.
     # The ids are safe as keys: the graph keeps every op alive during this call.

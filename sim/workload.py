@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 
 from sim import expr
 from sim.errors import InputError
+from sim.gcpause import paused_gc
 from sim.graph import Graph, LaunchConfig, Op, Tensor
 from sim.limits import MAX_GRAPH_OPS, MAX_REPEAT
 from sim.schema.loader import load_yaml_model
@@ -286,20 +287,21 @@ def build_graph(spec: WorkloadFile, params: dict[str, float], file: str) -> Grap
             v = expr.evaluate_at(dim, params, file=file, path=f"tensors.{tname}.shape[{j}]")
             shape.append(_int(v, file=file, path=f"tensors.{tname}.shape[{j}]", minimum=1))
         tensors[tname] = Tensor(name=tname, shape=tuple(shape), dtype=decl.dtype)
-    flat = _instantiated(spec, params, file)
-    launches = 0
-    for op, path in flat:
-        launches += max(1, int(op.attrs.get("launches", 1)))
-        if launches > MAX_GRAPH_OPS:
-            raise InputError(f"the graph would have more than {MAX_GRAPH_OPS} kernels once `launches` expand "
-                             "(set KERNELSIM_MAX_GRAPH_OPS to raise it)", file=file, path=f"{path}.launches",
-                             value=op.attrs.get("launches"))
-    ops = expand_launches([op for op, _ in flat])
-    for op in ops:  # per-iteration names of repeat blocks share their declaration's shape
-        for t in op.reads + op.writes:
-            if t not in tensors:
-                base = tensors[declared_name(t)]
-                tensors[t] = Tensor(name=t, shape=base.shape, dtype=base.dtype)
+    with paused_gc():  # a big step allocates millions of objects and no cycles (sim.gcpause)
+        flat = _instantiated(spec, params, file)
+        launches = 0
+        for op, path in flat:
+            launches += max(1, int(op.attrs.get("launches", 1)))
+            if launches > MAX_GRAPH_OPS:
+                raise InputError(f"the graph would have more than {MAX_GRAPH_OPS} kernels once `launches` expand "
+                                 "(set KERNELSIM_MAX_GRAPH_OPS to raise it)", file=file, path=f"{path}.launches",
+                                 value=op.attrs.get("launches"))
+        ops = expand_launches([op for op, _ in flat])
+        for op in ops:  # per-iteration names of repeat blocks share their declaration's shape
+            for t in op.reads + op.writes:
+                if t not in tensors:
+                    base = tensors[declared_name(t)]
+                    tensors[t] = Tensor(name=t, shape=base.shape, dtype=base.dtype)
     return Graph(
         name=spec.name,
         kind=spec.kind,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sim.gcpause import paused_gc
 from sim.trace import HOST_TRACK, Trace
 
 TERMS = ("compute", "memory", "launch", "comm", "layout", "idle")
@@ -40,6 +41,11 @@ def step_metrics(trace: Trace) -> StepMetrics:
     Cost: sorting the interval ends plus O(1) per time point and per kernel start or end (the
     set of running kernels is kept incrementally, never rescanned).
     """
+    with paused_gc():
+        return _step_metrics(trace)
+
+
+def _step_metrics(trace: Trace) -> StepMetrics:
     end = trace.end_s
     costs = trace.costs
     term_index = {t: i for i, t in enumerate(TERMS)}
