@@ -410,9 +410,12 @@ def price(graph: Graph, hw: Hardware, *, measured: bool = False,
 
 
 def _price(graph: Graph, hw: Hardware, measured: bool, cache: CostCache) -> tuple[KernelCost | None, ...]:
-    # Ops copied from one repeat-block op share their attrs, launch and tensor names (sim.workload):
-    # within this graph they have one signature, so the signature is computed once per such group.
-    # The ids are safe as keys: the graph keeps every op alive during this call.
+    # Ops copied from one repeat-block op share their attrs and launch objects (sim.workload), and
+    # their tensors (renamed per iteration) have the same shapes: within this graph they have one
+    # cost signature, computed once per group of such ops. A tensor is known here by the number
+    # of its (shape, dtype) class; the ids are safe as keys: the graph keeps every op alive.
+    classes: dict[tuple[tuple[int, ...], str], int] = {}
+    shape_class = {name: classes.setdefault((t.shape, t.dtype), len(classes)) for name, t in graph.tensors.items()}
     same: dict[tuple[Any, ...], KernelCost] = {}
     signatures = cache.signatures(graph)
     costs: list[KernelCost | None] = []
@@ -423,7 +426,8 @@ def _price(graph: Graph, hw: Hardware, measured: bool, cache: CostCache) -> tupl
         if "measured_us" in op.attrs and (measured or op.attrs.get("unpriced")):
             costs.append(measured_cost(op))
             continue
-        ident = (op.kind, id(op.attrs), id(op.launch), op.reads, op.writes, op.library)
+        ident = (op.kind, id(op.attrs), id(op.launch), tuple([shape_class[t] for t in op.reads]),
+                 tuple([shape_class[t] for t in op.writes]), op.library)
         cost = same.get(ident)
         if cost is None:
             sig = signatures.get(ident)
