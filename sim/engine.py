@@ -47,7 +47,7 @@ from sim.costmodel.host import compiled_call_s, eager_dispatch_s, host_op_s
 from sim.gcpause import paused_gc
 from sim.graph import Graph
 from sim.hardware import Hardware
-from sim.trace import HOST_TRACK, Trace, stream_track
+from sim.trace import HOST_TRACK, Records, Trace, stream_track
 
 _EPS = 1e-15
 _NO_ARGS: MappingProxyType[str, Any] = MappingProxyType({})
@@ -187,7 +187,7 @@ class Simulation:
         self.env = simpy.Environment() if env is None else env
         self.gpu: FluidGPU = FluidGPU(self.env) if env is None else HoldingGPU(self.env)
         # (start_s, end_s, track, name, cat, op, args): made into Intervals when the run ends.
-        self._records: list[tuple[float, float, str, str, str, int, MappingProxyType[str, Any]]] = []
+        self._records = Records()  # every interval, in columns; the Trace takes them as they are
         self.deps = graph.dependencies()
         self.finished = [False] * len(graph.ops)
         self.waiters: dict[int, simpy.Event] = {}  # op → event, only for ops someone waits for
@@ -216,7 +216,7 @@ class Simulation:
     def _host_interval(self, name: str, cat: str, start: float, op: int = -1) -> None:
         now = self.env.now
         if now > start:
-            self._records.append((start, now, HOST_TRACK, name, cat, op, _NO_ARGS))
+            self._records.add(start, now, HOST_TRACK, name, cat, op, _NO_ARGS)
 
     def _wait_idle(self):
         for s in self.queues:
@@ -227,7 +227,7 @@ class Simulation:
 
     def host(self):
         hw, ops, env = self.hw, self.graph.ops, self.env
-        records, queues, outstanding = self._records, self.queues, self.outstanding
+        record, queues, outstanding = self._records.add, self.queues, self.outstanding
         n = len(ops)
         i = 0
         while i < n:
@@ -292,19 +292,19 @@ class Simulation:
                     # One timeout for dispatch + launch when it lands on the same float as two would.
                     yield Timeout(env, launched - start)
                     if dispatched > start:
-                        records.append((start, dispatched, HOST_TRACK, op.name, "dispatch", i, _NO_ARGS))
+                        record(start, dispatched, HOST_TRACK, op.name, "dispatch", i, _NO_ARGS)
                     if launched > dispatched:
-                        records.append((dispatched, launched, HOST_TRACK, op.name, "launch", i, _NO_ARGS))
+                        record(dispatched, launched, HOST_TRACK, op.name, "launch", i, _NO_ARGS)
                 else:
                     if dispatch_s > 0:
                         yield Timeout(env, dispatch_s)
                         if env.now > start:
-                            records.append((start, env.now, HOST_TRACK, op.name, "dispatch", i, _NO_ARGS))
+                            record(start, env.now, HOST_TRACK, op.name, "dispatch", i, _NO_ARGS)
                     if hw.launch_s > 0:
                         start = env.now
                         yield Timeout(env, hw.launch_s)
                         if env.now > start:
-                            records.append((start, env.now, HOST_TRACK, op.name, "launch", i, _NO_ARGS))
+                            record(start, env.now, HOST_TRACK, op.name, "launch", i, _NO_ARGS)
             # _enqueue inlined (the hot path of eager mode). A put that fits is done at once and the
             # host goes on; the stream still receives it when simpy processes the put.
             start = env.now
@@ -332,7 +332,7 @@ class Simulation:
         ops, costs, deps, finished = self.graph.ops, self.costs, self.deps, self.finished
         queue = self.queues[s]
         track = stream_track(s)
-        records = self._records
+        record = self._records.add
         latency = hw.launch_latency_s
         args_by_cost: dict[int, MappingProxyType[str, Any]] = {}
         meet = self.rendezvous  # None on one rank: collectives run as plain kernels
@@ -363,7 +363,7 @@ class Simulation:
                 args = args_by_cost.get(id(cost))
                 if args is None:
                     args = args_by_cost[id(cost)] = MappingProxyType({"limiter": cost.limiter, "alone_us": cost.time_s * 1e6})
-            records.append((start, env.now, track, ops[i].name, cost.category, i, args))
+            record(start, env.now, track, ops[i].name, cost.category, i, args)
             self.stream_busy_until[s] = env.now
             self._finish(i)
             self.outstanding[s] -= 1
@@ -376,7 +376,7 @@ class Simulation:
         self.env.run()
         if not host.triggered or any(self.outstanding.values()):
             raise RuntimeError(f"simulation of '{self.graph.name}' deadlocked (a wait on an op that never ran)")
-        return self._trace(max(max((r[1] for r in self._records), default=0.0), self.env.now))
+        return self._trace(max(self._records.last_end(), self.env.now))
 
     def _start(self) -> simpy.Process:
         host = self.env.process(self.host())
@@ -602,7 +602,7 @@ class Ranks:
                                 for (name, _), m in self.meetings.items())
             raise RuntimeError(f"simulation of '{self.sims[0].graph.name}' on {len(self.sims)} ranks deadlocked: ranks "
                                f"{stuck} never finished" + (f"; collectives still waiting: {waiting}" if waiting else ""))
-        return [sim._trace(max((r[1] for r in sim._records), default=0.0)) for sim in self.sims]
+        return [sim._trace(sim._records.last_end()) for sim in self.sims]
 
 
 def simulate_ranks(graphs: Sequence[Graph], costs: Sequence[Sequence[KernelCost | None]], hws: Sequence[Hardware],

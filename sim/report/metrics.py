@@ -9,6 +9,10 @@ time goes to launch; otherwise it is idle.
 
 from __future__ import annotations
 
+import heapq
+import itertools
+from array import array
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from sim.gcpause import paused_gc
@@ -35,6 +39,15 @@ class StepMetrics:
 EXACT_SUM_MAX_KERNELS = 8
 
 
+def _distinct(sorted_times: Iterable[float]) -> Iterator[float]:
+    """The sorted time points without repeats (as sorted(set(...)) would give them)."""
+    last = None
+    for t in sorted_times:
+        if t != last:
+            yield t
+            last = t
+
+
 def step_metrics(trace: Trace) -> StepMetrics:
     """Step time, breakdown and dominant term in one pass over the trace's time points.
 
@@ -50,37 +63,41 @@ def _step_metrics(trace: Trace) -> StepMetrics:
     costs = trace.costs
     term_index = {t: i for i, t in enumerate(TERMS)}
     launch_i, idle_i = term_index["launch"], term_index["idle"]
-    kernels = trace.kernel_records()
-    # Stable by start, ties in the order of trace.intervals (the reference order of the sums).
-    kernels.sort(key=lambda r: r[0])
-    n_k = len(kernels)
-    k_start = [r[0] for r in kernels]
-    k_end = [r[1] for r in kernels]
-    k_term = [term_index[r[4]] for r in kernels]
+    recs, order = trace.kernel_order()  # kernels in the order of trace.intervals (the reference sums)
+    r_start, r_end, r_cat, r_op = recs.start, recs.end, recs.cat, recs.op
+    # Stable by start, ties in that order.
+    order.sort(key=r_start.__getitem__)
+    n_k = len(order)
+    # Times in float arrays and time points merged lazily: no float object per point (peak memory).
+    k_start = array("d", [r_start[k] for k in order])
+    k_end = array("d", [r_end[k] for k in order])
+    k_term = [term_index[r_cat[k]] for k in order]
+    fractions: dict[int, tuple[float, float]] = {}  # per cost object (shared by repeated kernels)
     k_fixed: list[float] = []
     k_rest: list[float] = []
-    for r in kernels:
-        cost = costs[r[5]]
+    for k in order:
+        cost = costs[r_op[k]]
         assert cost is not None
-        fixed_frac = min(1.0, cost.fixed_s / cost.time_s) if cost.time_s > 0 else 1.0
-        k_fixed.append(fixed_frac)
-        k_rest.append(1.0 - fixed_frac)
-    host = [(r[0], r[1]) for r in trace.host_records() if r[4] in _HOST_BUSY]
-    h_start = sorted(a for a, _ in host)
-    h_end = sorted(b for _, b in host)
-    points = {0.0, end}
-    points.update(k_start)
-    points.update(k_end)
-    points.update(h_start)
-    points.update(h_end)
-    times = sorted(points)
+        fr = fractions.get(id(cost))
+        if fr is None:
+            fixed_frac = min(1.0, cost.fixed_s / cost.time_s) if cost.time_s > 0 else 1.0
+            fr = fractions[id(cost)] = (fixed_frac, 1.0 - fixed_frac)
+        k_fixed.append(fr[0])
+        k_rest.append(fr[1])
+    del order
+    _, host = trace.host_order()
+    h_start = array("d", sorted([r_start[k] for k in host if r_cat[k] in _HOST_BUSY]))
+    h_end = array("d", sorted([r_end[k] for k in host if r_cat[k] in _HOST_BUSY]))
+    del host
     by_end = sorted(range(n_k), key=k_end.__getitem__)
+    k_end_sorted = array("d", [k_end[k] for k in by_end])
+    times = _distinct(heapq.merge(sorted((0.0, end)), k_start, k_end_sorted, h_start, h_end))
     acc = [0.0] * len(TERMS)
     active: dict[int, None] = {}  # running kernels, in start order (insertion order)
     groups: dict[tuple[int, float], int] = {}  # (term, fixed fraction) -> running kernels
     ki = ei = hs = he = 0
     n_h = len(h_start)
-    for a, b in zip(times, times[1:], strict=False):
+    for a, b in itertools.pairwise(times):
         while ki < n_k and k_start[ki] <= a:
             active[ki] = None
             g = (k_term[ki], k_fixed[ki])
