@@ -23,7 +23,7 @@ KERNEL_KINDS = frozenset({"gemm", "elementwise", "reduction", "attention", "copy
 HOST_KINDS = frozenset({"host", "sync"})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Tensor:
     name: str
     shape: tuple[int, ...]
