@@ -28,7 +28,7 @@ event per kernel and one wake-up timeout per change of the set of running kernel
 queue (LaunchQueue) costs an event only when a stream or the host has to wait on it (about 4
 events per kernel on the benchmark's eager graph, 5.3 with a simpy.Store). Completion events of ops are created only when someone waits for
 them, the GPU's wake-up is a timeout with a callback (not a process per wake-up), and
-intervals are kept as tuples until the run ends.
+intervals are kept in columns (sim.trace.Records) that the Trace takes as they are.
 """
 
 from __future__ import annotations
@@ -186,7 +186,6 @@ class Simulation:
         # One rank owns its environment; ranks of one run share theirs (Ranks) and hold collectives' SMs.
         self.env = simpy.Environment() if env is None else env
         self.gpu: FluidGPU = FluidGPU(self.env) if env is None else HoldingGPU(self.env)
-        # (start_s, end_s, track, name, cat, op, args): made into Intervals when the run ends.
         self._records = Records()  # every interval, in columns; the Trace takes them as they are
         self.deps = graph.dependencies()
         self.finished = [False] * len(graph.ops)
