@@ -71,7 +71,7 @@ def _step_metrics(trace: Trace) -> StepMetrics:
     # Times in float arrays and time points merged lazily: no float object per point (peak memory).
     k_start = array("d", [r_start[k] for k in order])
     k_end = array("d", [r_end[k] for k in order])
-    k_term = [term_index[r_cat[k]] for k in order]
+    k_term = array("b", [term_index[r_cat[k]] for k in order])
     fractions: dict[int, tuple[float, float]] = {}  # per cost object (shared by repeated kernels)
     k_fixed: list[float] = []
     k_rest: list[float] = []
@@ -85,11 +85,11 @@ def _step_metrics(trace: Trace) -> StepMetrics:
         k_fixed.append(fr[0])
         k_rest.append(fr[1])
     del order
-    _, host = trace.host_order()
-    h_start = array("d", sorted([r_start[k] for k in host if r_cat[k] in _HOST_BUSY]))
-    h_end = array("d", sorted([r_end[k] for k in host if r_cat[k] in _HOST_BUSY]))
-    del host
-    by_end = sorted(range(n_k), key=k_end.__getitem__)
+    r_track = recs.track
+    n_r = len(recs)
+    h_start = array("d", sorted(r_start[k] for k in range(n_r) if r_track[k] == HOST_TRACK and r_cat[k] in _HOST_BUSY))
+    h_end = array("d", sorted(r_end[k] for k in range(n_r) if r_track[k] == HOST_TRACK and r_cat[k] in _HOST_BUSY))
+    by_end = array("q", sorted(range(n_k), key=k_end.__getitem__))
     k_end_sorted = array("d", [k_end[k] for k in by_end])
     times = _distinct(heapq.merge(sorted((0.0, end)), k_start, k_end_sorted, h_start, h_end))
     acc = [0.0] * len(TERMS)
