@@ -129,7 +129,7 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
         from sim.sweep import load_sweep, run_sweep
 
         with tempfile.TemporaryDirectory() as tmp:
-            path = sweep_scenario(task["points"], Path(tmp))
+            path = sweep_scenario(task["points"], Path(tmp), Path.cwd())  # the measured tree's own scenario
             plan = load_sweep(path)
             t0 = time.perf_counter()
             outcome = run_sweep(plan, Path(tmp) / "out", workers=task["workers"], executor=task["executor"],
@@ -217,12 +217,12 @@ def bench_streams(streams: list[int], kernels: int, trees: list[Path], repeats: 
 SWEEP_AXES_DOC = "hardware × hidden × ffn over the shipped bias+GELU+dropout scenario"
 
 
-def sweep_scenario(points: int, folder: Path) -> Path:
-    """The shipped MLP scenario with a sweep section of about `points` points."""
+def sweep_scenario(points: int, folder: Path, root: Path = ROOT) -> Path:
+    """The shipped MLP scenario of checkout `root` with a sweep section of about `points` points."""
     import yaml
 
-    base = yaml.safe_load((ROOT / "scenarios" / "bias_gelu_dropout.yaml").read_text())
-    base["workload"] = str(ROOT / "workloads" / "mlp_bias_gelu_dropout.yaml")
+    base = yaml.safe_load((root / "scenarios" / "bias_gelu_dropout.yaml").read_text())
+    base["workload"] = str(root / "workloads" / "mlp_bias_gelu_dropout.yaml")
     profiles = ["h200-sxm", "h100-sxm", "a100-sxm-80gb", "l40s"]
     per_profile = max(1, points // len(profiles))
     n_ffn = next(d for d in range(int(per_profile ** 0.5), 0, -1) if per_profile % d == 0)
