@@ -1,11 +1,21 @@
-"""Engine and sweep throughput: simulated kernels/s on one core, sweep points/s on all cores.
+"""Engine and sweep throughput: simulated kernels/s, the 1M-kernel step end to end, metrics vs streams, sweeps.
 
-Run: `python benchmarks/bench_engine.py [--sizes 1000 10000 100000] [--sweep-points 1000]
-[--workers N] [--dask] [--json OUT]`. It is a command, not a timed test: numbers depend on
-the machine. The graphs are synthetic layer stacks (GEMMs, elementwise ops, a reduction,
-a copy on a second stream that the next layer waits for) built through the normal
-workload path; the sweep is the shipped bias+GELU+dropout scenario swept over hardware
-profiles and MLP sizes.
+Run: `python benchmarks/bench_engine.py [--sizes 10000 1000000] [--e2e 1000000] [--streams 1 16 256]
+[--sweep-points 1000] [--workers N] [--dask] [--repeats R] [--against OTHER_CHECKOUT] [--json OUT]`.
+It is a command, not a timed test: numbers depend on the machine (and on its other load: on a
+shared machine compare `--against` a checkout of the old code, which runs every figure
+alternately for both trees, each run in a fresh process, and reports medians and ratios).
+
+Figures:
+- engine: `simulate()` alone on synthetic layer stacks (GEMMs, elementwise ops, a reduction, a
+  copy on a second stream that the next layer waits for) built through the normal workload path;
+  kernels/s = kernels / median simulate time;
+- e2e: one step end to end (build + price + simulate + metrics) with each phase's time and the
+  process's peak resident memory (ru_maxrss, imports included);
+- streams: step_metrics time on a graph of independent kernels spread over S streams (as many
+  in flight as streams), same kernel count for every S;
+- sweep: the shipped bias+GELU+dropout scenario swept over hardware profiles and MLP sizes, on
+  the local process pool (and Dask's LocalCluster with --dask).
 """
 
 from __future__ import annotations
@@ -14,10 +24,13 @@ import argparse
 import json
 import os
 import platform
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,43 +76,153 @@ def synthetic_graph(kernels: int, tokens: int = 2048) -> Graph:
     return build_graph(spec, dict(spec.parameters), "<synthetic>")
 
 
-def bench_engine(sizes: list[int], repeats: int) -> list[dict[str, Any]]:
+def streams_graph(streams: int, kernels: int) -> Graph:
+    """`kernels` independent elementwise kernels round-robin over `streams` streams (all may overlap)."""
+    from sim.graph import Op, Tensor
+
+    # 2 GiB per kernel (about 1 ms alone): kernels outlast the host's launches, so up to `streams` overlap.
+    tensors = {f"t{s}": Tensor(f"t{s}", (1 << 30,), "bf16") for s in range(streams)}
+    ops = tuple(Op(name=f"k{i}", kind="elementwise", reads=(f"t{i % streams}",), writes=(f"t{i % streams}",),
+                   stream=i % streams, attrs=MappingProxyType({"math": MappingProxyType({"add": 1.0})}))
+                for i in range(kernels))
+    return Graph(name=f"streams_{streams}", kind="training", params=MappingProxyType({}),
+                 tensors=MappingProxyType(tensors), ops=ops)
+
+
+def _peak_rss_bytes() -> int:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+
+
+def run_task(task: dict[str, Any]) -> dict[str, Any]:
+    """One measurement, in this process (a fresh one: see --task)."""
     hw = load_profile("h200-sxm")
-    rows = []
-    for n in sizes:
-        graph = synthetic_graph(n)
-        t0 = time.perf_counter()
+    kind = task["kind"]
+    if kind == "engine":
+        graph = synthetic_graph(task["kernels"])
         costs = price(graph, hw)
-        t_price = time.perf_counter() - t0
-        best_sim = float("inf")
-        for _ in range(repeats if n < 100_000 else 1):
-            t0 = time.perf_counter()
-            trace = simulate(graph, costs, hw)
-            best_sim = min(best_sim, time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        trace = simulate(graph, costs, hw)
+        dt = time.perf_counter() - t0
+        return {"simulate_s": dt, "kernels": graph.kernel_count(), "step_time_us": trace.end_s * 1e6}
+    if kind == "e2e":
+        t0 = time.perf_counter()
+        graph = synthetic_graph(task["kernels"])
+        t1 = time.perf_counter()
+        costs = price(graph, hw)
+        t2 = time.perf_counter()
+        trace = simulate(graph, costs, hw)
+        t3 = time.perf_counter()
+        m = step_metrics(trace)
+        t4 = time.perf_counter()
+        return {"build_s": t1 - t0, "price_s": t2 - t1, "simulate_s": t3 - t2, "metrics_s": t4 - t3,
+                "total_s": t4 - t0, "peak_rss_bytes": _peak_rss_bytes(), "kernels": graph.kernel_count(),
+                "step_time_us": m.time_s * 1e6}
+    if kind == "streams":
+        graph = streams_graph(task["streams"], task["kernels"])
+        trace = simulate(graph, price(graph, hw), hw)
         t0 = time.perf_counter()
         step_metrics(trace)
-        t_metrics = time.perf_counter() - t0
-        k = graph.kernel_count()
-        rows.append({
-            "kernels": k, "simulate_s": best_sim, "price_s": t_price, "metrics_s": t_metrics,
-            "engine_kernels_per_s": k / best_sim, "pipeline_kernels_per_s": k / (best_sim + t_price + t_metrics),
-            "step_time_us": trace.end_s * 1e6,
-        })
-        print(f"{k:>7} kernels: engine {k / best_sim:>9,.0f} kernels/s ({best_sim * 1e3:8.1f} ms); "
-              f"price {t_price * 1e3:7.1f} ms; metrics {t_metrics * 1e3:7.1f} ms; "
-              f"price+simulate+metrics {k / (best_sim + t_price + t_metrics):>9,.0f} kernels/s", flush=True)
+        return {"metrics_s": time.perf_counter() - t0}
+    if kind == "sweep":
+        from sim.sweep import load_sweep, run_sweep
+
+        with tempfile.TemporaryDirectory() as tmp:
+            path = sweep_scenario(task["points"], Path(tmp), Path.cwd())  # the measured tree's own scenario
+            plan = load_sweep(path)
+            t0 = time.perf_counter()
+            outcome = run_sweep(plan, Path(tmp) / "out", workers=task["workers"], executor=task["executor"],
+                                progress=False)
+            return {"seconds": time.perf_counter() - t0, "points": len(plan.points),
+                    "infeasible": outcome.infeasible}
+    raise ValueError(f"unknown task kind {kind!r}")
+
+
+def in_fresh_process(task: dict[str, Any], tree: Path) -> dict[str, Any]:
+    """Run one task in a new Python process whose `sim` comes from `tree` (this checkout or another)."""
+    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); import sim; "
+            f"sys.path.insert(1, {str(ROOT / 'benchmarks')!r}); import bench_engine; "
+            "print(json.dumps(bench_engine.run_task(json.loads(sys.argv[2]))))")
+    out = subprocess.run([sys.executable, "-c", code, str(tree), json.dumps(task)], check=True,
+                         capture_output=True, text=True, cwd=tree)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def measure(task: dict[str, Any], trees: list[Path], repeats: int) -> list[list[dict[str, Any]]]:
+    """`repeats` runs of `task` per tree, alternating trees (so both see the same machine load)."""
+    runs: list[list[dict[str, Any]]] = [[] for _ in trees]
+    for _ in range(repeats):
+        for k, tree in enumerate(trees):
+            runs[k].append(in_fresh_process(task, tree))
+    return runs
+
+
+def _median(rows: list[dict[str, Any]], key: str) -> float:
+    return statistics.median(r[key] for r in rows)
+
+
+def _label(trees: list[Path], k: int) -> str:
+    return "this" if k == 0 else f"against ({trees[k]})"
+
+
+def _ratio_note(meds: list[float], higher_is_better: bool) -> str:
+    if len(meds) < 2 or not meds[1] or not meds[0]:
+        return ""
+    r = meds[0] / meds[1] if higher_is_better else meds[1] / meds[0]
+    return f"  [this is {r:.2f}x the other]"
+
+
+def bench_engine(sizes: list[int], trees: list[Path], repeats: int) -> list[dict[str, Any]]:
+    rows = []
+    for n in sizes:
+        runs = measure({"kind": "engine", "kernels": n}, trees, repeats if n < 1_000_000 else max(1, repeats // 2))
+        k = runs[0][0]["kernels"]
+        meds = [k / _median(r, "simulate_s") for r in runs]
+        same = all(r["step_time_us"] == runs[0][0]["step_time_us"] for rr in runs for r in rr)
+        for t, r in enumerate(runs):
+            print(f"engine {k:>8} kernels, {_label(trees, t)}: {meds[t]:>9,.0f} kernels/s (median of {len(r)}: "
+                  + ", ".join(f"{x['simulate_s']:.2f}" for x in r) + " s)", flush=True)
+        print(f"  same step time in every run: {same}{_ratio_note(meds, True)}", flush=True)
+        rows.append({"kernels": k, "kernels_per_s": meds, "runs": runs, "same_step_time": same})
     return rows
+
+
+def bench_e2e(n: int, trees: list[Path], repeats: int) -> dict[str, Any]:
+    runs = measure({"kind": "e2e", "kernels": n}, trees, repeats)
+    for t, r in enumerate(runs):
+        ph = {key: _median(r, key) for key in ("build_s", "price_s", "simulate_s", "metrics_s", "total_s")}
+        rss = max(x["peak_rss_bytes"] for x in r)
+        print(f"e2e {r[0]['kernels']:>8} kernels, {_label(trees, t)}: {ph['total_s']:.1f} s (build {ph['build_s']:.1f}, "
+              f"price {ph['price_s']:.1f}, simulate {ph['simulate_s']:.1f}, metrics {ph['metrics_s']:.1f}; medians of "
+              f"{len(r)}), peak RSS {rss / 2**30:.2f} GiB", flush=True)
+    print(f"  {_ratio_note([_median(r, 'total_s') for r in runs], False).strip()}", flush=True)
+    return {"kernels": n, "runs": runs}
+
+
+def bench_streams(streams: list[int], kernels: int, trees: list[Path], repeats: int) -> dict[str, Any]:
+    out: dict[str, Any] = {"kernels": kernels, "by_tree": []}
+    for t, tree in enumerate(trees):
+        meds = {}
+        for s in streams:
+            meds[s] = _median(measure({"kind": "streams", "streams": s, "kernels": kernels}, [tree], repeats)[0],
+                              "metrics_s")
+        lo = meds[streams[0]]
+        print(f"metrics, {kernels} kernels, {_label(trees, t)}: " + ", ".join(
+            f"{s} streams {m * 1e3:.0f} ms ({m / lo:.2f}x)" for s, m in meds.items()), flush=True)
+        out["by_tree"].append({str(s): m for s, m in meds.items()})
+    return out
 
 
 SWEEP_AXES_DOC = "hardware × hidden × ffn over the shipped bias+GELU+dropout scenario"
 
 
-def sweep_scenario(points: int, folder: Path) -> Path:
-    """The shipped MLP scenario with a sweep section of about `points` points."""
+def sweep_scenario(points: int, folder: Path, root: Path = ROOT) -> Path:
+    """The shipped MLP scenario of checkout `root` with a sweep section of about `points` points."""
     import yaml
 
-    base = yaml.safe_load((ROOT / "scenarios" / "bias_gelu_dropout.yaml").read_text())
-    base["workload"] = str(ROOT / "workloads" / "mlp_bias_gelu_dropout.yaml")
+    base = yaml.safe_load((root / "scenarios" / "bias_gelu_dropout.yaml").read_text())
+    base["workload"] = str(root / "workloads" / "mlp_bias_gelu_dropout.yaml")
     profiles = ["h200-sxm", "h100-sxm", "a100-sxm-80gb", "l40s"]
     per_profile = max(1, points // len(profiles))
     n_ffn = next(d for d in range(int(per_profile ** 0.5), 0, -1) if per_profile % d == 0)
@@ -113,40 +236,49 @@ def sweep_scenario(points: int, folder: Path) -> Path:
     return path
 
 
-def bench_sweep(points: int, workers: int, executors: list[str]) -> list[dict[str, Any]]:
-    from sim.sweep import load_sweep, run_sweep
-
+def bench_sweep(points: int, workers: int, executors: list[str], trees: list[Path], repeats: int) -> list[dict[str, Any]]:
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        path = sweep_scenario(points, Path(tmp))
-        plan = load_sweep(path)
-        for ex in executors:
-            t0 = time.perf_counter()
-            outcome = run_sweep(plan, Path(tmp) / f"out_{ex}", workers=workers, executor=ex, progress=False)
-            dt = time.perf_counter() - t0
-            n = len(plan.points)
-            rows.append({"executor": ex, "workers": workers, "points": n, "seconds": dt, "points_per_s": n / dt,
-                         "infeasible": outcome.infeasible})
-            print(f"sweep {ex:>5} ({workers} workers): {n} points in {dt:6.1f} s = {n / dt:7.1f} points/s"
-                  f" ({outcome.infeasible} infeasible)", flush=True)
+    for ex in executors:
+        runs = measure({"kind": "sweep", "points": points, "workers": workers, "executor": ex}, trees, repeats)
+        for t, r in enumerate(runs):
+            sec = _median(r, "seconds")
+            print(f"sweep {ex:>5} ({workers} workers), {_label(trees, t)}: {r[0]['points']} points in {sec:6.1f} s "
+                  f"(median of {len(r)}) = {r[0]['points'] / sec:7.1f} points/s ({r[0]['infeasible']} infeasible)",
+                  flush=True)
+        print(f"  {_ratio_note([_median(r, 'seconds') for r in runs], False).strip()}", flush=True)
+        rows.append({"executor": ex, "workers": workers, "runs": runs})
     return rows
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000])
-    ap.add_argument("--repeats", type=int, default=3, help="best of N for graphs under 100k kernels")
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--sizes", type=int, nargs="*", default=[10_000, 1_000_000], help="engine graph sizes (kernels)")
+    ap.add_argument("--e2e", type=int, default=1_000_000, metavar="KERNELS", help="end-to-end step size; 0 skips")
+    ap.add_argument("--streams", type=int, nargs="*", default=[1, 16, 256], help="metrics vs streams; none skips")
+    ap.add_argument("--streams-kernels", type=int, default=10_000)
+    ap.add_argument("--repeats", type=int, default=3, help="runs per figure and tree (medians)")
     ap.add_argument("--sweep-points", type=int, default=1000, help="0 skips the sweep benchmark")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--dask", action="store_true", help="also run the sweep on a Dask LocalCluster")
+    ap.add_argument("--against", metavar="CHECKOUT", help="another checkout (e.g. a worktree of main): "
+                    "every figure is measured for both, alternately")
     ap.add_argument("--json", metavar="OUT", help="write the figures as JSON")
     args = ap.parse_args(argv)
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+    trees = [ROOT] + ([Path(args.against).resolve()] if args.against else [])
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+          f"Python {platform.python_version()}, load average {os.getloadavg()[0]:.1f}")
     out: dict[str, Any] = {"machine": {"cores": os.cpu_count(), "python": platform.python_version(),
-                                       "platform": platform.platform()}}
-    out["engine"] = bench_engine(args.sizes, args.repeats)
+                                       "platform": platform.platform(), "load_average": os.getloadavg()},
+                           "trees": [str(t) for t in trees]}
+    if args.sizes:
+        out["engine"] = bench_engine(args.sizes, trees, args.repeats)
+    if args.streams:
+        out["streams"] = bench_streams(args.streams, args.streams_kernels, trees, args.repeats)
+    if args.e2e > 0:
+        out["e2e"] = bench_e2e(args.e2e, trees, max(1, args.repeats // 2))
     if args.sweep_points > 0:
-        out["sweep"] = bench_sweep(args.sweep_points, args.workers, ["local"] + (["dask"] if args.dask else []))
+        out["sweep"] = bench_sweep(args.sweep_points, args.workers, ["local"] + (["dask"] if args.dask else []),
+                                   trees, args.repeats)
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
     return 0

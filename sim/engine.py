@@ -23,17 +23,18 @@ The engine schedules; it never prices. Kernel costs come in precomputed (sim.cos
   same, bit for bit, as before ranks existed.
 
 Speed (benchmarks/bench_engine.py): the hot loop creates only the simpy events that carry
-the model: one timeout per host busy span, the launch-queue put/get, one timeout for the
-launch latency, one completion event per kernel and one wake-up timeout per change of the
-set of running kernels. Completion events of ops are created only when someone waits for
+the model: one timeout per host busy span, one timeout for the launch latency, one completion
+event per kernel and one wake-up timeout per change of the set of running kernels; the launch
+queue (LaunchQueue) costs an event only when a stream or the host has to wait on it (about 4
+events per kernel on the benchmark's eager graph, 5.3 with a simpy.Store). Completion events of ops are created only when someone waits for
 them, the GPU's wake-up is a timeout with a callback (not a process per wake-up), and
-intervals are kept as tuples until the run ends.
+intervals are kept in columns (sim.trace.Records) that the Trace takes as they are.
 """
 
 from __future__ import annotations
 
-import gc
 import math
+from collections import deque
 from collections.abc import Sequence
 from types import MappingProxyType
 from typing import Any
@@ -43,9 +44,10 @@ from simpy.events import Timeout
 
 from sim.costmodel import KernelCost
 from sim.costmodel.host import compiled_call_s, eager_dispatch_s, host_op_s
+from sim.gcpause import paused_gc
 from sim.graph import Graph
 from sim.hardware import Hardware
-from sim.trace import HOST_TRACK, Interval, Trace, stream_track
+from sim.trace import HOST_TRACK, Records, Trace, stream_track
 
 _EPS = 1e-15
 _NO_ARGS: MappingProxyType[str, Any] = MappingProxyType({})
@@ -129,6 +131,50 @@ class FluidGPU:
         return ev
 
 
+class LaunchQueue:
+    """A stream's bounded launch queue: the host appends, the stream takes in order.
+
+    Built on simpy events but lighter than simpy.Store: an item handed to a stream that is
+    already running is taken without any event, and a stream or host that has to wait waits on
+    one event (a Store costs a put and a get event per item).
+    """
+
+    __slots__ = ("env", "capacity", "items", "taker", "room")
+
+    def __init__(self, env: simpy.Environment, capacity: int) -> None:
+        self.env = env
+        self.capacity = capacity
+        self.items: deque[tuple[int, float, bool]] = deque()
+        self.taker: simpy.Event | None = None  # the stream, waiting for an item
+        self.room: simpy.Event | None = None  # the host, waiting for a free slot
+
+    def full(self) -> bool:
+        return len(self.items) >= self.capacity
+
+    def wait_room(self) -> simpy.Event:
+        ev = self.room = simpy.Event(self.env)
+        return ev
+
+    def put(self, item: tuple[int, float, bool]) -> None:
+        self.items.append(item)
+        taker = self.taker
+        if taker is not None:
+            self.taker = None
+            taker.succeed()
+
+    def wait_item(self) -> simpy.Event:
+        ev = self.taker = simpy.Event(self.env)
+        return ev
+
+    def take(self) -> tuple[int, float, bool]:
+        item = self.items.popleft()
+        room = self.room
+        if room is not None:
+            self.room = None
+            room.succeed()
+        return item
+
+
 class Simulation:
     """One simulation of one graph on one profile; owns all its state."""
 
@@ -140,13 +186,12 @@ class Simulation:
         # One rank owns its environment; ranks of one run share theirs (Ranks) and hold collectives' SMs.
         self.env = simpy.Environment() if env is None else env
         self.gpu: FluidGPU = FluidGPU(self.env) if env is None else HoldingGPU(self.env)
-        # (start_s, end_s, track, name, cat, op, args): made into Intervals when the run ends.
-        self._records: list[tuple[float, float, str, str, str, int, MappingProxyType[str, Any]]] = []
+        self._records = Records()  # every interval, in columns; the Trace takes them as they are
         self.deps = graph.dependencies()
         self.finished = [False] * len(graph.ops)
         self.waiters: dict[int, simpy.Event] = {}  # op → event, only for ops someone waits for
         streams = sorted({o.stream for o in graph.ops if o.is_kernel})
-        self.queues = {s: simpy.Store(self.env, capacity=hw.launch_queue_depth) for s in streams}
+        self.queues = {s: LaunchQueue(self.env, hw.launch_queue_depth) for s in streams}
         self.stream_busy_until = {s: 0.0 for s in streams}
         self.outstanding = {s: 0 for s in streams}
         self.idle_events: dict[int, simpy.Event] = {}
@@ -170,7 +215,7 @@ class Simulation:
     def _host_interval(self, name: str, cat: str, start: float, op: int = -1) -> None:
         now = self.env.now
         if now > start:
-            self._records.append((start, now, HOST_TRACK, name, cat, op, _NO_ARGS))
+            self._records.add(start, now, HOST_TRACK, name, cat, op, _NO_ARGS)
 
     def _wait_idle(self):
         for s in self.queues:
@@ -181,7 +226,7 @@ class Simulation:
 
     def host(self):
         hw, ops, env = self.hw, self.graph.ops, self.env
-        records, queues, outstanding = self._records, self.queues, self.outstanding
+        record, queues, outstanding = self._records.add, self.queues, self.outstanding
         n = len(ops)
         i = 0
         while i < n:
@@ -246,36 +291,39 @@ class Simulation:
                     # One timeout for dispatch + launch when it lands on the same float as two would.
                     yield Timeout(env, launched - start)
                     if dispatched > start:
-                        records.append((start, dispatched, HOST_TRACK, op.name, "dispatch", i, _NO_ARGS))
+                        record(start, dispatched, HOST_TRACK, op.name, "dispatch", i, _NO_ARGS)
                     if launched > dispatched:
-                        records.append((dispatched, launched, HOST_TRACK, op.name, "launch", i, _NO_ARGS))
+                        record(dispatched, launched, HOST_TRACK, op.name, "launch", i, _NO_ARGS)
                 else:
                     if dispatch_s > 0:
                         yield Timeout(env, dispatch_s)
                         if env.now > start:
-                            records.append((start, env.now, HOST_TRACK, op.name, "dispatch", i, _NO_ARGS))
+                            record(start, env.now, HOST_TRACK, op.name, "dispatch", i, _NO_ARGS)
                     if hw.launch_s > 0:
                         start = env.now
                         yield Timeout(env, hw.launch_s)
                         if env.now > start:
-                            records.append((start, env.now, HOST_TRACK, op.name, "launch", i, _NO_ARGS))
+                            record(start, env.now, HOST_TRACK, op.name, "launch", i, _NO_ARGS)
             # _enqueue inlined (the hot path of eager mode). A put that fits is done at once and the
             # host goes on; the stream still receives it when simpy processes the put.
             start = env.now
             outstanding[op.stream] += 1
-            put = queues[op.stream].put((i, start, False))
-            if not put.triggered:  # the queue is full: the host blocks
-                yield put
+            queue = queues[op.stream]
+            if queue.full():  # the host blocks until the stream takes a kernel
+                yield queue.wait_room()
                 self._host_interval(f"blocked: {op.name}", "blocked", start, i)
+            queue.put((i, start, False))  # issued when the host got to it, as before it blocked
             i += 1
 
     def _enqueue(self, i: int, graph_member: bool):
         op = self.graph.ops[i]
         start = self.env.now
         self.outstanding[op.stream] += 1
-        yield self.queues[op.stream].put((i, start, graph_member))
-        if self.env.now > start:
+        queue = self.queues[op.stream]
+        if queue.full():
+            yield queue.wait_room()
             self._host_interval(f"blocked: {op.name}", "blocked", start, i)
+        queue.put((i, start, graph_member))
 
     # -- device -----------------------------------------------------------------------
     def stream(self, s: int):
@@ -283,12 +331,15 @@ class Simulation:
         ops, costs, deps, finished = self.graph.ops, self.costs, self.deps, self.finished
         queue = self.queues[s]
         track = stream_track(s)
-        records = self._records
+        record = self._records.add
         latency = hw.launch_latency_s
         args_by_cost: dict[int, MappingProxyType[str, Any]] = {}
         meet = self.rendezvous  # None on one rank: collectives run as plain kernels
+        items = queue.items
         while True:
-            i, issued_s, graph_member = yield queue.get()
+            if not items:
+                yield queue.wait_item()
+            i, issued_s, graph_member = queue.take()
             pending = [self._waiter(d) for d in deps[i] if not finished[d]]
             if pending:
                 yield env.all_of(pending)
@@ -311,7 +362,7 @@ class Simulation:
                 args = args_by_cost.get(id(cost))
                 if args is None:
                     args = args_by_cost[id(cost)] = MappingProxyType({"limiter": cost.limiter, "alone_us": cost.time_s * 1e6})
-            records.append((start, env.now, track, ops[i].name, cost.category, i, args))
+            record(start, env.now, track, ops[i].name, cost.category, i, args)
             self.stream_busy_until[s] = env.now
             self._finish(i)
             self.outstanding[s] -= 1
@@ -324,7 +375,7 @@ class Simulation:
         self.env.run()
         if not host.triggered or any(self.outstanding.values()):
             raise RuntimeError(f"simulation of '{self.graph.name}' deadlocked (a wait on an op that never ran)")
-        return self._trace(max(max((r[1] for r in self._records), default=0.0), self.env.now))
+        return self._trace(max(self._records.last_end(), self.env.now))
 
     def _start(self) -> simpy.Process:
         host = self.env.process(self.host())
@@ -333,12 +384,8 @@ class Simulation:
         return host
 
     def _trace(self, end: float) -> Trace:
-        records = self._records
-        # Order: start time, host before streams, track name, op; ties keep recording order.
-        order = sorted(range(len(records)), key=lambda k: (records[k][0], records[k][2] != HOST_TRACK,
-                                                           records[k][2], records[k][5]))
-        ivs = tuple(Interval(r[2], r[3], r[4], r[0], r[1], r[5], r[6]) for r in (records[k] for k in order))
-        return Trace(graph=self.graph, hardware=self.hw.name, costs=self.costs, intervals=ivs, end_s=end)
+        # The records go to the Trace as they are: Interval objects are made only if someone asks.
+        return Trace(self.graph, self.hw.name, self.costs, end_s=end, records=self._records)
 
 
 class HoldingGPU(FluidGPU):
@@ -554,31 +601,21 @@ class Ranks:
                                 for (name, _), m in self.meetings.items())
             raise RuntimeError(f"simulation of '{self.sims[0].graph.name}' on {len(self.sims)} ranks deadlocked: ranks "
                                f"{stuck} never finished" + (f"; collectives still waiting: {waiting}" if waiting else ""))
-        return [sim._trace(max((r[1] for r in sim._records), default=0.0)) for sim in self.sims]
+        return [sim._trace(sim._records.last_end()) for sim in self.sims]
 
 
 def simulate_ranks(graphs: Sequence[Graph], costs: Sequence[Sequence[KernelCost | None]], hws: Sequence[Hardware],
                    groups: Sequence[Sequence[tuple[int, ...] | None]], node_of: Sequence[int],
                    host_delay_s: Sequence[float] | None = None) -> list[Trace]:
     """Simulate one step on several ranks (one graph, costs, profile and group table per rank); a Trace per rank."""
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with paused_gc():
         return Ranks(graphs, costs, hws, groups, node_of, host_delay_s).run()
-    finally:
-        if gc_was_enabled:
-            gc.enable()
 
 
 def simulate(graph: Graph, costs: Sequence[KernelCost | None], hw: Hardware) -> Trace:
     """Simulate `graph` with its precomputed `costs` on `hw`."""
-    # A run allocates hundreds of thousands of small objects (events, records, intervals)
-    # and frees them at the end, with no cycles worth chasing meanwhile: the cyclic
-    # collector's passes over the growing heap cost about a third of a 10k-kernel run.
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    # A run allocates hundreds of thousands of small objects (events, records) and frees them
+    # at the end: the cyclic collector's passes over the growing heap cost about a third of a
+    # 10k-kernel run (sim.gcpause).
+    with paused_gc():
         return Simulation(graph, costs, hw).run()
-    finally:
-        if gc_was_enabled:
-            gc.enable()

@@ -7,6 +7,7 @@ shape documented in docs/json.md; reports render them.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from sim.comm.parallel import merge_ranks, rank_plan, simulate_parallel
 from sim.costmodel import KernelCost, kernel_cost
 from sim.engine import simulate
 from sim.errors import InfeasibleError, InputError, KernelsimError
+from sim.gcpause import paused_gc
 from sim.graph import Graph, Op
 from sim.hardware import Hardware, load_profile, sustained
 from sim.report.metrics import TERMS, StepMetrics, comm_metrics, step_metrics
@@ -138,26 +140,29 @@ def _apply_path(scn: Scenario, specs: list[Any], where: str, graph: Graph, param
 
 
 def variant_graph(scn: Scenario, v: Variant, v_index: int, graph: Graph, params: dict[str, float],
-                  hw: Hardware | None = None) -> tuple[Graph, str]:
+                  hw: Hardware | None = None, cache: CostCache | None = None,
+                  graphs: GraphCache | None = None) -> tuple[Graph, str]:
     """The variant's graph for one bucket and the path it took.
 
     A `choose` variant simulates each candidate path (needs `hw`) and keeps the fastest if
     it beats the baseline by the margin; without `hw` (load-time checks) it only checks
-    that every path applies.
+    that every path applies. With `graphs`, candidates and their step times are kept there.
     """
     if v.choose is None:
         return _apply_path(scn, list(v.transforms), f"variants[{v_index}].transforms", graph, params)
-    candidates = [(name, _apply_path(scn, list(specs), f"variants[{v_index}].choose.paths.{name}", graph, params)[0])
-                  for name, specs in v.choose.paths.items()]
-    for other_index, other in choose_from(scn, v_index):
-        candidates.append((other.name, variant_graph(scn, other, other_index, graph, params, hw)[0]))
-    if not candidates:
-        raise InputError("no candidate: 'from: all' found no variant with 'transforms'", file=scn.file,
-                         path=f"variants[{v_index}].choose", expected="other variants, or 'paths'")
+    if graphs is not None:
+        candidates = graphs.candidates(scn, v, v_index, graph, params)
+    else:
+        candidates = _candidates(scn, v, v_index, graph, params)
     if hw is None:
         return candidates[0][1], candidates[0][0]
+    assert v.choose is not None
+    cache = cache if cache is not None else CostCache()
+
     def step_s(g: Graph) -> float:  # on every rank of a `parallel` workload: its collectives over the group
-        return simulate_bucket(scn.workload, g, price(g, hw), hw, params)[1].time_s
+        if graphs is not None:
+            return graphs.step_time(scn, g, hw, params, cache)
+        return simulate_bucket(scn.workload, g, price(g, hw, cache=cache), hw, params, cache)[1].time_s
 
     base_t = step_s(graph)
     name, best, best_t = "fallback", graph, base_t
@@ -207,6 +212,20 @@ def inline_choose(spec: ScenarioFile) -> ScenarioFile:
     return spec.model_copy(update={"variants": variants})
 
 
+def _candidates(scn: Scenario, v: Variant, v_index: int, graph: Graph,
+                params: dict[str, float]) -> list[tuple[str, Graph]]:
+    """A `choose` variant's candidate graphs: its paths, then the variants it chooses from (no profile needed)."""
+    assert v.choose is not None
+    candidates = [(name, _apply_path(scn, list(specs), f"variants[{v_index}].choose.paths.{name}", graph, params)[0])
+                  for name, specs in v.choose.paths.items()]
+    for other_index, other in choose_from(scn, v_index):
+        candidates.append((other.name, variant_graph(scn, other, other_index, graph, params)[0]))
+    if not candidates:
+        raise InputError("no candidate: 'from: all' found no variant with 'transforms'", file=scn.file,
+                         path=f"variants[{v_index}].choose", expected="other variants, or 'paths'")
+    return candidates
+
+
 def _cost_key(op: Op, graph: Graph) -> tuple[Any, ...]:
     shapes = tuple((graph.tensors[t].shape, graph.tensors[t].dtype) for t in op.reads + op.writes)
     return (op.kind, tuple(sorted((k, str(v)) for k, v in op.attrs.items())), op.launch, shapes, op.library)
@@ -224,40 +243,141 @@ def cost_signature(op: Op, graph: Graph) -> tuple[Any, ...]:
     )
 
 
-# Costs are pure functions of (op signature, hardware): a step repeats the same layers and a
-# sweep prices the same ops on the same profile over and over. The hardware part of the key is
-# the profile's full repr (every number), so profiles that differ anywhere never share entries;
-# it is computed once per Hardware object (kept alive here, so its id is never reused).
-_COST_CACHE: dict[tuple[str, tuple[Any, ...]], KernelCost] = {}
-_COST_CACHE_MAX = 200_000
-_HW_KEYS: dict[int, tuple[Hardware, str]] = {}
+class CostCache:
+    """Kernel costs memoized by (hardware, cost_signature), owned by whoever runs: a scenario run, a
+    sweep worker (shared by its points), a serving pricer. Never module-global.
+
+    Costs are pure functions of (op signature, hardware): a step repeats the same layers and a
+    sweep prices the same ops on the same profile over and over. The hardware part of the key is
+    the profile's full repr (every number), so profiles that differ anywhere never share entries;
+    it is computed once per Hardware object (kept alive here, so its id is never reused). Errors
+    are raised each time, never cached.
+    """
+
+    def __init__(self, max_entries: int = 200_000) -> None:
+        self.max_entries = max_entries
+        self._costs: dict[tuple[str, tuple[Any, ...]], KernelCost] = {}
+        self._hw_keys: dict[int, tuple[Hardware, str]] = {}
+        # Per graph (held, so its id is not reused): op identity -> cost_signature, for a graph
+        # priced on several profiles (a run's hardware list, sweep points sharing a GraphCache).
+        self._signatures: dict[int, tuple[Graph, dict[tuple[Any, ...], tuple[Any, ...]]]] = {}
+
+    def __len__(self) -> int:
+        return len(self._costs)
+
+    def hardware_key(self, hw: Hardware) -> str:
+        entry = self._hw_keys.get(id(hw))
+        if entry is None or entry[0] is not hw:
+            if len(self._hw_keys) >= 256:
+                self._hw_keys.clear()
+            entry = self._hw_keys[id(hw)] = (hw, repr(hw))
+        return entry[1]
+
+    def signatures(self, graph: Graph) -> dict[tuple[Any, ...], tuple[Any, ...]]:
+        """The memo of `graph`'s cost signatures by op identity (see price)."""
+        hit = self._signatures.get(id(graph))
+        if hit is None or hit[0] is not graph:
+            if len(self._signatures) >= 1024:
+                self._signatures.clear()
+            hit = self._signatures[id(graph)] = (graph, {})
+        return hit[1]
+
+    def cost(self, op: Op, graph: Graph, hw: Hardware, signature: tuple[Any, ...] | None = None) -> KernelCost:
+        """kernel_cost(op, graph, hw), computed once per (hardware, cost_signature)."""
+        key = (self.hardware_key(hw), signature if signature is not None else cost_signature(op, graph))
+        cost = self._costs.get(key)
+        if cost is None:
+            cost = kernel_cost(op, graph, hw)
+            if len(self._costs) >= self.max_entries:
+                self._costs.clear()
+            self._costs[key] = cost
+        return cost
 
 
-def _hardware_key(hw: Hardware) -> str:
-    entry = _HW_KEYS.get(id(hw))
-    if entry is None or entry[0] is not hw:
-        if len(_HW_KEYS) >= 256:
-            _HW_KEYS.clear()
-        entry = _HW_KEYS[id(hw)] = (hw, repr(hw))
-    return entry[1]
+class GraphCache:
+    """Built graphs, owned by a run or a sweep worker: a bucket's graph by (workload, parameter
+    values) and a variant's graph by (that graph, variant), so the hardware profiles of a run and
+    the sweep points that differ only in their profile build and transform each graph once.
 
+    Graphs are immutable and transforms pure, so a hit is the same graph the build would give.
+    A `choose` variant depends on the profile (it simulates its candidates) and is not kept.
+    Keys hold object ids; each entry keeps its objects alive, so an id is never reused while
+    its entry exists. Errors are raised each time, never cached.
+    """
 
-def cached_kernel_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
-    """kernel_cost, memoized by (hardware, cost_signature); errors are raised each time, never cached."""
-    key = (_hardware_key(hw), cost_signature(op, graph))
-    cost = _COST_CACHE.get(key)
-    if cost is None:
-        cost = kernel_cost(op, graph, hw)
-        if len(_COST_CACHE) >= _COST_CACHE_MAX:
-            _COST_CACHE.clear()
-        _COST_CACHE[key] = cost
-    return cost
+    def __init__(self, max_entries: int = 4096) -> None:
+        self.max_entries = max_entries
+        self._built: dict[tuple[Any, ...], tuple[Any, Any, Graph]] = {}
+        self._variants: dict[tuple[int, int], tuple[Graph, Variant, tuple[Graph, str]]] = {}
+        self._candidates: dict[tuple[int, int, int], tuple[Graph, Variant, Any, list[tuple[str, Graph]]]] = {}
+        self._step_times: dict[tuple[int, int, str], tuple[Graph, Any, float]] = {}
+        self._op_signatures: dict[int, tuple[Graph, list[tuple[Any, ...]]]] = {}
 
+    def _room(self, table: dict[Any, Any]) -> None:
+        if len(table) >= self.max_entries:
+            table.clear()
 
-def clear_cost_cache() -> None:
-    """Forget every cached kernel cost (e.g. after changing a cost function in a session)."""
-    _COST_CACHE.clear()
-    _HW_KEYS.clear()
+    def build(self, workload: Workload, params: dict[str, float]) -> Graph:
+        spec = workload.spec
+        key = (id(spec.ops), id(spec.tensors), spec.mode, spec.name, spec.kind,
+               tuple(sorted((k, type(v).__name__, v) for k, v in params.items())))
+        hit = self._built.get(key)
+        if hit is not None and hit[0] is spec.ops and hit[1] is spec.tensors:
+            return hit[2]
+        graph = workload.build(params)
+        self._room(self._built)
+        self._built[key] = (spec.ops, spec.tensors, graph)
+        return graph
+
+    def variant(self, scn: Scenario, v: Variant, v_index: int, graph: Graph, params: dict[str, float],
+                hw: Hardware, cache: CostCache) -> tuple[Graph, str]:
+        if v.choose is not None:
+            return variant_graph(scn, v, v_index, graph, params, hw, cache, self)
+        key = (id(graph), id(v))
+        hit = self._variants.get(key)
+        if hit is not None and hit[0] is graph and hit[1] is v:
+            return hit[2]
+        out = variant_graph(scn, v, v_index, graph, params, hw, cache)
+        self._room(self._variants)
+        self._variants[key] = (graph, v, out)
+        return out
+
+    def candidates(self, scn: Scenario, v: Variant, v_index: int, graph: Graph,
+                   params: dict[str, float]) -> list[tuple[str, Graph]]:
+        """A `choose` variant's candidate graphs (they do not depend on the profile; `from` candidates
+        depend on the scenario's other variants, so the scenario spec is part of the key)."""
+        key = (id(graph), id(v), id(scn.spec))
+        hit = self._candidates.get(key)
+        if hit is not None and hit[0] is graph and hit[1] is v and hit[2] is scn.spec:
+            return hit[3]
+        out = _candidates(scn, v, v_index, graph, params)
+        self._room(self._candidates)
+        self._candidates[key] = (graph, v, scn.spec, out)
+        return out
+
+    def step_time(self, scn: Scenario, graph: Graph, hw: Hardware, params: dict[str, float],
+                  cache: CostCache) -> float:
+        """The step time of `graph` on `hw` on every rank of the workload (a `choose` variant's
+        yardstick), simulated once per (graph, workload layout, profile)."""
+        parallel = scn.workload.spec.parallel
+        key = (id(graph), id(parallel), cache.hardware_key(hw))
+        hit = self._step_times.get(key)
+        if hit is not None and hit[0] is graph and hit[1] is parallel:
+            return hit[2]
+        t = simulate_bucket(scn.workload, graph, price(graph, hw, cache=cache), hw, params, cache)[1].time_s
+        self._room(self._step_times)
+        self._step_times[key] = (graph, parallel, t)
+        return t
+
+    def op_signatures(self, graph: Graph) -> list[tuple[Any, ...]]:
+        """Each op's (cost key, name), as `_micro` compares them."""
+        hit = self._op_signatures.get(id(graph))
+        if hit is not None and hit[0] is graph:
+            return hit[1]
+        sigs = [_op_signature(o, graph) for o in graph.ops]
+        self._room(self._op_signatures)
+        self._op_signatures[id(graph)] = (graph, sigs)
+        return sigs
 
 
 _MEASURED_CATEGORY = {"gemm": "compute", "attention": "compute", "collective": "comm", "layout": "layout"}
@@ -277,12 +397,27 @@ def measured_cost(op: Op) -> KernelCost:
                       category=category, hbm_bytes=0.0, bw_demand=0.0, sm_demand=0.0)
 
 
-def price(graph: Graph, hw: Hardware, *, measured: bool = False) -> tuple[KernelCost | None, ...]:
+def price(graph: Graph, hw: Hardware, *, measured: bool = False,
+          cache: CostCache | None = None) -> tuple[KernelCost | None, ...]:
     """Kernel costs for every op (None for host-only ops).
 
     With `measured`, ops that carry a trace measurement (`measured_us`) use it; ops marked
-    `unpriced` (imported kernels whose shapes are unknown) always do.
+    `unpriced` (imported kernels whose shapes are unknown) always do. `cache` is the run's
+    CostCache (a fresh one, for this graph only, without it).
     """
+    with paused_gc():
+        return _price(graph, hw, measured, cache if cache is not None else CostCache())
+
+
+def _price(graph: Graph, hw: Hardware, measured: bool, cache: CostCache) -> tuple[KernelCost | None, ...]:
+    # Ops copied from one repeat-block op share their attrs and launch objects (sim.workload), and
+    # their tensors (renamed per iteration) have the same shapes: within this graph they have one
+    # cost signature, computed once per group of such ops. A tensor is known here by the number
+    # of its (shape, dtype) class; the ids are safe as keys: the graph keeps every op alive.
+    classes: dict[tuple[tuple[int, ...], str], int] = {}
+    shape_class = {name: classes.setdefault((t.shape, t.dtype), len(classes)) for name, t in graph.tensors.items()}
+    same: dict[tuple[Any, ...], KernelCost] = {}
+    signatures = cache.signatures(graph)
     costs: list[KernelCost | None] = []
     for op in graph.ops:
         if not op.is_kernel:
@@ -291,16 +426,24 @@ def price(graph: Graph, hw: Hardware, *, measured: bool = False) -> tuple[Kernel
         if "measured_us" in op.attrs and (measured or op.attrs.get("unpriced")):
             costs.append(measured_cost(op))
             continue
-        try:
-            costs.append(cached_kernel_cost(op, graph, hw))
-        except InfeasibleError as exc:
-            raise InfeasibleError(f"{_op_where(graph, op)} on {hw.name}: {exc}") from None
-        except InputError as exc:
-            if exc.file:
-                raise
-            raise exc.within(file=graph.file or None, prefix=graph.op_paths.get(op.name, f"op '{op.name}'")) from None
-        except KernelsimError as exc:  # a pricing error (uncosted op, bad dimensions): located in the file
-            raise type(exc)(f"{_op_where(graph, op)} on {hw.name}: {exc}") from None
+        ident = (op.kind, id(op.attrs), id(op.launch), tuple([shape_class[t] for t in op.reads]),
+                 tuple([shape_class[t] for t in op.writes]), op.library)
+        cost = same.get(ident)
+        if cost is None:
+            sig = signatures.get(ident)
+            if sig is None:
+                sig = signatures[ident] = cost_signature(op, graph)
+            try:
+                cost = same[ident] = cache.cost(op, graph, hw, sig)
+            except InfeasibleError as exc:
+                raise InfeasibleError(f"{_op_where(graph, op)} on {hw.name}: {exc}") from None
+            except InputError as exc:
+                if exc.file:
+                    raise
+                raise exc.within(file=graph.file or None, prefix=graph.op_paths.get(op.name, f"op '{op.name}'")) from None
+            except KernelsimError as exc:  # a pricing error (uncosted op, bad dimensions): located in the file
+                raise type(exc)(f"{_op_where(graph, op)} on {hw.name}: {exc}") from None
+        costs.append(cost)
     return tuple(costs)
 
 
@@ -311,8 +454,8 @@ def _op_where(graph: Graph, op: Op) -> str:
     return f"{graph.file}: {where}" if graph.file else where
 
 
-def run_graph(graph: Graph, hw: Hardware) -> tuple[Trace, StepMetrics]:
-    trace = simulate(graph, price(graph, hw), hw)
+def run_graph(graph: Graph, hw: Hardware, cache: CostCache | None = None) -> tuple[Trace, StepMetrics]:
+    trace = simulate(graph, price(graph, hw, cache=cache), hw)
     return trace, step_metrics(trace)
 
 
@@ -321,10 +464,15 @@ def _op_signature(op: Op, graph: Graph) -> tuple[Any, ...]:
 
 
 def _micro(base: Graph, base_costs: tuple[KernelCost | None, ...], var: Graph,
-           var_costs: tuple[KernelCost | None, ...]) -> tuple[float, float]:
+           var_costs: tuple[KernelCost | None, ...], graphs: GraphCache | None = None) -> tuple[float, float]:
     """Kernel time of what the variant changed: (baseline kernels replaced, variant kernels new)."""
-    base_sigs = {_op_signature(o, base): c for o, c in zip(base.ops, base_costs, strict=True) if c is not None}
-    var_sigs = {_op_signature(o, var): c for o, c in zip(var.ops, var_costs, strict=True) if c is not None}
+    if graphs is not None:
+        b_sig, v_sig = graphs.op_signatures(base), graphs.op_signatures(var)
+    else:
+        b_sig = [_op_signature(o, base) for o in base.ops]
+        v_sig = [_op_signature(o, var) for o in var.ops]
+    base_sigs = {s: c for s, c in zip(b_sig, base_costs, strict=True) if c is not None}
+    var_sigs = {s: c for s, c in zip(v_sig, var_costs, strict=True) if c is not None}
     replaced = sum(c.time_s for s, c in base_sigs.items() if s not in var_sigs)
     new = sum(c.time_s for s, c in var_sigs.items() if s not in base_sigs)
     return replaced, new
@@ -348,7 +496,8 @@ def _bucket_result(b: Bucket, params: dict[str, float], m: StepMetrics, path: st
 
 
 def simulate_bucket(workload: Workload, graph: Graph, costs: tuple[KernelCost | None, ...], hw: Hardware,
-                    params: dict[str, float]) -> tuple[Trace, StepMetrics, dict[str, Any] | None]:
+                    params: dict[str, float], cache: CostCache | None = None,
+                    ) -> tuple[Trace, StepMetrics, dict[str, Any] | None]:
     """One bucket's step: on one rank, or on every rank of the workload's `parallel` layout.
 
     Several ranks give the critical (slowest) rank's metrics, a merged trace (tracks
@@ -360,7 +509,7 @@ def simulate_bucket(workload: Workload, graph: Graph, costs: tuple[KernelCost | 
         trace = simulate(graph, costs, hw)
         has_comm = any(o.kind == "collective" for o in graph.ops)
         return trace, step_metrics(trace), comm_result([trace], 0) if has_comm else None
-    rank_traces = simulate_parallel(graph, hw, plan, price, workload.file)
+    rank_traces = simulate_parallel(graph, hw, plan, functools.partial(price, cache=cache), workload.file)
     critical = max(range(len(rank_traces)), key=lambda r: (rank_traces[r].end_s, -r))
     return merge_ranks(rank_traces), step_metrics(rank_traces[critical]), comm_result(rank_traces, critical)
 
@@ -392,8 +541,15 @@ def _fmt(v: float) -> str:
     return str(int(v)) if float(v).is_integer() else f"{v:g}"
 
 
-def run_scenario(scn: Scenario, *, keep_traces: bool = False) -> tuple[dict[str, Any], dict[tuple[str, str, int], Trace]]:
-    """Simulate every (hardware, variant, bucket); returns the JSON-ready result and, on request, traces."""
+def run_scenario(scn: Scenario, *, keep_traces: bool = False, cache: CostCache | None = None,
+                 graphs: GraphCache | None = None) -> tuple[dict[str, Any], dict[tuple[str, str, int], Trace]]:
+    """Simulate every (hardware, variant, bucket); returns the JSON-ready result and, on request, traces.
+
+    `cache` holds kernel costs and `graphs` built graphs for this run (pass them to share them
+    between runs, as a sweep worker does).
+    """
+    cache = cache if cache is not None else CostCache()
+    graphs = graphs if graphs is not None else GraphCache()
     traces: dict[tuple[str, str, int], Trace] = {}
     total_w = sum(b.weight for b in scn.buckets)
     hw_results = []
@@ -404,16 +560,16 @@ def run_scenario(scn: Scenario, *, keep_traces: bool = False) -> tuple[dict[str,
         micro: dict[str, list[tuple[float, float, float]]] = {v.name: [] for v in variants}
         for bi, b in enumerate(scn.buckets):
             params = scn.workload.params_for(b)
-            base_graph = scn.workload.build(params)
-            base_costs = price(base_graph, hw)
+            base_graph = graphs.build(scn.workload, params)
+            base_costs = price(base_graph, hw, cache=cache)
             base_trace: Trace | None = None
             for vi, v in enumerate(variants):
                 if vi == 0:
                     graph, path, costs = base_graph, "baseline", base_costs
                 else:
-                    graph, path = variant_graph(scn, v, vi - 1, base_graph, params, hw)
-                    costs = price(graph, hw)
-                trace, m, comm = simulate_bucket(scn.workload, graph, costs, hw, params)
+                    graph, path = graphs.variant(scn, v, vi - 1, base_graph, params, hw, cache)
+                    costs = price(graph, hw, cache=cache)
+                trace, m, comm = simulate_bucket(scn.workload, graph, costs, hw, params, cache)
                 if keep_traces:
                     traces[(hw.name, v.name, bi)] = trace
                 per_variant[v.name].append(_bucket_result(b, params, m, path))
@@ -423,7 +579,7 @@ def run_scenario(scn: Scenario, *, keep_traces: bool = False) -> tuple[dict[str,
                 # The simulated (first) rank's graph and costs: on several ranks its collectives are priced
                 # over the real group, where `costs` priced them as one-rank calls (only the launch).
                 base_trace = base_trace or trace
-                rep, new = _micro(base_trace.graph, base_trace.costs, trace.graph, trace.costs)
+                rep, new = _micro(base_trace.graph, base_trace.costs, trace.graph, trace.costs, graphs)
                 micro[v.name].append((b.weight, rep, new))
         base_buckets = per_variant["baseline"]
         base_w = sum(bk["time_us"] * bk["weight"] for bk in base_buckets) / total_w
@@ -485,4 +641,4 @@ def _weighted_quantile(values: list[tuple[float, float]], q: float) -> float:
     return vals[-1][0]
 
 
-__all__ = ["KernelsimError", "Scenario", "load_scenario", "price", "run_graph", "run_scenario"]
+__all__ = ["CostCache", "GraphCache", "KernelsimError", "Scenario", "load_scenario", "price", "run_graph", "run_scenario"]

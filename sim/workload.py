@@ -6,10 +6,11 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 from sim import expr
 from sim.errors import InputError
+from sim.gcpause import paused_gc
 from sim.graph import Graph, LaunchConfig, Op, Tensor
 from sim.limits import MAX_GRAPH_OPS, MAX_REPEAT
 from sim.schema.loader import load_yaml_model
@@ -168,19 +169,43 @@ def expand_launches(ops: list[Op]) -> list[Op]:
     return out
 
 
+class _Flat(NamedTuple):
+    """One op of the expanded program: its declaration, key path and its final names."""
+
+    src: OpBase
+    path: str
+    name: str
+    after: tuple[str, ...]
+    reads: tuple[str, ...]
+    writes: tuple[str, ...]
+
+
 def flat_ops(spec: WorkloadFile, params: dict[str, float], file: str) -> list[tuple[OpBase, str]]:
     """Entries with repeat blocks expanded: (op with its final names, key path in the file)."""
     out: list[tuple[OpBase, str]] = []
+    for f in _flat(spec, params, file):
+        if f.src.name == f.name and f.path.count("[") == 1:  # a top-level op, as declared
+            out.append((f.src, f.path))
+        else:
+            out.append((f.src.model_copy(update={"name": f.name, "after": list(f.after), "reads": list(f.reads),
+                                                  "writes": list(f.writes)}), f.path))
+    return out
+
+
+def _flat(spec: WorkloadFile, params: dict[str, float], file: str) -> list[_Flat]:
+    """The program with repeat blocks expanded, as names only (no copies of the declarations)."""
+    out: list[_Flat] = []
     for i, entry in enumerate(spec.ops):
         if isinstance(entry, RepeatBlock):
             out.extend(_expand_repeat(entry, params, file, f"ops[{i}]"))
             check_graph_size(1, 0, len(out), file=file, path=f"ops[{i}].count")
         else:
-            out.append((entry, f"ops[{i}]"))
+            out.append(_Flat(entry, f"ops[{i}]", entry.name, tuple(entry.after), tuple(entry.reads),
+                             tuple(entry.writes)))
     return out
 
 
-def _expand_repeat(block: RepeatBlock, params: dict[str, float], file: str, where: str) -> list[tuple[OpBase, str]]:
+def _expand_repeat(block: RepeatBlock, params: dict[str, float], file: str, where: str) -> list[_Flat]:
     """`count` copies of the block's body (inner blocks expanded first), with per-iteration names.
 
     Ops become `NAME<r>.op`; a tensor the body writes becomes `T@<r>` in iteration r (the last
@@ -191,30 +216,51 @@ def _expand_repeat(block: RepeatBlock, params: dict[str, float], file: str, wher
     """
     count = _int(expr.evaluate_at(block.count, params, file=file, path=f"{where}.count"),
                  file=file, path=f"{where}.count", minimum=0)
-    body: list[tuple[OpBase, str]] = []
+    body: list[_Flat] = []
     for j, entry in enumerate(block.ops):
         if isinstance(entry, RepeatBlock):
             body.extend(_expand_repeat(entry, params, file, f"{where}.ops[{j}]"))
         else:
-            body.append((entry, f"{where}.ops[{j}]"))
+            body.append(_Flat(entry, f"{where}.ops[{j}]", entry.name, tuple(entry.after), tuple(entry.reads),
+                              tuple(entry.writes)))
     check_graph_size(count, len(body), 0, file=file, path=f"{where}.count")
-    local = {o.name for o, _ in body}
-    written = {t for o, _ in body for t in o.writes} - set(block.carried)
-    out: list[tuple[OpBase, str]] = []
+    local = {f.name for f in body}
+    written = {t for f in body for t in f.writes} - set(block.carried)
+    out: list[_Flat] = []
     version: dict[str, str] = {}
     for r in range(count):
         prefix = f"{block.name}{r}."
         suffix = "" if r == count - 1 else f"@{r}"
-        for o, path in body:
-            reads = [version.get(t, t) for t in o.reads]
-            for t in o.writes:
+        for f in body:
+            reads = tuple(version.get(t, t) for t in f.reads)
+            for t in f.writes:
                 if t in written:
                     version[t] = t + suffix  # an inner block's `T@<j>` becomes `T@<j>@<r>`
-            writes = [version.get(t, t) for t in o.writes]
-            after = [prefix + a if a in local else a for a in o.after]
-            out.append((o.model_copy(update={"name": prefix + o.name, "after": after, "reads": reads,
-                                             "writes": writes}), path))
+            writes = tuple(version.get(t, t) for t in f.writes)
+            after = tuple(prefix + a if a in local else a for a in f.after)
+            out.append(_Flat(f.src, f.path, prefix + f.name, after, reads, writes))
     return out
+
+
+def _instantiated_ops(spec: WorkloadFile, params: dict[str, float], file: str) -> list[Op]:
+    """The ops of `_instantiated` without their key paths."""
+    return [op for op, _ in _instantiated(spec, params, file)]
+
+
+def _instantiated(spec: WorkloadFile, params: dict[str, float], file: str) -> list[tuple[Op, str]]:
+    """build_op over flat_ops, with each declaration evaluated once: a repeat block's body has the
+    same sizes in every iteration (only names differ), so each iteration copies the op built for
+    its key path and renames it (Op.renamed), several times faster than building every copy."""
+    built: dict[str, Op] = {}
+    ops: list[tuple[Op, str]] = []
+    for f in _flat(spec, params, file):
+        op = built.get(f.path)
+        if op is None:
+            op = built[f.path] = build_op(f.src, params, file=file, path=f.path, mode=spec.mode)
+        if op.name != f.name or op.after != f.after or op.reads != f.reads or op.writes != f.writes:
+            op = op.renamed(f.name, f.after, f.reads, f.writes)
+        ops.append((op, f.path))
+    return ops
 
 
 def declared_name(tensor: str) -> str:
@@ -241,24 +287,24 @@ def build_graph(spec: WorkloadFile, params: dict[str, float], file: str) -> Grap
             v = expr.evaluate_at(dim, params, file=file, path=f"tensors.{tname}.shape[{j}]")
             shape.append(_int(v, file=file, path=f"tensors.{tname}.shape[{j}]", minimum=1))
         tensors[tname] = Tensor(name=tname, shape=tuple(shape), dtype=decl.dtype)
-    flat = flat_ops(spec, params, file)
-    built = [build_op(o, params, file=file, path=path, mode=spec.mode) for o, path in flat]
-    launches = 0
-    for op, (_, path) in zip(built, flat, strict=True):
-        launches += max(1, int(op.attrs.get("launches", 1)))
-        if launches > MAX_GRAPH_OPS:
-            raise InputError(f"the graph would have more than {MAX_GRAPH_OPS} kernels once `launches` expand "
-                             "(set KERNELSIM_MAX_GRAPH_OPS to raise it)", file=file, path=f"{path}.launches",
-                             value=op.attrs.get("launches"))
-    ops = expand_launches(built)
-    if any(o.phase == "backward" for o in ops):  # a training step: autograd records the forward's framework ops
-        ops = [o.with_(attrs={**o.attrs, "requires_grad": True}) if o.phase == "forward" and "framework_op" in o.attrs
-               else o for o in ops]
-    for op in ops:  # per-iteration names of repeat blocks share their declaration's shape
-        for t in op.reads + op.writes:
-            if t not in tensors:
-                base = tensors[declared_name(t)]
-                tensors[t] = Tensor(name=t, shape=base.shape, dtype=base.dtype)
+    with paused_gc():  # a big step allocates millions of objects and no cycles (sim.gcpause)
+        flat = _instantiated(spec, params, file)
+        launches = 0
+        for op, path in flat:
+            launches += max(1, int(op.attrs.get("launches", 1)))
+            if launches > MAX_GRAPH_OPS:
+                raise InputError(f"the graph would have more than {MAX_GRAPH_OPS} kernels once `launches` expand "
+                                 "(set KERNELSIM_MAX_GRAPH_OPS to raise it)", file=file, path=f"{path}.launches",
+                                 value=op.attrs.get("launches"))
+        ops = expand_launches([op for op, _ in flat])
+        if any(o.phase == "backward" for o in ops):  # a training step: autograd records the forward's framework ops
+            ops = [o.with_(attrs={**o.attrs, "requires_grad": True})
+                   if o.phase == "forward" and "framework_op" in o.attrs else o for o in ops]
+        for op in ops:  # per-iteration names of repeat blocks share their declaration's shape
+            for t in op.reads + op.writes:
+                if t not in tensors:
+                    base = tensors[declared_name(t)]
+                    tensors[t] = Tensor(name=t, shape=base.shape, dtype=base.dtype)
     return Graph(
         name=spec.name,
         kind=spec.kind,

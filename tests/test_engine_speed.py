@@ -8,7 +8,7 @@ import sys
 
 from sim.engine import simulate
 from sim.hardware import Hardware
-from sim.scenario import cost_signature, price
+from sim.scenario import CostCache, GraphCache, cost_signature, load_scenario, price, run_scenario
 from sim.trace import HOST_TRACK
 from tests.conftest import ROOT
 
@@ -62,3 +62,28 @@ def test_cost_cache_shares_identical_ops_and_separates_profiles(h200: Hardware) 
     other = price(g, slower)
     assert other[layer0[3]] is not costs[layer0[3]]
     assert cost_signature(g.ops[layer0[0]], g) == cost_signature(g.ops[layer1[0]], g)
+
+
+def test_cost_cache_is_owned_by_its_caller(h200: Hardware) -> None:
+    g, bigger = synthetic_graph(100), synthetic_graph(200)
+    cache = CostCache()
+    costs = price(g, h200, cache=cache)
+    held = len(cache)
+    assert 0 < held <= g.kernel_count()
+    again = price(bigger, h200, cache=cache)  # the same layers: nothing new to price
+    assert len(cache) == held and again[: len(costs)] == costs and again[3] is costs[3]
+    fresh = price(g, h200)  # no cache given: one for this call only, the same values
+    assert fresh == costs and fresh[3] is not costs[3]
+
+
+def test_graphs_are_built_once_per_run_and_shared_across_profiles() -> None:
+    scn = load_scenario(ROOT / "scenarios" / "serving_decode.yaml")
+    assert len(scn.hardware) == 2
+    graphs = GraphCache()
+    result, traces = run_scenario(scn, keep_traces=True, graphs=graphs)
+    a, b = (hw.name for hw in scn.hardware)
+    for key in traces:
+        if key[0] == a:
+            assert traces[key].graph is traces[(b, key[1], key[2])].graph
+    alone, _ = run_scenario(dataclasses.replace(scn, hardware=scn.hardware[1:]))  # nothing shared
+    assert alone["hardware"][0] == result["hardware"][1]

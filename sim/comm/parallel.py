@@ -146,7 +146,7 @@ def split_ranks(trace: Trace) -> list[tuple[str, Trace]]:
         label, track = iv.track.split(RANK_SEP, 1)
         by_rank.setdefault(label, []).append(dataclasses.replace(iv, track=track))
     order = sorted(by_rank, key=lambda s: int(s.split()[1]))
-    return [(label, dataclasses.replace(trace, intervals=tuple(by_rank[label]))) for label in order]
+    return [(label, trace.with_intervals(by_rank[label])) for label in order]
 
 
 __all__ = ["RANK_SEP", "RankPlan", "merge_ranks", "rank_graph", "rank_plan", "simulate_parallel", "split_ranks"]

@@ -9,9 +9,14 @@ time goes to launch; otherwise it is idle.
 
 from __future__ import annotations
 
+import heapq
+import itertools
+from array import array
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from sim.trace import HOST_TRACK, Interval, Trace
+from sim.gcpause import paused_gc
+from sim.trace import HOST_TRACK, Trace
 
 TERMS = ("compute", "memory", "launch", "comm", "layout", "idle")
 _HOST_BUSY = {"dispatch", "launch", "compiled_call", "graph_launch", "host"}
@@ -33,60 +38,125 @@ class StepMetrics:
         return self.host_busy_s / self.time_s if self.time_s > 0 else 0.0
 
 
+# Up to this many kernels at once, a segment's time is added kernel by kernel in start order (the
+# reference summation, bit for bit); above it, kernels sharing (category, fixed fraction) are added
+# as one group, so a segment costs O(distinct kernels), not O(kernels running): the same sum up to
+# rounding, and metrics time stays flat from 1 to hundreds of streams.
+EXACT_SUM_MAX_KERNELS = 8
+
+
+def _distinct(sorted_times: Iterable[float]) -> Iterator[float]:
+    """The sorted time points without repeats (as sorted(set(...)) would give them)."""
+    last = None
+    for t in sorted_times:
+        if t != last:
+            yield t
+            last = t
+
+
 def step_metrics(trace: Trace) -> StepMetrics:
+    """Step time, breakdown and dominant term in one pass over the trace's time points.
+
+    Cost: sorting the interval ends plus O(1) per time point and per kernel start or end (the
+    set of running kernels is kept incrementally, never rescanned).
+    """
+    with paused_gc():
+        return _step_metrics(trace)
+
+
+def _step_metrics(trace: Trace) -> StepMetrics:
     end = trace.end_s
-    kernels = [iv for iv in trace.intervals if iv.track != HOST_TRACK]
-    host_busy = [iv for iv in trace.intervals if iv.track == HOST_TRACK and iv.cat in _HOST_BUSY]
-    points = {0.0, end}
-    for iv in kernels + host_busy:
-        points.add(iv.start_s)
-        points.add(iv.end_s)
-    times = sorted(points)
-    breakdown = dict.fromkeys(TERMS, 0.0)
-    # Sweep: for each elementary segment, which kernels and whether the host is busy.
-    k_sorted = sorted(kernels, key=lambda iv: iv.start_s)
-    h_sorted = sorted(host_busy, key=lambda iv: iv.start_s)
-    ki = hi = 0
-    active_k: list[Interval] = []
-    active_h: list[Interval] = []
-    for a, b in zip(times, times[1:], strict=False):
-        if b <= a:
-            continue
-        while ki < len(k_sorted) and k_sorted[ki].start_s <= a:
-            active_k.append(k_sorted[ki])
+    costs = trace.costs
+    term_index = {t: i for i, t in enumerate(TERMS)}
+    launch_i, idle_i = term_index["launch"], term_index["idle"]
+    recs, order = trace.kernel_order()  # kernels in the order of trace.intervals (the reference sums)
+    r_start, r_end, r_cat, r_op = recs.start, recs.end, recs.cat, recs.op
+    # Stable by start, ties in that order.
+    order.sort(key=r_start.__getitem__)
+    n_k = len(order)
+    # Times in float arrays and time points merged lazily: no float object per point (peak memory).
+    k_start = array("d", [r_start[k] for k in order])
+    k_end = array("d", [r_end[k] for k in order])
+    k_term = array("b", [term_index[r_cat[k]] for k in order])
+    fractions: dict[int, tuple[float, float]] = {}  # per cost object (shared by repeated kernels)
+    k_fixed: list[float] = []
+    k_rest: list[float] = []
+    for k in order:
+        cost = costs[r_op[k]]
+        assert cost is not None
+        fr = fractions.get(id(cost))
+        if fr is None:
+            fixed_frac = min(1.0, cost.fixed_s / cost.time_s) if cost.time_s > 0 else 1.0
+            fr = fractions[id(cost)] = (fixed_frac, 1.0 - fixed_frac)
+        k_fixed.append(fr[0])
+        k_rest.append(fr[1])
+    del order
+    r_track = recs.track
+    n_r = len(recs)
+    h_start = array("d", sorted(r_start[k] for k in range(n_r) if r_track[k] == HOST_TRACK and r_cat[k] in _HOST_BUSY))
+    h_end = array("d", sorted(r_end[k] for k in range(n_r) if r_track[k] == HOST_TRACK and r_cat[k] in _HOST_BUSY))
+    by_end = array("q", sorted(range(n_k), key=k_end.__getitem__))
+    k_end_sorted = array("d", [k_end[k] for k in by_end])
+    times = _distinct(heapq.merge(sorted((0.0, end)), k_start, k_end_sorted, h_start, h_end))
+    acc = [0.0] * len(TERMS)
+    active: dict[int, None] = {}  # running kernels, in start order (insertion order)
+    groups: dict[tuple[int, float], int] = {}  # (term, fixed fraction) -> running kernels
+    ki = ei = hs = he = 0
+    n_h = len(h_start)
+    for a, b in itertools.pairwise(times):
+        while ki < n_k and k_start[ki] <= a:
+            active[ki] = None
+            g = (k_term[ki], k_fixed[ki])
+            groups[g] = groups.get(g, 0) + 1
             ki += 1
-        while hi < len(h_sorted) and h_sorted[hi].start_s <= a:
-            active_h.append(h_sorted[hi])
-            hi += 1
-        active_k = [iv for iv in active_k if iv.end_s > a]
-        active_h = [iv for iv in active_h if iv.end_s > a]
+        while ei < n_k and k_end[by_end[ei]] <= a:
+            k = by_end[ei]
+            del active[k]
+            g = (k_term[k], k_fixed[k])
+            left = groups[g] - 1
+            if left:
+                groups[g] = left
+            else:
+                del groups[g]
+            ei += 1
+        while hs < n_h and h_start[hs] <= a:
+            hs += 1
+        while he < n_h and h_end[he] <= a:
+            he += 1
         dt = b - a
-        if active_k:
-            share = dt / len(active_k)
-            for iv in active_k:
-                cost = trace.costs[iv.op]
-                assert cost is not None
-                fixed_frac = min(1.0, cost.fixed_s / cost.time_s) if cost.time_s > 0 else 1.0
-                breakdown["launch"] += share * fixed_frac
-                breakdown[iv.cat] += share * (1.0 - fixed_frac)
-        elif active_h:
-            breakdown["launch"] += dt
+        n = len(active)
+        if n:
+            share = dt / n
+            if n <= EXACT_SUM_MAX_KERNELS:
+                for k in active:
+                    acc[launch_i] += share * k_fixed[k]
+                    acc[k_term[k]] += share * k_rest[k]
+            else:
+                for (term, fixed_frac), count in groups.items():
+                    acc[launch_i] += share * fixed_frac * count
+                    acc[term] += share * (1.0 - fixed_frac) * count
+        elif hs > he:
+            acc[launch_i] += dt
         else:
-            breakdown["idle"] += dt
+            acc[idle_i] += dt
+    breakdown = dict(zip(TERMS, acc, strict=True))
     dominant = max(TERMS, key=lambda t: (breakdown[t], -TERMS.index(t)))
-    costs = [c for c in trace.costs if c is not None]
+    priced = [c for c in costs if c is not None]
+    # union of the host's busy intervals, in start order (ties in trace order), as issue 15 sums it
+    host_iv = sorted(((r_start[k], r_end[k]) for k in range(n_r) if r_track[k] == HOST_TRACK and r_cat[k] in _HOST_BUSY),
+                     key=lambda se: se[0])
     busy = covered = 0.0
-    for iv in h_sorted:  # union of the host's busy intervals
-        if iv.end_s > covered:
-            busy += iv.end_s - max(iv.start_s, covered)
-            covered = iv.end_s
+    for start_s, end_s in host_iv:
+        if end_s > covered:
+            busy += end_s - max(start_s, covered)
+            covered = end_s
     return StepMetrics(
         time_s=end,
         breakdown_s=breakdown,
         dominant=dominant,
-        kernels=len(kernels),
-        hbm_bytes=sum(c.hbm_bytes for c in costs),
-        kernel_time_s=sum(c.time_s for c in costs),
+        kernels=n_k,
+        hbm_bytes=sum(c.hbm_bytes for c in priced),
+        kernel_time_s=sum(c.time_s for c in priced),
         host_busy_s=busy,
     )
 

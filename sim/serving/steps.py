@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from sim.hardware import Hardware
-from sim.scenario import Scenario, run_graph, variant_graph
+from sim.scenario import CostCache, Scenario, run_graph, variant_graph
 from sim.schema.scenario import Variant
 from sim.serving.schema import DecodeShape, Prefill, ServingVariant
 from sim.trace import Trace
@@ -92,6 +92,7 @@ class StepPricer:
             self._variants[v.name] = (i, v)
         # Shared between the pricers of one hardware profile: serving variants reuse each other's shapes.
         self._cache = cache if cache is not None else {}
+        self._costs = CostCache()  # kernel costs of this pricer's steps
         self.captured_sizes = sorted(variant.capture_batch_sizes) if variant.capture_batch_sizes else None
 
     # -- plans ---------------------------------------------------------------------------------
@@ -146,8 +147,8 @@ class StepPricer:
         entry = self._variants[variant]
         path = "baseline"
         if entry is not None:
-            graph, path = variant_graph(scn, entry[1], entry[0], graph, params, self.hw)
-        trace, metrics = run_graph(graph, self.hw)
+            graph, path = variant_graph(scn, entry[1], entry[0], graph, params, self.hw, self._costs)
+        trace, metrics = run_graph(graph, self.hw, self._costs)
         cost = StepCost(metrics.time_s, busy_time_s(trace), path)
         self._cache[key] = cost
         return cost

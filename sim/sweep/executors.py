@@ -13,6 +13,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from typing import Any
 
 from sim.errors import InputError
+from sim.scenario import CostCache, GraphCache
 from sim.sweep.grid import Point, SweepPlan
 from sim.sweep.worker import init_worker, run_point, run_points_in_worker
 
@@ -33,9 +34,16 @@ def _chunks(points: Sequence[Point], workers: int) -> list[list[Point]]:
     return [list(points[i:i + size]) for i in range(0, len(points), size)]
 
 
+def _by_values(points: Sequence[Point]) -> list[Point]:
+    """Points with the same parameter values side by side (they share built graphs across profiles);
+    the runner puts records back in grid order, so this changes only the work order."""
+    return sorted(points, key=lambda p: (p.params, p.index))
+
+
 def run_serial(plan: SweepPlan, points: Sequence[Point]) -> Iterator[tuple[int, dict[str, Any]]]:
-    for p in points:
-        yield p.index, run_point(plan.scenario, plan.hardware, plan.variants, p)
+    cache, graphs = CostCache(), GraphCache()  # shared by the points, as in a pool worker
+    for p in _by_values(points):
+        yield p.index, run_point(plan.scenario, plan.hardware, plan.variants, p, cache, graphs)
 
 
 def run_local(plan: SweepPlan, points: Sequence[Point], workers: int) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -49,7 +57,7 @@ def run_local(plan: SweepPlan, points: Sequence[Point], workers: int) -> Iterato
                                initargs=(plan.scenario, plan.hardware, plan.variants, os.getpid()))
     try:
         pending: set[Future[list[dict[str, Any]]]] = {
-            pool.submit(run_points_in_worker, chunk) for chunk in _chunks(points, workers)
+            pool.submit(run_points_in_worker, chunk) for chunk in _chunks(_by_values(points), workers)
         }
         while pending:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
@@ -78,7 +86,7 @@ def run_dask(plan: SweepPlan, points: Sequence[Point], workers: int,
         client = Client(cluster)
     try:
         payload = client.scatter((plan.scenario, plan.hardware, plan.variants), broadcast=True)
-        chunks = _chunks(points, workers)
+        chunks = _chunks(_by_values(points), workers)
         futures = [
             client.submit(_run_chunk_dask, payload, chunk, key=f"kernelsim-sweep-{chunk[0].key}-{len(chunk)}")
             for chunk in chunks
@@ -94,4 +102,5 @@ def run_dask(plan: SweepPlan, points: Sequence[Point], workers: int,
 
 def _run_chunk_dask(payload: tuple[Any, Any, Any], chunk: list[Point]) -> list[dict[str, Any]]:
     scn, hardware, variants = payload
-    return [run_point(scn, hardware, variants, p) for p in chunk]
+    cache, graphs = CostCache(), GraphCache()
+    return [run_point(scn, hardware, variants, p, cache, graphs) for p in chunk]

@@ -11,11 +11,12 @@ from typing import Any
 
 from sim.errors import InfeasibleError, KernelsimError
 from sim.hardware import Hardware
-from sim.scenario import Scenario, run_scenario
+from sim.scenario import CostCache, GraphCache, Scenario, run_scenario
 from sim.sweep.grid import POINT_SCHEMA, Point, point_scenario
 
 
-def run_point(scn: Scenario, hardware: dict[str, Hardware], variants: tuple[str, ...], point: Point) -> dict[str, Any]:
+def run_point(scn: Scenario, hardware: dict[str, Hardware], variants: tuple[str, ...], point: Point,
+              cache: CostCache | None = None, graphs: GraphCache | None = None) -> dict[str, Any]:
     """The point's record: its result (kernelsim.run/v1 with one profile), or why it could not run.
 
     An infeasible configuration (a launch that fits no SM, ...) is a result, not a failure:
@@ -24,7 +25,8 @@ def run_point(scn: Scenario, hardware: dict[str, Hardware], variants: tuple[str,
     """
     record: dict[str, Any] = {"schema": POINT_SCHEMA, **point.as_dict()}
     try:
-        result, _ = run_scenario(point_scenario(scn, hardware[point.hardware], dict(point.params), variants))
+        result, _ = run_scenario(point_scenario(scn, hardware[point.hardware], dict(point.params), variants),
+                                 cache=cache, graphs=graphs)
     except InfeasibleError as exc:
         return {**record, "status": "infeasible", "reason": str(exc)}
     except KernelsimError as exc:
@@ -39,7 +41,9 @@ _WORKER_STATE: dict[str, Any] = {}
 def init_worker(scn: Scenario, hardware: dict[str, Hardware], variants: tuple[str, ...],
                 parent_pid: int | None = None) -> None:
     die_with_parent(parent_pid)
-    _WORKER_STATE.update(scn=scn, hardware=hardware, variants=variants)
+    # One cost and one graph cache per worker process, shared by all its points (the same ops on the
+    # same profiles; the same parameter values on other profiles).
+    _WORKER_STATE.update(scn=scn, hardware=hardware, variants=variants, costs=CostCache(), graphs=GraphCache())
 
 
 def die_with_parent(parent_pid: int | None = None, poll_s: float = 0.5) -> None:
@@ -74,7 +78,7 @@ def die_with_parent(parent_pid: int | None = None, poll_s: float = 0.5) -> None:
 
 def run_point_in_worker(point: Point) -> dict[str, Any]:
     s = _WORKER_STATE
-    return run_point(s["scn"], s["hardware"], s["variants"], point)
+    return run_point(s["scn"], s["hardware"], s["variants"], point, s["costs"], s["graphs"])
 
 
 def run_points_in_worker(points: list[Point]) -> list[dict[str, Any]]:

@@ -154,8 +154,16 @@ def fuse(graph: Graph, args: FuseArgs, ctx: Context) -> Graph:
         path="fused",
         replaces=tuple(n for o in ops for n in (o.replaces or (o.name,))),
     )
-    out = [o for i, o in enumerate(graph.ops) if i not in member_set or i == place]
-    out[out.index(graph.ops[place])] = fused
+    # Only the ops that change are rebuilt: the fused op in its place, and ops whose `after`
+    # names a member (now the fused op; repeated names collapse). Every other op is kept as it is.
     renamed = {o.name: args.name for o in ops}
-    out = [o.with_(after=tuple(dict.fromkeys(renamed.get(a, a) for a in o.after))) if o is not fused else o for o in out]
+    out: list[Op] = []
+    for i, o in enumerate(graph.ops):
+        if i == place:
+            o = fused
+        elif i in member_set:
+            continue
+        if o.after and (any(a in renamed for a in o.after) or len(set(o.after)) < len(o.after)):
+            o = o.with_(after=tuple(dict.fromkeys(renamed.get(a, a) for a in o.after)))
+        out.append(o)
     return graph.with_ops(out)
