@@ -103,6 +103,9 @@ class Hardware:
     comm_efficiency: float
     libraries: dict[str, dict[str, float]] = field(default_factory=dict)
     primitives: dict[str, float] = field(default_factory=dict)
+    # backend -> (tensor-core efficiency, s per score element per SM forward, backward, causal key tile)
+    attention_backends: dict[str, tuple[float, float, float, int]] = field(default_factory=dict)
+    attention_default_backend: str = "flash"
     profiler_event_s: dict[str, float] = field(default_factory=dict)
     # framework op -> (host s per call without autograd recording, with it or None)
     framework_op_table_s: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
@@ -208,6 +211,10 @@ class Hardware:
             comm_efficiency=ln.comm_efficiency.value,
             libraries={lib: {kind: q.value for kind, q in kinds.items()} for lib, kinds in f.libraries.items()},
             primitives={name: q.value for name, q in f.primitives.items()},
+            attention_backends={name: (b.tc_efficiency.value, b.score_ns_fwd.value * 1e-9, b.score_ns_bwd.value * 1e-9,
+                                       int(b.causal_key_tile.value))
+                                for name, b in eff.attention_backends.items()},
+            attention_default_backend=eff.attention_default_backend,
             corrections={name: tuple((tuple(p.x), p.ratio) for p in t.points) for name, t in f.corrections.items()},
             sustained_clock_hz=f.power.sustained_clock_mhz.value * 1e6 if f.power else None,
             source_file=source_file,

@@ -19,7 +19,7 @@ from sim.schema.workload import Bucket, Launch, OpBase, RepeatBlock, WorkloadFil
 # Op fields that are not dimension expressions.
 _META_FIELDS = frozenset(OpBase.model_fields) | {"kind", "math", "dtype", "layout", "causal", "direction",
                                                  "engine", "transform", "collective", "axis", "group", "algorithm",
-                                                 "protocol"}
+                                                 "protocol", "backend"}
 
 
 @dataclass(frozen=True)
@@ -102,6 +102,8 @@ def build_op(raw: OpBase, env: dict[str, float], *, file: str, path: str, mode: 
                 "algorithm", "protocol"):
         if key in data:
             attrs[key] = data[key]
+    if data.get("backend") is not None:  # an attention library named by the workload
+        attrs["backend"] = data["backend"]
     if "math" in data:
         m = {}
         for name, val in data["math"].items():

@@ -331,7 +331,8 @@ def _attention(rec: dict[str, Any]) -> Case | None:
         tensors = [q, Tensor("k", (b, h, s, d), "bf16"), Tensor("v", (b, h, s, d), "bf16"), Tensor("o", (b, h, s, d), "bf16")]
         fwd = Op(name="attn_fwd", kind="attention", reads=("q", "k", "v"), writes=("o",),
                  attrs=MappingProxyType({"batch": b, "heads": h, "seq_q": s, "seq_kv": s, "head_dim": d,
-                                         "causal": causal, "direction": "forward", "dtype": "bf16"}))
+                                         "causal": causal, "direction": "forward", "dtype": "bf16",
+                                         **({"backend": rec["backend"]} if rec.get("backend") else {})}))
         ops = [fwd]
         if bench == "sdpa_fwd_bwd":
             tensors += [Tensor(f"g{x}", (b, h, s, d), "bf16") for x in "qkvo"]

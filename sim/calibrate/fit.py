@@ -303,6 +303,21 @@ def _scale_fit(cases: list[Any], hw: Any, field_name: str, grid: list[float]) ->
     return fitted.best["v"], fitted.spread["v"]
 
 
+def fit_attention_default(raw: RawData, hw: Any) -> list[Fitted]:
+    """The SDPA default backend's efficiency and softmax cost (sim.calibrate.attention_fit)."""
+    from sim.calibrate.attention_fit import fit_attention_backend
+
+    res = fit_attention_backend(raw, hw)
+    if res is None:
+        return []
+    backend, values, n = res
+    used = {record_id(r) for r in raw.records("attention_default")}
+    return [Fitted(f"efficiency.attention_backends.{backend}", key, value, raw.file_of("attention_default"),
+                   f"least squares (log time) over {n} profiled SDPA kernels (default backend {backend}, "
+                   "3 shapes x head_dim 64/128 x causal x fwd/bwd); key tile: the candidate of smaller fit cost", used)
+            for key, value in values.items()]
+
+
 def fit_model_based(raw: RawData, hw: Any) -> list[Fitted]:
     """Fits that run the cost model on their training records: attention efficiencies, the
     transpose bandwidth factor, the misaligned-GEMM factor, PyTorch's broadcast indexing."""
@@ -377,6 +392,7 @@ def fit_model_based(raw: RawData, hw: Any) -> list[Fitted]:
                           raw.file_of("elementwise"),
                           f"least squares (log time) over {len(bias)} PyTorch broadcast bias adds (non-vectorized kernel); "
                           "spread of int", {record_id(c.record) for c in bias}, spread=bfit.spread["v"]))
+    out += fit_attention_default(raw, hw)
     return out
 
 

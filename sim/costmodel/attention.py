@@ -34,9 +34,14 @@ TILE = 128
 DECODE_KV_CHUNK = 1024
 
 
-def causal_share(sq: int, skv: int) -> float:
+def causal_share(sq: int, skv: int, key_tile: int = TILE) -> float:
+    """Share of the score tiles a causal kernel computes: query tile i (of TILE queries) runs
+    every key tile up to the one holding its last query; a tile crossing the diagonal runs whole."""
     n = max(1, math.ceil(max(sq, skv) / TILE))
-    return (n + 1) / (2 * n)
+    if key_tile == TILE:
+        return (n + 1) / (2 * n)
+    nk = max(1, math.ceil(max(sq, skv) / key_tile))
+    return sum(min(nk, math.ceil((i + 1) * TILE / key_tile)) for i in range(n)) / (n * nk)
 
 
 def decode_model_s(hw: Hardware, nbytes: float, heads: int, skv: int) -> tuple[float, int, int]:
@@ -72,21 +77,35 @@ def attention_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
     fwd = op.attrs.get("direction", "forward") == "forward"
     if sq == 1 and fwd:
         return _decode_cost(op, graph, hw, b, h, skv)
-    flops = 4.0 * b * h * sq * skv * d
-    if causal and sq > 1:
-        flops *= causal_share(sq, skv)
+    backend = str(op.attrs.get("backend") or hw.attention_default_backend)
+    measured = hw.attention_backends.get(backend)
+    key_tile = measured[3] if measured is not None else TILE
+    share = causal_share(sq, skv, key_tile) if causal and sq > 1 else 1.0
+    flops = 4.0 * b * h * sq * skv * d * share
     if not fwd:
         flops *= 2.5
-    eff = hw.attention_fwd_eff if fwd else hw.attention_bwd_eff
     ramp = skv / (skv + hw.gemm_k_half)
     tiles = b * h * max(1, math.ceil(sq / TILE))
     fill = min(1.0, tiles / hw.sm_count)
-    compute_s = flops / (_peak(hw, op.attrs.get("dtype", "bf16")) * eff * ramp * fill)
+    side_s = 0.0
+    if measured is not None:
+        # matmuls at the backend's efficiency, in turn with the score elements' softmax work per SM
+        eff, score_fwd_s, score_bwd_s, _ = measured
+        score_s = b * h * sq * skv * share * (score_fwd_s if fwd else score_bwd_s) / (hw.sm_count * fill)
+        compute_s = flops / (_peak(hw, op.attrs.get("dtype", "bf16")) * eff * ramp * fill) + score_s
+        if not fwd:
+            # NB: the backward is three kernels: rowsum(dO * O) before the main kernel (reads O and dO,
+            # writes a float per row) and dQ's fp32 accumulator converted to bf16 after it.
+            rows_d = b * h * sq * d
+            side_s = 2 * hw.kernel_fixed_s + (2 * rows_d * 2 + b * h * sq * 4 + rows_d * 6) / hw.hbm_sustained_bps
+    else:
+        eff = hw.attention_fwd_eff if fwd else hw.attention_bwd_eff
+        compute_s = flops / (_peak(hw, op.attrs.get("dtype", "bf16")) * eff * ramp * fill)
     r, w = io_bytes(op, graph)
     hbm = r + w
     memory_s = hbm / hw.hbm_sustained_bps + hw.mem_latency_s
     body = max(compute_s, memory_s)
-    time = hw.kernel_fixed_s + body
+    time = hw.kernel_fixed_s + body + side_s
     limiter = ("tensor_core" if fill >= 1 else "tail") if compute_s >= memory_s else "hbm"
     return KernelCost(
         time_s=time,
@@ -99,5 +118,6 @@ def attention_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
         flops=flops,
         bw_demand=min(1.0, hbm / time / hw.hbm_sustained_bps),
         sm_demand=fill,
-        detail=MappingProxyType({"tiles": tiles, "fill": round(fill, 4), "efficiency": eff, "ramp": round(ramp, 4)}),
+        detail=MappingProxyType({"tiles": tiles, "fill": round(fill, 4), "efficiency": eff, "ramp": round(ramp, 4),
+                                 "backend": backend if measured is not None else "flash"}),
     )

@@ -168,8 +168,11 @@ def _attention(op: CpuOp) -> dict[str, Any] | None:
     causal = False
     if op.concrete and causal_at < len(op.concrete):
         causal = str(op.concrete[causal_at]).strip().lower() == "true"
-    return {"kind": "attention", "batch": q[0], "heads": q[1], "seq_q": q[2], "seq_kv": k[2], "head_dim": q[3],
-            "causal": causal, "direction": direction, "dtype": dt if dt in ("bf16", "fp16", "fp8", "fp32") else "bf16"}
+    out = {"kind": "attention", "batch": q[0], "heads": q[1], "seq_q": q[2], "seq_kv": k[2], "head_dim": q[3],
+           "causal": causal, "direction": direction, "dtype": dt if dt in ("bf16", "fp16", "fp8", "fp32") else "bf16"}
+    if "cudnn" in op.name:  # the trace says which library ran: keep it (flash/efficient keep the flash model)
+        out["backend"] = "cudnn"
+    return out
 
 
 def _gather(op: CpuOp, prefix: str) -> Inferred | None:

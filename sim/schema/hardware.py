@@ -182,9 +182,27 @@ class CorrectionTable(Strict):
     provenance: Provenance
 
 
+class AttentionBackend(Strict):
+    """A fused-attention library's speed: its matmuls run at `tc_efficiency` of the tensor-core
+    peak and, in turn with them (not overlapped), every score element of the S = QK^T tiles
+    costs a fixed time per SM (the online softmax: exp on the SFU, max/sum/scale on FP32) -
+    so a smaller head_dim, with fewer FLOPs per score, runs further from the peak."""
+
+    tc_efficiency: PositiveQuantity
+    score_ns_fwd: PositiveQuantity = Field(description="ns per score element per SM in the forward")
+    score_ns_bwd: PositiveQuantity = Field(description="ns per score element per SM in the backward")
+    causal_key_tile: PositiveQuantity = Field(
+        description="keys per tile of the causal kernel (128 queries x this): tiles crossing the diagonal run whole")
+
+
 class EfficiencySection(Strict):
     attention_fwd: PositiveQuantity
     attention_bwd: PositiveQuantity
+    attention_backends: dict[str, AttentionBackend] = Field(
+        default_factory=dict,
+        description="measured fused-attention backends (cudnn, ...); `attention_fwd/bwd` stay the flash kernels'")
+    attention_default_backend: str = Field(
+        default="flash", description="the backend SDPA picks when a workload names none (PyTorch's choice on this GPU)")
     layout_bandwidth_factor: PositiveQuantity = Field(description="bandwidth of a transpose relative to a copy")
 
 

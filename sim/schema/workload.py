@@ -120,6 +120,8 @@ class AttentionOp(OpBase):
     causal: bool = False
     direction: Literal["forward", "backward"] = "forward"
     dtype: DType = "bf16"
+    backend: str | None = Field(
+        default=None, description="fused-attention library (flash, cudnn, ...); default: the profile's SDPA choice")
 
 
 class CopyOp(OpBase):
