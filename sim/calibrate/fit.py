@@ -310,11 +310,13 @@ def fit_attention_default(raw: RawData, hw: Any) -> list[Fitted]:
     res = fit_attention_backend(raw, hw)
     if res is None:
         return []
-    backend, values, n = res
+    backend, values, n, spread = res
     used = {record_id(r) for r in raw.records("attention_default")}
+    fit = (f"least squares (log time) over {n} profiled SDPA kernels (default backend {backend}, "
+           "3 shapes x head_dim 64/128 x causal x fwd/bwd)")
     return [Fitted(f"efficiency.attention_backends.{backend}", key, value, raw.file_of("attention_default"),
-                   f"least squares (log time) over {n} profiled SDPA kernels (default backend {backend}, "
-                   "3 shapes x head_dim 64/128 x causal x fwd/bwd); key tile: the candidate of smaller fit cost", used)
+                   fit if key in spread else fit + "; the candidate key tile of smaller fit cost (128 or 256): no interval",
+                   used, n=n, spread=spread.get(key))
             for key, value in values.items()]
 
 
