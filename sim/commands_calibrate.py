@@ -134,6 +134,10 @@ def cmd_validate(args: Any, console: Console) -> int:
     # issue 15: host time in real models; the configs the host fit may use are "calibrated"
     hrows, hgains = host_rows(Path(args.raw).parent / "host_context", hw)
     rows += [dataclasses.replace(r, split="calibrated" if r.split == "fit" else "unseen") for r in hrows]
+    # second measurement wave: held-out kernels (issue 18) and collectives on two GPUs (issue 20)
+    from sim.validate_wave2 import wave2_rows
+
+    rows += wave2_rows(hw, Path(args.raw).parent.parent.parent)
     gains, ranks = steps.gains, steps.ranks
     summaries = summarize(rows)
     measured = measured_quantities(summaries)

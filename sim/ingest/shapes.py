@@ -170,8 +170,9 @@ def _attention(op: CpuOp) -> dict[str, Any] | None:
         causal = str(op.concrete[causal_at]).strip().lower() == "true"
     out = {"kind": "attention", "batch": q[0], "heads": q[1], "seq_q": q[2], "seq_kv": k[2], "head_dim": q[3],
            "causal": causal, "direction": direction, "dtype": dt if dt in ("bf16", "fp16", "fp8", "fp32") else "bf16"}
-    if "cudnn" in op.name:  # the trace says which library ran: keep it (flash/efficient keep the flash model)
-        out["backend"] = "cudnn"
+    # NB: the trace says which library ran (aten::_scaled_dot_product_cudnn_attention); it is not
+    # passed on as `backend: cudnn` yet, for the reason given at efficiency.attention_default_backend
+    # in hardware_profiles/h200-sxm.yaml.
     return out
 
 
