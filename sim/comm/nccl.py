@@ -104,7 +104,7 @@ def _ring_steps(collective: str, n: int, m: int) -> tuple[int, int]:
 
 
 def _candidate(collective: str, size: float, n: int, m: int, algo: str, proto: str, channels: int, links: Links,
-               topo: Topology) -> tuple[float, float, float, float] | None:
+               topo: Topology, measured_bus: float | None = None) -> tuple[float, float, float, float] | None:
     """(latency_s, transfer_s, intra_share, net_share) of one algorithm × protocol, or None if it does not apply."""
     p = math.ceil(n / m)
     net_node_bps = min(topo.nics_per_node, p) * links.nic_bps if m > 1 else math.inf
@@ -119,7 +119,6 @@ def _candidate(collective: str, size: float, n: int, m: int, algo: str, proto: s
     intra_hop = HOP_LATENCY_US[links.intra_kind][proto] * 1e-6
     net_hop = HOP_LATENCY_US["net"][proto] * 1e-6
     f = busbw_factor(collective, n)
-    measured_bus = topo.collective_busbw(collective, size) if m == 1 else None
     if measured_bus is not None and algo != "nvls":
         # NB: a measured bus bandwidth at this size replaces the link estimate for every protocol
         # of the ring family (LL/LL128 keep their fraction of it). Measured within one node only:
@@ -187,12 +186,14 @@ def plan_collective(collective: str, size: float, n: int, m: int, links: Links, 
     ch = int(channels) if channels is not None else topo.channels
     if ch < 1:
         raise ValueError(f"channels must be >= 1, got {ch}")
+    # a topology's measured bus bandwidth at this size (within one node), looked up once
+    measured_bus = topo.collective_busbw(collective, size) if m == 1 else None
     algos = ALGORITHMS if algorithm == "auto" else (algorithm,)
     protos = PROTOCOLS if protocol == "auto" else (protocol,)
     best: tuple[float, str, str, tuple[float, float, float, float]] | None = None
     for a in algos:
         for pr in protos:
-            c = _candidate(collective, size, n, m, a, pr, ch, links, topo)
+            c = _candidate(collective, size, n, m, a, pr, ch, links, topo, measured_bus)
             if c is None:
                 continue
             t = c[0] + c[1]

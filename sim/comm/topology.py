@@ -46,7 +46,7 @@ class Topology:
             if name != collective:
                 continue
             if len(pts) == 1 or size >= pts[-1][0]:
-                return pts[-1][1] if size >= pts[-1][0] or len(pts) == 1 else pts[0][1]
+                return pts[-1][1]
             i = 0
             while i < len(pts) - 2 and size > pts[i + 1][0]:
                 i += 1

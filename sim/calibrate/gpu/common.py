@@ -189,6 +189,23 @@ class ResultFile:
             self.on_flush()
 
 
+def guarded(rf: ResultFile, where: str, fn: Callable[[], Any]) -> Any:
+    """Run one measurement; an exception is recorded in `rf` (the sweep goes on) and the device is
+    brought back to a usable state (synchronized, cache emptied). Returns fn's result or None."""
+    import torch
+
+    try:
+        return fn()
+    except Exception as exc:  # noqa: BLE001 - recorded; the next measurement still runs
+        rf.error(where, exc)
+        try:
+            torch.cuda.synchronize()
+        except Exception:  # noqa: BLE001 - a broken context: empty_cache below is all we can do
+            pass
+        torch.cuda.empty_cache()
+        return None
+
+
 def pack_dir(src_dir: str, archive: str) -> None:
     """tar.gz src_dir into archive (atomically); used to bring results back from $OUT."""
     tmp = archive + ".tmp"

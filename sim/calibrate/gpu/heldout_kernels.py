@@ -83,20 +83,9 @@ class Ctx:
         return False
 
     def attempt(self, where: str, fn: Callable[[], Any]) -> Any:
-        import torch
-
         if self.out_of_time():
             return None
-        try:
-            return fn()
-        except Exception as exc:  # noqa: BLE001
-            self.rf.error(where, exc)
-            try:
-                torch.cuda.synchronize()
-            except Exception:  # noqa: BLE001
-                pass
-            torch.cuda.empty_cache()
-            return None
+        return common.guarded(self.rf, where, fn)
 
     def bench(self, fn: Callable[[int], Any], flush: bool = True) -> dict[str, Any]:
         return common.bench(fn, flush=flush, **self.kw)

@@ -244,22 +244,11 @@ class Runner:
         return self.deadline - time.time()
 
     def attempt(self, where: str, fn: Callable[[], Any]) -> Any:
-        import torch
-
         if self.left() < 5:
             common.log(f"skip {where}: out of time")
             self.rf.doc["truncated"] = True
             return None
-        try:
-            return fn()
-        except Exception as exc:  # noqa: BLE001
-            self.rf.error(where, exc)
-            try:
-                torch.cuda.synchronize()
-            except Exception:  # noqa: BLE001
-                pass
-            torch.cuda.empty_cache()
-            return None
+        return common.guarded(self.rf, where, fn)
 
     def step_config(self, name: str, info: dict[str, Any], fn: Callable[[], Any], trace: bool = True) -> None:
         import torch

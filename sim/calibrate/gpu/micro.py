@@ -66,18 +66,7 @@ class Ctx:
 
     def attempt(self, where: str, fn: Callable[[], Any]) -> Any:
         """Run one measurement; an exception is recorded and the sweep goes on."""
-        import torch
-
-        try:
-            return fn()
-        except Exception as exc:  # noqa: BLE001
-            self.rf.error(where, exc)
-            try:
-                torch.cuda.synchronize()
-            except Exception:  # noqa: BLE001
-                pass
-            torch.cuda.empty_cache()
-            return None
+        return common.guarded(self.rf, where, fn)
 
 
 def _registry() -> dict[str, Callable[[Ctx], None]]:
