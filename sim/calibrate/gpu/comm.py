@@ -1,6 +1,7 @@
 """NCCL communication on the visible GPUs of one host: collectives, contention, DDP overlap.
 
     python3 -m sim.calibrate.gpu.comm --out DIR [--quick] [--world-sizes 1,2,4,8] [--budget-s S]
+        [--stages check,contention_grid,ddp_grid] [--dry-run]
 
 Launches one process per GPU itself (torch.multiprocessing, NCCL backend, rendezvous on
 127.0.0.1 only), once for every power-of-two world size up to the number of visible GPUs
@@ -25,6 +26,15 @@ Launches one process per GPU itself (torch.multiprocessing, NCCL backend, rendez
   DistributedDataParallel (bucketed all-reduce, eager) per token count: step time, the same
   step under `no_sync()` (no communication), exposed communication = the difference, and the
   all-reduce of all gradient bytes alone.
+- `bench: contention_grid` (stage contention_grid, not in the default stages): loads (bf16 GEMMs
+  from one wave to many waves, DDP's weight-gradient shape, copies of 64 MiB and 1 GiB) x
+  all-reduce sizes (4, 32, 256 MiB) on two streams, the load on every rank and (two cells) on
+  rank 0 only; per cell the slowdowns per rank and, for the first concurrent repetition, every
+  call's end on both streams (how the two kernels interleave).
+- `bench: ddp_variant` (stage ddp_grid): DDP workloads that differ by width, depth (blocks of
+  Linear H->F, GELU, Linear F->H), bucket cap and gradient_as_bucket_view, per token count the
+  step with and without communication, and rank 0's kernel timeline of one profiled step
+  (torch.profiler: name, stream, start, duration).
 - `bench: nccl_init`: NCCL's own INFO log of rank 0 (INIT, GRAPH, ENV): channel counts, rings,
   trees, transports (NVLink / P2P / SHM), one per world size.
 
@@ -55,6 +65,7 @@ from . import common
 GROUP = "comm"
 MODULE = "sim.calibrate.gpu.comm"
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+STAGES = ("check", "host", "collectives", "channels", "contention", "ddp", "contention_grid", "ddp_grid")
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv")
 ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "TORCH_SYMM_MEM", "NVSHMEM_", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_MAX",
                 "MASTER_ADDR", "OMP_NUM_THREADS")
@@ -409,6 +420,304 @@ def _stage_contention(ctx: _Ctx) -> None:
     ctx.flush()
 
 
+def _gemm_load(torch: Any, m: int, n: int, k: int) -> tuple[Any, int, str, dict[str, Any]]:
+    """A bf16 GEMM load (m x k times k x n): (call, work, unit, shape)."""
+    bf = torch.bfloat16
+    a = torch.randn(m, k, device="cuda", dtype=bf)
+    b = torch.randn(k, n, device="cuda", dtype=bf)
+    c = torch.empty(m, n, device="cuda", dtype=bf)
+    return (lambda: torch.mm(a, b, out=c)), 2 * m * n * k, "flops", {"m": m, "n": n, "k": k, "dtype": "bfloat16"}
+
+
+def _copy_load(torch: Any, nbytes: int) -> tuple[Any, int, str, dict[str, Any]]:
+    """A device-to-device copy of nbytes (bf16): (call, bytes moved, unit, shape)."""
+    src = torch.randn(nbytes // 2, device="cuda", dtype=torch.bfloat16)
+    dst = torch.empty_like(src)
+    return (lambda: dst.copy_(src)), 2 * nbytes, "bytes", {"bytes": nbytes, "dtype": "bfloat16"}
+
+
+def _contention_cell(ctx: _Ctx, name: str, fn: Any, ar_bytes: int, *, load_ranks: list[int], window_ms: float,
+                     reps: int, keep_calls: int) -> dict[str, Any]:
+    """One load x one all-reduce size: the load alone, the all-reduce alone, both at once (on the
+    ranks in load_ranks; the other ranks run only the all-reduces). The first concurrent repetition
+    keeps every call's start and end (CUDA events between calls, us from the window's start) of both
+    streams, so how the two interleave can be read back."""
+    torch, dist = ctx.torch, ctx.dist
+    x = torch.ones(ar_bytes // 4, device="cuda")
+    s_load, s_comm = torch.cuda.Stream(), torch.cuda.Stream()
+    has_load = ctx.rank in load_ranks
+
+    def ar() -> None:
+        dist.all_reduce(x)
+
+    def ev() -> Any:
+        return torch.cuda.Event(enable_timing=True)
+
+    def per_call_ms(stream: Any, f: Any) -> float:
+        f()
+        torch.cuda.synchronize()
+        s, e = ev(), ev()
+        s.record(stream)
+        with torch.cuda.stream(stream):
+            for _ in range(3):
+                f()
+        e.record(stream)
+        torch.cuda.synchronize()
+        return float(s.elapsed_time(e) / 3)
+
+    ar_ms = ctx.agree_max(per_call_ms(s_comm, ar))
+    load_ms = ctx.agree_max(per_call_ms(s_load, fn) if has_load else 0.0)
+    n_ar = int(max(1, min(5000, window_ms / max(ar_ms, 1e-3))))
+    n_load = int(max(1, min(5000, window_ms / max(load_ms, 1e-3)))) if load_ms > 0 else 0
+    alone_load, alone_ar, conc_load, conc_ar, overlap = [], [], [], [], []
+    calls: dict[str, Any] = {}
+    for rep in range(reps):
+        keep = rep == 0
+        if has_load:
+            torch.cuda.synchronize()
+            s, e = ev(), ev()
+            s.record(s_load)
+            with torch.cuda.stream(s_load):
+                for _ in range(n_load):
+                    fn()
+            e.record(s_load)
+            torch.cuda.synchronize()
+            alone_load.append(s.elapsed_time(e) * 1e3)
+        dist.barrier()
+        torch.cuda.synchronize()
+        s, e = ev(), ev()
+        s.record(s_comm)
+        with torch.cuda.stream(s_comm):
+            for _ in range(n_ar):
+                ar()
+        e.record(s_comm)
+        torch.cuda.synchronize()
+        alone_ar.append(s.elapsed_time(e) * 1e3)
+        dist.barrier()
+        ref = ev()
+        ref.record()
+        s_comm.wait_stream(torch.cuda.current_stream())
+        s_load.wait_stream(torch.cuda.current_stream())
+        ar_ev = [ev() for _ in range(n_ar + 1)] if keep else [ev(), ev()]
+        ld_ev = [ev() for _ in range(n_load + 1)] if keep else [ev(), ev()]
+        ar_ev[0].record(s_comm)
+        if has_load:
+            ld_ev[0].record(s_load)
+        for i in range(max(n_ar, n_load if has_load else 0)):
+            if i < n_ar:
+                with torch.cuda.stream(s_comm):
+                    ar()
+                if keep:
+                    ar_ev[i + 1].record(s_comm)
+            if has_load and i < n_load:
+                with torch.cuda.stream(s_load):
+                    fn()
+                if keep:
+                    ld_ev[i + 1].record(s_load)
+        if not keep:
+            ar_ev[-1].record(s_comm)
+            if has_load:
+                ld_ev[-1].record(s_load)
+        torch.cuda.synchronize()
+        conc_ar.append(ar_ev[0].elapsed_time(ar_ev[-1]) * 1e3)
+        if has_load:
+            conc_load.append(ld_ev[0].elapsed_time(ld_ev[-1]) * 1e3)
+            a0, a1 = ref.elapsed_time(ar_ev[0]), ref.elapsed_time(ar_ev[-1])
+            b0, b1 = ref.elapsed_time(ld_ev[0]), ref.elapsed_time(ld_ev[-1])
+            overlap.append(max(0.0, min(a1, b1) - max(a0, b0)) * 1e3)
+        if keep and ctx.rank == 0:
+            t0 = min(ref.elapsed_time(ar_ev[0]), ref.elapsed_time(ld_ev[0]) if has_load else 1e30)
+            calls["allreduce_end_us"] = [round((ref.elapsed_time(v) - t0) * 1e3, 2) for v in ar_ev][:keep_calls]
+            if has_load:
+                calls["load_end_us"] = [round((ref.elapsed_time(v) - t0) * 1e3, 2) for v in ld_ev][:keep_calls]
+            calls["note"] = "event times in us from the first start; entry 0 is the stream's start, entry i the end of call i"
+    med = statistics.median
+    mine = {"comm_slowdown": med(conc_ar) / med(alone_ar),
+            "load_slowdown": med(conc_load) / med(alone_load) if has_load else None,
+            "comm_alone_us": med(alone_ar), "comm_concurrent_us": med(conc_ar),
+            "load_alone_us": med(alone_load) if has_load else None,
+            "load_concurrent_us": med(conc_load) if has_load else None}
+    ranks = ctx.gather(mine)
+    r0 = ranks[0]
+    rec = {"bench": "contention_grid", "world_size": ctx.world, "load": name, "load_ranks": load_ranks,
+           "allreduce_bytes": ar_bytes, "allreduce_calls": n_ar, "load_calls": n_load,
+           "allreduce_per_call_probe_us": ar_ms * 1e3, "load_per_call_probe_us": load_ms * 1e3,
+           "comm_alone_us": r0["comm_alone_us"], "comm_concurrent_us": r0["comm_concurrent_us"],
+           "load_alone_us": r0["load_alone_us"], "load_concurrent_us": r0["load_concurrent_us"],
+           "comm_slowdown": r0["comm_slowdown"], "load_slowdown": r0["load_slowdown"],
+           "overlap_us": med(overlap) if overlap else None, "per_rank": ranks,
+           "comm_alone_busbw_gbps": busbw_factor("all_reduce", ctx.world) * ar_bytes * n_ar
+           / (r0["comm_alone_us"] * 1e-6) / 1e9,
+           "samples": {"load_alone_us": alone_load, "load_concurrent_us": conc_load,
+                       "comm_alone_us": alone_ar, "comm_concurrent_us": conc_ar, "overlap_us": overlap},
+           "calls_rank0": calls}
+    return rec
+
+
+def _stage_contention_grid(ctx: _Ctx) -> None:
+    """Loads (bf16 GEMMs of several sizes: one wave to many waves; copies) x all-reduce sizes on two
+    streams; the load on every rank, and (a few cells) on rank 0 only."""
+    torch, cfg = ctx.torch, ctx.cfg
+    for load in cfg["grid_loads"]:
+        kind, dims = load[0], load[1:]
+        try:
+            if kind == "gemm":
+                fn, work, unit, shape = _gemm_load(torch, *dims)
+                name = "gemm_{}x{}x{}_bf16".format(*dims)
+            else:
+                fn, work, unit, shape = _copy_load(torch, dims[0])
+                name = f"copy_{dims[0] >> 20}MiB_bf16"
+        except Exception as exc:  # noqa: BLE001
+            ctx.error(f"grid load {load}", exc)
+            continue
+        cells = [(ar, list(range(ctx.world))) for ar in cfg["grid_ar_bytes"]]
+        if list(load) in [list(x) for x in cfg["grid_one_rank_loads"]] and ctx.world > 1:
+            cells.append((cfg["grid_one_rank_ar_bytes"], [0]))
+        for ar_bytes, load_ranks in cells:
+            if ctx.expired():
+                ctx.add({"bench": "contention_grid", "world_size": ctx.world, "load": name,
+                         "allreduce_bytes": ar_bytes, "load_ranks": load_ranks, "skipped": "budget"})
+                continue
+            try:
+                rec = _contention_cell(ctx, name, fn, ar_bytes, load_ranks=load_ranks,
+                                       window_ms=cfg["grid_window_ms"], reps=cfg["grid_reps"],
+                                       keep_calls=cfg["grid_keep_calls"])
+                rec.update({"load_work_per_call": work, "load_work_unit": unit, "load_shape": shape})
+                ctx.add(rec)
+                if ctx.rank == 0:
+                    ls = rec["load_slowdown"]
+                    common.log(f"world {ctx.world} grid {name} x all-reduce {ar_bytes >> 20} MiB ranks {load_ranks}: "
+                               f"load x{ls if ls is None else round(ls, 3)}, all-reduce x{rec['comm_slowdown']:.3f}")
+            except Exception as exc:  # noqa: BLE001
+                ctx.error(f"grid {name} {ar_bytes}", exc)
+        del fn
+        torch.cuda.empty_cache()
+        ctx.flush()
+
+
+def _kernel_timeline(prof: Any, keep: int) -> list[dict[str, Any]]:
+    """The GPU kernels, copies and sets of a torch.profiler run (its Chrome trace): name, stream,
+    start (us from the first) and duration (us)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "trace.json")
+        prof.export_chrome_trace(path)
+        with open(path) as fh:
+            events = json.load(fh).get("traceEvents", [])
+    out = [{"name": str(e.get("name", ""))[:120], "cat": e.get("cat"), "stream": (e.get("args") or {}).get("stream"),
+            "start_us": float(e["ts"]), "dur_us": float(e.get("dur", 0.0))}
+           for e in events if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    out.sort(key=lambda r: r["start_us"])
+    if out:
+        t0 = out[0]["start_us"]
+        for r in out:
+            r["start_us"] = round(r["start_us"] - t0, 3)
+            r["dur_us"] = round(r["dur_us"], 3)
+    return out[:keep]
+
+
+def _ddp_variant(ctx: _Ctx, var: dict[str, Any]) -> None:
+    """One DDP workload: `layers` blocks (Linear H->F, GELU, Linear F->H, bf16), a bucket cap, whether
+    gradients are bucket views; per token count the step with and without communication; one
+    profiled step (rank 0's kernel timeline) at the first token count."""
+    torch, dist, cfg = ctx.torch, ctx.dist, ctx.cfg
+    from torch import nn
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    H, F, L, bucket_mb = var["hidden"], var["ffn"], var["layers"], var["bucket_cap_mb"]
+    as_view = bool(var.get("gradient_as_bucket_view", False))
+    torch.manual_seed(0)
+    blocks: list[Any] = []
+    for _ in range(L):
+        blocks += [nn.Linear(H, F), nn.GELU(), nn.Linear(F, H)]
+    model = nn.Sequential(*blocks).to(device="cuda", dtype=torch.bfloat16)
+    ddp = DDP(model, device_ids=[ctx.rank], bucket_cap_mb=bucket_mb, gradient_as_bucket_view=as_view)
+    params = list(ddp.parameters())
+    grad_bytes = sum(p.numel() * p.element_size() for p in params)
+    flat = torch.ones(sum(p.numel() for p in params), device="cuda", dtype=torch.bfloat16)
+    ar = _time_calls(ctx, lambda: dist.all_reduce(flat), target_ms=cfg["target_ms_large"], n_samples=cfg["n_samples"])
+    ar_us = sum(ctx.gather(ar["median_us"])) / ctx.world
+    base = {"bench": "ddp_variant", "variant": var["name"], "world_size": ctx.world, "hidden": H, "ffn": F,
+            "layers": L, "dtype": "bfloat16", "bucket_cap_mb": bucket_mb, "gradient_as_bucket_view": as_view,
+            "grad_bytes": grad_bytes, "param_bytes": [p.numel() * p.element_size() for p in params],
+            "allreduce_all_grads_us": ar_us}
+    for i, tokens in enumerate(var["tokens"]):
+        if ctx.expired():
+            ctx.add({**base, "tokens": tokens, "skipped": "budget"})
+            continue
+        try:
+            x = torch.randn(tokens, H, device="cuda", dtype=torch.bfloat16)
+            gy = torch.randn(tokens, H, device="cuda", dtype=torch.bfloat16)
+
+            def step(x: Any = x, gy: Any = gy) -> None:
+                ddp(x).backward(gy)
+                for p in params:
+                    p.grad = None
+
+            def step_nosync(x: Any = x, gy: Any = gy) -> None:
+                with ddp.no_sync():
+                    ddp(x).backward(gy)
+                for p in params:
+                    p.grad = None
+
+            for _ in range(3):
+                step()
+                step_nosync()
+            torch.cuda.synchronize()
+            with_comm, without = [], []
+            for _ in range(cfg["ddp_steps"]):
+                for fn, dev_out in ((step, with_comm), (step_nosync, without)):
+                    dist.barrier()
+                    torch.cuda.synchronize()
+                    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    s.record()
+                    fn()
+                    e.record()
+                    torch.cuda.synchronize()
+                    dev_out.append(s.elapsed_time(e) * 1e3)
+            med = statistics.median
+            step_us = sum(ctx.gather(med(with_comm))) / ctx.world
+            nosync_us = sum(ctx.gather(med(without))) / ctx.world
+            rec = {**base, "tokens": tokens, "flops": 3 * 2 * 2 * tokens * H * F * L, "step_us": step_us,
+                   "step_no_comm_us": nosync_us, "exposed_comm_us": step_us - nosync_us,
+                   "rank0": {"step_samples_us": common.trim_samples(with_comm),
+                             "no_comm_samples_us": common.trim_samples(without)}}
+            if i == 0 and cfg["ddp_profile"] and not ctx.expired():
+                try:
+                    from torch.profiler import ProfilerActivity, profile
+
+                    dist.barrier()
+                    torch.cuda.synchronize()
+                    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                        step()
+                        torch.cuda.synchronize()
+                    if ctx.rank == 0:
+                        rec["timeline_rank0"] = _kernel_timeline(prof, cfg["ddp_profile_keep"])
+                except Exception as exc:  # noqa: BLE001 - the timeline is extra; the step times stand
+                    rec["timeline_error"] = repr(exc)[:300]
+            ctx.add(rec)
+            if ctx.rank == 0:
+                common.log(f"world {ctx.world} ddp {var['name']} T={tokens}: step {step_us:.0f} us, no comm "
+                           f"{nosync_us:.0f} us, exposed {step_us - nosync_us:.0f} us of {ar_us:.0f} us all-reduce")
+        except Exception as exc:  # noqa: BLE001
+            ctx.error(f"ddp {var['name']} tokens {tokens}", exc)
+
+
+def _stage_ddp_grid(ctx: _Ctx) -> None:
+    """DDP workloads that differ by model (width, depth) and bucket cap (held out by workload)."""
+    for var in ctx.cfg["ddp_variants"]:
+        if ctx.expired():
+            ctx.add({"bench": "ddp_variant", "variant": var["name"], "world_size": ctx.world, "skipped": "budget"})
+            continue
+        try:
+            _ddp_variant(ctx, var)
+        except Exception as exc:  # noqa: BLE001
+            ctx.error(f"ddp variant {var['name']}", exc)
+        ctx.torch.cuda.empty_cache()
+        ctx.flush()
+
+
 def _stage_ddp(ctx: _Ctx) -> None:
     """DDP MLP step (bucketed all-reduce in backward) against the same step under no_sync()."""
     torch, dist, cfg = ctx.torch, ctx.dist, ctx.cfg
@@ -555,7 +864,8 @@ def _worker(rank: int, world: int, port: int, cfg: dict[str, Any], result_path: 
                                     "pid": os.getpid()})})
     ctx.flush()
     stages = [("check", _stage_check), ("host", _stage_host), ("collectives", _stage_collectives),
-              ("channels", _stage_channels), ("contention", _stage_contention), ("ddp", _stage_ddp)]
+              ("channels", _stage_channels), ("contention", _stage_contention), ("ddp", _stage_ddp),
+              ("contention_grid", _stage_contention_grid), ("ddp_grid", _stage_ddp_grid)]
     for name, fn in stages:
         if name not in cfg["stages"]:
             continue
@@ -602,6 +912,20 @@ def parse_nccl_log(path: str, max_lines: int = 300) -> dict[str, Any]:
     return info
 
 
+def _ddp_variants(quick: bool) -> list[dict[str, Any]]:
+    """The DDP workloads of stage ddp_grid (name, H, F, blocks, bucket cap MB, token counts)."""
+    rows = [("mlp4096_b25", 4096, 16384, 1, 25, False, [4096]),
+            ("mlp4096_b25_view", 4096, 16384, 1, 25, True, [4096]),
+            ("mlp2048x4_b25", 2048, 8192, 4, 25, False, [4096, 16384]),
+            ("mlp2048x4_b100", 2048, 8192, 4, 100, False, [4096, 16384]),
+            ("mlp1024x8_b5", 1024, 4096, 8, 5, False, [4096, 16384]),
+            ("mlp1024x8_b25", 1024, 4096, 8, 25, False, [4096, 16384])]
+    if quick:
+        rows = [r[:6] + ([r[6][0]],) for r in rows[2:4]]
+    return [{"name": n, "hidden": h, "ffn": f, "layers": layer, "bucket_cap_mb": b, "gradient_as_bucket_view": v,
+             "tokens": t} for n, h, f, layer, b, v, t in rows]
+
+
 def _config(quick: bool, deadline: float, nccl_log: bool) -> dict[str, Any]:
     return {
         "quick": quick,
@@ -623,6 +947,22 @@ def _config(quick: bool, deadline: float, nccl_log: bool) -> dict[str, Any]:
         "ddp_tokens": ([int(t) for t in os.environ["KS_DDP_TOKENS"].split(",")] if os.environ.get("KS_DDP_TOKENS")
                        else [2048, 8192] if quick else [1024, 4096, 16384]),
         "ddp_steps": 8 if quick else 20,
+        # contention grid: bf16 GEMMs from one wave (2048^3: 128 tiles of 128x256 on 132 SMs) to many
+        # waves, DDP's weight-gradient shape, copies; x all-reduce sizes
+        "grid_loads": ([["gemm", 4096, 4096, 4096], ["copy", 256 << 20]] if quick else
+                       [["gemm", 2048, 2048, 2048], ["gemm", 4096, 4096, 4096], ["gemm", 8192, 8192, 8192],
+                        ["gemm", 4096, 16384, 4096], ["copy", 64 << 20], ["copy", 1 << 30]]),
+        "grid_ar_bytes": [16 << 20, 64 << 20] if quick else [4 << 20, 32 << 20, 256 << 20],
+        "grid_one_rank_loads": [["gemm", 8192, 8192, 8192], ["copy", 1 << 30]],
+        "grid_one_rank_ar_bytes": 256 << 20,
+        "grid_window_ms": 20.0 if quick else 40.0,
+        "grid_reps": 3 if quick else 5,
+        "grid_keep_calls": 600,
+        # DDP workloads held out by model and bucket cap (each weight of H=4096, F=16384 is 128 MiB: a
+        # bucket of its own whatever the cap; smaller weights are where the cap decides)
+        "ddp_variants": _ddp_variants(quick),
+        "ddp_profile": True,
+        "ddp_profile_keep": 400,
         "stages": (os.environ["KS_COMM_STAGES"].split(",") if os.environ.get("KS_COMM_STAGES")
                    else ["check", "host", "collectives", "channels", "contention", "ddp"]),
         "nccl_log": nccl_log,
@@ -739,7 +1079,20 @@ def main() -> int:
                                                         "up to the visible GPUs)")
     ap.add_argument("--budget-s", type=float, default=None, help="stop starting new measurements after this")
     ap.add_argument("--no-nccl-log", action="store_true", help="do not record NCCL's INFO log of rank 0")
+    ap.add_argument("--stages", default="", help="comma list of stages (default: KS_COMM_STAGES or every stage "
+                                                 f"but the grids); known: {','.join(STAGES)}")
+    ap.add_argument("--dry-run", action="store_true", help="print the plan (stages, grid, DDP variants) as JSON; "
+                                                          "needs no GPU and no torch")
     ns = ap.parse_args()
+    if ns.stages:
+        bad = [x for x in ns.stages.split(",") if x not in STAGES]
+        if bad:
+            print(f"error: --stages: unknown stage(s) {bad}; expected some of {list(STAGES)}", file=sys.stderr)
+            return 2
+        os.environ["KS_COMM_STAGES"] = ns.stages
+    if ns.dry_run:
+        print(json.dumps(_config(ns.quick, 0.0, False), indent=1))
+        return 0
     worlds = [int(w) for w in ns.world_sizes.split(",") if w.strip()] or None
     doc = run(ns.out, quick=ns.quick, world_sizes=worlds, budget_s=ns.budget_s, nccl_log=not ns.no_nccl_log)
     return 0 if doc["status"] == "complete" else 1
