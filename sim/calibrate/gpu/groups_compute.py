@@ -183,7 +183,13 @@ def run_attention(ctx: Any) -> None:
                        "dtype": "bfloat16", "backend": "default", "bytes": nb, "flops": 4.0 * B * H * L * D, **r,
                        "gbps": nb / (r["time_us"] * 1e-6) / 1e9}
                 from .groups_overhead import _count_kernels
+                from .heldout_kernels import profiled
+
                 _, names = _count_kernels(lambda: F.scaled_dot_product_attention(q, k, v))
                 rec["kernel_names"] = names
+                # device-side durations (profiler, L2 flushed, median per kernel over 5 calls): the
+                # event time above is host-bound for the small caches (the launch outlasts the kernel)
+                with torch.no_grad():
+                    rec["kernels"] = profiled(lambda: F.scaled_dot_product_attention(q, k, v))
                 ctx.record(rec)
             ctx.attempt(f"sdpa_decode L={L} B={B}", one)

@@ -68,9 +68,9 @@ def profiled(fn: Callable[[], Any], calls: int = 5) -> list[dict[str, Any]]:
 
 
 class Ctx:
-    def __init__(self, out: str, smoke: bool, budget_s: float) -> None:
+    def __init__(self, out: str, smoke: bool, budget_s: float, group: str = "heldout_kernels") -> None:
         self.smoke = smoke
-        self.rf = common.ResultFile(os.path.join(out, "heldout_kernels.json"), "heldout_kernels",
+        self.rf = common.ResultFile(os.path.join(out, f"{group}.json"), group,
                                     common.collect_meta({"mode": "smoke" if smoke else "full"}))
         self.deadline = time.time() + budget_s
         self.kw = ({"warmup_ms": 1.0, "rep_ms": 3.0, "min_reps": 3, "max_reps": 5} if smoke
@@ -128,12 +128,18 @@ def run_fused(c: Ctx) -> None:
     common.log(f"fused_bgd done ({len(c.rf.doc['records'])} records)")
 
 
-def run_attention(c: Ctx) -> None:
+# The SDPA shapes (batch, heads, seq) the default-backend attention fit uses (raw group
+# attention_default, measured by sim.calibrate.gpu.fit_groups); the other shapes stay held out.
+ATTENTION_FIT_SHAPES = ((32, 8, 256), (4, 16, 2048), (1, 32, 8192))
+
+
+def run_attention(c: Ctx, shapes: Any = None) -> None:
     import torch
     import torch.nn.functional as F
 
-    shapes = [(4, 16, 1024)] if c.smoke else [(32, 8, 256), (16, 8, 512), (8, 16, 1024), (4, 16, 2048),
-                                               (2, 32, 4096), (1, 32, 8192)]
+    if shapes is None:
+        shapes = [(4, 16, 1024)] if c.smoke else [(32, 8, 256), (16, 8, 512), (8, 16, 1024), (4, 16, 2048),
+                                                   (2, 32, 4096), (1, 32, 8192)]
     for B, H, S in shapes:
         for dh in (64, 128):
             for causal in (True, False):
@@ -237,7 +243,7 @@ def run_copy(c: Ctx) -> None:
     common.log("copies done")
 
 
-def run_math(c: Ctx) -> None:
+def run_math(c: Ctx, eager: bool = True) -> None:
     import torch
     import triton
 
@@ -266,7 +272,7 @@ def run_math(c: Ctx) -> None:
                  "sqrt": torch.sqrt, "rsqrt": torch.rsqrt, "sigmoid": torch.sigmoid,
                  "silu": torch.nn.functional.silu, "pow": lambda t: torch.pow(t, 0.75), "erf": torch.erf}
     xp = x.abs() + 0.5
-    for op, f in torch_ops.items():
+    for op, f in (torch_ops.items() if eager else ()):
         def eager(op: str = op, f: Any = f) -> None:
             c.rf.add({"bench": "math_eager", "op": op, "numel": n, "dtype": "bfloat16", "bytes": 4 * n,
                       "kernels": profiled(lambda: f(xp))})

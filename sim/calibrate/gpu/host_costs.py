@@ -1,12 +1,17 @@
 """Host costs of PyTorch eager ops, autograd nodes and compiled calls, on tiny tensors (host-bound).
 
-    python3 -m sim.calibrate.gpu.host_costs --out DIR
+    python3 -m sim.calibrate.gpu.host_costs --out DIR [--runs N]
 
 Writes DIR/host_costs.json = {"meta", "group": "host_costs", "records"}. Each record is the
 host time per call (perf_counter over back-to-back calls without synchronizing, median of
 repeats) of one aten op as the workloads issue it, or of a forward+backward through a chain
 of N differentiable ops (the backward's per-node cost is the slope over N), or of a
 torch.compile'd function with K separate kernels (graph breaks force K kernels).
+
+Host time on these VMs drifts by tens of percent within seconds, so every timing is taken in
+`--runs` rounds (default 3): everything is set up (and compiled) first, then each round times
+every benchmark once, in the same order; each record carries `run` (1..N). The fit takes the
+median over the rounds of each design point.
 """
 
 from __future__ import annotations
@@ -21,13 +26,34 @@ def _per_call(fn: Any, n: int = 300, repeats: int = 5) -> float:
     return float(common.host_loop(fn, n=n, repeats=repeats)["enqueue_us_per_call"])
 
 
-def run(out_dir: str) -> dict[str, Any]:
+class Timings:
+    """Benchmarks set up now and timed later, in rounds: `add(record, field=(fn, n))` keeps the
+    record's inputs and what to time; `measure(runs)` returns one record per benchmark and round."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[dict[str, Any], dict[str, tuple[Any, int]]]] = []
+
+    def add(self, rec: dict[str, Any], **fields: tuple[Any, int]) -> None:
+        self.items.append((rec, fields))
+
+    def measure(self, runs: int) -> list[dict[str, Any]]:
+        out = []
+        for run in range(1, runs + 1):
+            for rec, fields in self.items:
+                timed = {name: _per_call(fn, n=n) for name, (fn, n) in fields.items()}
+                out.append({**rec, **timed, "run": run})
+            common.log(f"round {run}: {len(self.items)} benchmarks timed")
+        return out
+
+
+def run(out_dir: str, runs: int = 3) -> dict[str, Any]:
     import torch
     import torch.nn.functional as F
 
     dev = "cuda"
     bf = torch.bfloat16
     records: list[dict[str, Any]] = []
+    timings = Timings()
     x = torch.randn(64, 64, device=dev, dtype=bf)
     w = torch.randn(64, 64, device=dev, dtype=bf)
     b = torch.randn(64, device=dev, dtype=bf)
@@ -52,8 +78,7 @@ def run(out_dir: str) -> dict[str, Any]:
     ops["sdpa"] = lambda: F.scaled_dot_product_attention(q, q, q, is_causal=True)
     for name, fn in ops.items():
         fn()
-        records.append({"bench": "eager_op", "op": name, "host_us_per_op": _per_call(fn)})
-        common.log(f"eager {name}: {records[-1]['host_us_per_op']:.1f} us")
+        timings.add({"bench": "eager_op", "op": name}, host_us_per_op=(fn, 300))
     # autograd: forward + backward of a chain of N gelu ops; slope over N minus the forward slope
     xs = torch.randn(64, 64, device=dev, dtype=bf, requires_grad=True)
     g = torch.randn(64, 64, device=dev, dtype=bf)
@@ -72,8 +97,7 @@ def run(out_dir: str) -> dict[str, Any]:
         for bwd in (False, True):
             fn = chain(n, bwd)
             fn()
-            records.append({"bench": "autograd_chain", "ops": n, "backward": bwd, "host_us_per_call": _per_call(fn, n=100)})
-            common.log(f"chain n={n} backward={bwd}: {records[-1]['host_us_per_call']:.1f} us")
+            timings.add({"bench": "autograd_chain", "ops": n, "backward": bwd}, host_us_per_call=(fn, 100))
     # torch.compile with K separate kernels (graph breaks between steps keep them apart)
     import torch._dynamo
 
@@ -97,9 +121,8 @@ def run(out_dir: str) -> dict[str, Any]:
             prof_kernels = sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
         except Exception as exc:  # noqa: BLE001 - recorded, not fatal
             prof_kernels = f"profiler failed: {exc}"
-        records.append({"bench": "compiled_call", "blocks": k, "kernels_per_call": prof_kernels,
-                        "host_us_per_call": _per_call(lambda cf=cf, t=t: cf(t), n=200)})
-        common.log(f"compiled blocks={k}: {records[-1]}")
+        timings.add({"bench": "compiled_call", "blocks": k, "kernels_per_call": prof_kernels},
+                    host_us_per_call=(lambda cf=cf, t=t: cf(t), 200))
     # torch.compile training path: a chain of k matmuls is k extern (cuBLAS) kernels forward and
     # 2k backward; host time per forward call and per forward+backward step, for k = 1 and 4.
     for k in (1, 4):
@@ -127,15 +150,13 @@ def run(out_dir: str) -> dict[str, Any]:
             fwd_only()
             train()
         torch.cuda.synchronize()
-        records.append({"bench": "compiled_chain", "matmuls": k, "forward_host_us": _per_call(fwd_only, n=200),
-                        "train_step_host_us": _per_call(train, n=100)})
         def eager_step(ws: Any = ws, xin: Any = xin, go: Any = go) -> None:
             chain_fn(xin, *ws).backward(go)
             for t in [xin, *ws]:
                 t.grad = None
 
-        records[-1]["eager_train_step_host_us"] = _per_call(eager_step, n=100)
-        common.log(f"compiled chain k={k}: {records[-1]}")
+        timings.add({"bench": "compiled_chain", "matmuls": k}, forward_host_us=(fwd_only, 200),
+                    train_step_host_us=(train, 100), eager_train_step_host_us=(eager_step, 100))
     # A custom autograd.Function launching one Triton kernel forward and one backward.
     try:
         from . import triton_kernels as K
@@ -159,11 +180,11 @@ def run(out_dir: str) -> dict[str, Any]:
             ta.grad = None
 
         fn_step()
-        records.append({"bench": "autograd_function", "host_us_per_step": _per_call(fn_step, n=200)})
-        common.log(f"autograd.Function step: {records[-1]}")
+        timings.add({"bench": "autograd_function"}, host_us_per_step=(fn_step, 200))
     except Exception as exc:  # noqa: BLE001 - recorded, not fatal
         records.append({"bench": "autograd_function", "error": str(exc)})
-    records += structure_costs()
+    structure_costs(timings)
+    records += timings.measure(runs)
     doc = common.write_group(out_dir, "host_costs", records, "sim.calibrate.gpu.host_costs")
     return doc
 
@@ -171,19 +192,21 @@ def run(out_dir: str) -> dict[str, Any]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--runs", type=int, default=3, help="rounds of timings (the fit takes medians over them)")
     ns = ap.parse_args()
-    run(ns.out)
+    if ns.runs < 1:
+        ap.error("--runs must be at least 1")
+    run(ns.out, ns.runs)
     return 0
 
 
 
 # ----------------------------------------------------------------------------- workload-structure costs
 # Host costs the transformer and decode workloads contain but the profile does not price yet
-# (workloads/transformer_block.yaml, workloads/decode_step.yaml list them). Not wired into
-# run(): call it from there (records.extend(structure_costs())) when the group is re-measured.
+# (workloads/transformer_block.yaml, workloads/decode_step.yaml list them).
 
 
-def structure_costs() -> list[dict[str, Any]]:
+def structure_costs(timings: Timings) -> None:
     """nn.Module __call__ overhead, autograd's recording of a forward op, a Linear on a 3-D input,
     and torch.compile'd module training steps as the module's parameter count grows."""
     import torch
@@ -191,7 +214,6 @@ def structure_costs() -> list[dict[str, Any]]:
     from torch import nn
 
     dev, bf = "cuda", torch.bfloat16
-    out: list[dict[str, Any]] = []
     x = torch.randn(64, 64, device=dev, dtype=bf)
     x3 = torch.randn(2, 32, 64, device=dev, dtype=bf)
 
@@ -213,8 +235,7 @@ def structure_costs() -> list[dict[str, Any]]:
     cases["gelu_plain"] = lambda: F.gelu(x)
     for name, fn in cases.items():
         fn()
-        out.append({"bench": "structure_op", "op": name, "host_us_per_op": _per_call(fn)})
-        common.log(f"structure {name}: {out[-1]['host_us_per_op']:.1f} us")
+        timings.add({"bench": "structure_op", "op": name}, host_us_per_op=(fn, 300))
     # torch.compile'd training step of a stack of n Linear+GELU layers: host time per step vs the
     # number of parameters (guards, runtime wrappers, AccumulateGrad per leaf, Triton launches).
     for n in (1, 4, 8):
@@ -237,10 +258,8 @@ def structure_costs() -> list[dict[str, Any]]:
             step()
             eager_step()
         torch.cuda.synchronize()
-        out.append({"bench": "compiled_module_step", "layers": n, "parameters": 2 * n,
-                    "train_step_host_us": _per_call(step, n=100), "eager_train_step_host_us": _per_call(eager_step, n=100)})
-        common.log(f"compiled module step n={n}: {out[-1]}")
-    return out
+        timings.add({"bench": "compiled_module_step", "layers": n, "parameters": 2 * n},
+                    train_step_host_us=(step, 100), eager_train_step_host_us=(eager_step, 100))
 
 
 if __name__ == "__main__":
