@@ -37,11 +37,12 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from sim.costmodel.host import host_costs  # noqa: E402
+from sim.costmodel.pricing import price  # noqa: E402
 from sim.engine import simulate  # noqa: E402
 from sim.graph import Graph  # noqa: E402
 from sim.hardware import load_profile  # noqa: E402
-from sim.report.metrics import step_metrics  # noqa: E402
-from sim.scenario import price  # noqa: E402
+from sim.metrics import step_metrics  # noqa: E402
 from sim.schema.workload import WorkloadFile  # noqa: E402
 from sim.workload import build_graph  # noqa: E402
 
@@ -103,7 +104,7 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
         graph = synthetic_graph(task["kernels"])
         costs = price(graph, hw)
         t0 = time.perf_counter()
-        trace = simulate(graph, costs, hw)
+        trace = simulate(graph, costs, host_costs(hw))
         dt = time.perf_counter() - t0
         return {"simulate_s": dt, "kernels": graph.kernel_count(), "step_time_us": trace.end_s * 1e6}
     if kind == "e2e":
@@ -112,7 +113,7 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
         t1 = time.perf_counter()
         costs = price(graph, hw)
         t2 = time.perf_counter()
-        trace = simulate(graph, costs, hw)
+        trace = simulate(graph, costs, host_costs(hw))
         t3 = time.perf_counter()
         m = step_metrics(trace)
         t4 = time.perf_counter()
@@ -121,7 +122,7 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
                 "step_time_us": m.time_s * 1e6}
     if kind == "streams":
         graph = streams_graph(task["streams"], task["kernels"])
-        trace = simulate(graph, price(graph, hw), hw)
+        trace = simulate(graph, price(graph, hw), host_costs(hw))
         t0 = time.perf_counter()
         step_metrics(trace)
         return {"metrics_s": time.perf_counter() - t0}

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from sim.capture import capture_factory, examples  # noqa: E402
-from sim.scenario import load_scenario, run_scenario  # noqa: E402
+from sim.run import load_scenario, run_scenario  # noqa: E402
 
 CASES = [
     ("mlp", examples.mlp, {"tokens": 4096, "hidden": 4096, "ffn": 16384}, ["tokens"], "mlp_bias_gelu_dropout.yaml"),

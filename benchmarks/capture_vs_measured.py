@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from sim.capture import capture_factory, examples  # noqa: E402
-from sim.scenario import load_scenario, run_scenario  # noqa: E402
+from sim.run import load_scenario, run_scenario  # noqa: E402
 
 
 def measured_steps() -> dict[str, list[dict[str, object]]]:

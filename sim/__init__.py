@@ -9,11 +9,16 @@ The import name is `sim` (the package layout the project was asked for; the dist
 
 `run`, `load_scenario` and the result types are also re-exported here. `advise`, `sweep` and
 `replay` are not: those names are subpackages of `sim` (importing one replaces the attribute).
+`run` is also the name of the run-pipeline package (sim/run/): it is loaded first, so that the
+attribute `sim.run` stays the function; reach the package with `from sim.run import ...`.
 """
 
-__version__ = "0.1.0"
+import importlib
 
-from sim.api import (  # noqa: E402 - the version first: sim.cli reads it without loading the API's imports
+from sim.version import __version__
+
+importlib.import_module("sim.run")  # before `run` is bound below: loading a subpackage sets the attribute
+from sim.api import (  # noqa: E402 - after the run package is loaded (above)
     AdviceResult,
     BucketResult,
     HardwareResult,

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from sim.hardware import Hardware
-    from sim.scenario import Scenario
+    from sim.run import Scenario
     from sim.trace import Trace
 
 PathLike = str | os.PathLike[str]
@@ -243,7 +243,7 @@ class ReplayResult:
 
 def load_scenario(path: PathLike, hardware: Sequence[str] | None = None) -> Scenario:
     """Load and check a scenario file (and its workload and profiles); `hardware` replaces its list."""
-    from sim.scenario import load_scenario as _load
+    from sim.run import load_scenario as _load
 
     return _load(Path(path), list(hardware) if hardware else None)
 
@@ -251,7 +251,7 @@ def load_scenario(path: PathLike, hardware: Sequence[str] | None = None) -> Scen
 def run(scenario: PathLike | Scenario, hardware: Sequence[str] | None = None, *,
         keep_traces: bool = False) -> RunResult:
     """Simulate every variant × bucket × hardware profile (`kernelsim run`)."""
-    from sim.scenario import Scenario, run_scenario
+    from sim.run import Scenario, run_scenario
 
     scn = scenario if isinstance(scenario, Scenario) else load_scenario(scenario, hardware)
     doc, traces = run_scenario(scn, keep_traces=keep_traces)

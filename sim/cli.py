@@ -16,8 +16,8 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from sim import __version__
 from sim.errors import InfeasibleError, InputError, KernelsimError
+from sim.version import __version__
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INPUT = 0, 1, 2
 
@@ -45,7 +45,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     from sim.outputs import dumps, write_files_atomic
     from sim.report.perfetto import trace_events
     from sim.report.tables import render_run
-    from sim.scenario import load_scenario, run_scenario
+    from sim.run import load_scenario, run_scenario
 
     json_out = _out_path(args.json, "--json") if args.json is not None else None
     trace_out = _out_path(args.trace, "--trace") if args.trace is not None else None
@@ -95,8 +95,8 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
 def _write_kineto(scn: Any, result: dict[str, Any], traces: dict[Any, Any], out_dir: Path, bucket: int | None,
                   console: Console) -> None:
     """`run --kineto DIR`: one Kineto trace per hardware × variant (× rank) of one bucket."""
-    from sim.comm.parallel import split_ranks
     from sim.outputs import dumps, write_text_atomic
+    from sim.ranks import split_ranks
     from sim.report.kineto import kineto_trace
 
     bi = bucket if bucket is not None else max(range(len(scn.buckets)), key=lambda i: (scn.buckets[i].weight, -i))
@@ -555,7 +555,7 @@ def cmd_serve(args: argparse.Namespace, console: Console) -> int:
     json_out = _out_path(args.json, "--json") if args.json is not None else None
     plots_dir = _out_dir(args.plots, "--plots") if args.plots is not None else None
     rates = _rates(args.rates) if args.rates else None
-    from sim.serving.schema import MAX_REQUESTS
+    from sim.schema.serving import MAX_REQUESTS
 
     if args.requests is not None and not 1 <= args.requests <= MAX_REQUESTS:
         raise InputError(f"--requests must be between 1 and {MAX_REQUESTS}", value=args.requests)

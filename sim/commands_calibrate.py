@@ -92,7 +92,8 @@ def cmd_calibrate(args: Any, console: Console) -> int:
 
 
 def cmd_validate(args: Any, console: Console) -> int:
-    from sim.bands import (
+    from sim.hardware import load_profile, resolve_profile
+    from sim.validate.bands import (
         BAND_FILE_HEADER,
         DEFAULT_BANDS_FILE,
         HOST_BOUND_GPU_IDLE_SHARE,
@@ -101,8 +102,7 @@ def cmd_validate(args: Any, console: Console) -> int:
         load_bands,
         loo_coverage,
     )
-    from sim.hardware import load_profile, resolve_profile
-    from sim.validate import (
+    from sim.validate.core import (
         check,
         kernel_rows,
         load_thresholds,
@@ -110,8 +110,8 @@ def cmd_validate(args: Any, console: Console) -> int:
         measured_quantities,
         summarize,
     )
-    from sim.validate_host import gain_groups, host_gain_lines, host_rows
-    from sim.validate_steps import gains_markdown, step_rows
+    from sim.validate.host import gain_groups, host_gain_lines, host_rows
+    from sim.validate.steps import gains_markdown, step_rows
 
     cases = Path(args.cases)
     if args.measure:
@@ -135,7 +135,7 @@ def cmd_validate(args: Any, console: Console) -> int:
     hrows, hgains = host_rows(Path(args.raw).parent / "host_context", hw)
     rows += [dataclasses.replace(r, split="calibrated" if r.split == "fit" else "unseen") for r in hrows]
     # second measurement wave: held-out kernels (issue 18) and collectives on two GPUs (issue 20)
-    from sim.validate_wave2 import wave2_rows
+    from sim.validate.wave2 import wave2_rows
 
     rows += wave2_rows(hw, Path(args.raw).parent.parent.parent)
     gains, ranks = steps.gains, steps.ranks

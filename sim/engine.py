@@ -1,6 +1,7 @@
 """The discrete-event engine (simpy): host thread, launch queues, in-order streams, shared GPU.
 
-The engine schedules; it never prices. Kernel costs come in precomputed (sim.costmodel).
+The engine schedules; it never prices and reads no profile: kernel costs and host prices come in
+precomputed (sim.costmodel, sim.costmodel.host.HostCosts).
 
 - The host issues ops in program order and pays per-op host cost by execution mode:
   eager (framework dispatch + driver launch per kernel), compiled (one wrapper call per
@@ -42,11 +43,10 @@ from typing import Any
 import simpy
 from simpy.events import Timeout
 
-from sim.costmodel import KernelCost
-from sim.costmodel.host import compiled_call_s, eager_dispatch_s, host_op_s
+from sim.costmodel.host import HostCosts
 from sim.gcpause import paused_gc
 from sim.graph import Graph
-from sim.hardware import Hardware
+from sim.kernelcost import KernelCost
 from sim.trace import HOST_TRACK, Records, Trace, stream_track
 
 _EPS = 1e-15
@@ -178,11 +178,11 @@ class LaunchQueue:
 class Simulation:
     """One simulation of one graph on one profile; owns all its state."""
 
-    def __init__(self, graph: Graph, costs: Sequence[KernelCost | None], hw: Hardware,
+    def __init__(self, graph: Graph, costs: Sequence[KernelCost | None], host: HostCosts,
                  env: simpy.Environment | None = None) -> None:
         self.graph = graph
         self.costs = tuple(costs)
-        self.hw = hw
+        self.host_costs = host
         # One rank owns its environment; ranks of one run share theirs (Ranks) and hold collectives' SMs.
         self.env = simpy.Environment() if env is None else env
         self.gpu: FluidGPU = FluidGPU(self.env) if env is None else HoldingGPU(self.env)
@@ -191,7 +191,7 @@ class Simulation:
         self.finished = [False] * len(graph.ops)
         self.waiters: dict[int, simpy.Event] = {}  # op → event, only for ops someone waits for
         streams = sorted({o.stream for o in graph.ops if o.is_kernel})
-        self.queues = {s: LaunchQueue(self.env, hw.launch_queue_depth) for s in streams}
+        self.queues = {s: LaunchQueue(self.env, host.launch_queue_depth) for s in streams}
         self.stream_busy_until = {s: 0.0 for s in streams}
         self.outstanding = {s: 0 for s in streams}
         self.idle_events: dict[int, simpy.Event] = {}
@@ -225,7 +225,7 @@ class Simulation:
                 yield ev
 
     def host(self):
-        hw, ops, env = self.hw, self.graph.ops, self.env
+        hc, ops, env = self.host_costs, self.graph.ops, self.env
         record, queues, outstanding = self._records.add, self.queues, self.outstanding
         n = len(ops)
         i = 0
@@ -235,15 +235,15 @@ class Simulation:
                 start = env.now
                 yield from self._wait_idle()
                 self._host_interval(f"sync: {op.name}", "sync", start, i)
-                if hw.sync_s > 0:
+                if hc.sync_s > 0:
                     start = env.now
-                    yield Timeout(env, hw.sync_s)
+                    yield Timeout(env, hc.sync_s)
                     self._host_interval(op.name, "sync", start, i)
                 self._finish(i)
                 i += 1
                 continue
             if op.kind == "host":
-                seconds = op.host_s if op.host_s is not None else host_op_s(op, hw)
+                seconds = op.host_s if op.host_s is not None else hc.host_op_s(op)
                 if seconds > 0:
                     start = env.now
                     yield Timeout(env, seconds)
@@ -257,21 +257,21 @@ class Simulation:
                     j += 1
                 label = op.region or op.name
                 if op.mode == "compiled":
-                    call_s = compiled_call_s(op, hw)
+                    call_s = hc.compiled_call_s(op)
                     if call_s > 0:
                         start = env.now
                         yield Timeout(env, call_s)
                         self._host_interval(f"compiled call: {label}", "compiled_call", start, i)
                     for k in range(i, j):
-                        if hw.compiled_kernel_s > 0:
+                        if hc.compiled_kernel_s > 0:
                             start = env.now
-                            yield Timeout(env, hw.compiled_kernel_s)
+                            yield Timeout(env, hc.compiled_kernel_s)
                             self._host_interval(ops[k].name, "launch", start, k)
                         yield from self._enqueue(k, False)
                 else:
-                    if hw.graph_launch_s > 0:
+                    if hc.graph_launch_s > 0:
                         start = env.now
-                        yield Timeout(env, hw.graph_launch_s)
+                        yield Timeout(env, hc.graph_launch_s)
                         self._host_interval(f"graph replay: {label}", "graph_launch", start, i)
                     for k in range(i, j):
                         yield from self._enqueue(k, True)
@@ -284,10 +284,10 @@ class Simulation:
                     self._host_interval(op.name, "dispatch", start, i)
             else:
                 start = env.now
-                dispatch_s = eager_dispatch_s(op, hw)
+                dispatch_s = hc.eager_dispatch_s(op)
                 dispatched = start + dispatch_s
-                launched = dispatched + hw.launch_s
-                if dispatch_s > 0 and hw.launch_s > 0 and start + (launched - start) == launched:
+                launched = dispatched + hc.launch_s
+                if dispatch_s > 0 and hc.launch_s > 0 and start + (launched - start) == launched:
                     # One timeout for dispatch + launch when it lands on the same float as two would.
                     yield Timeout(env, launched - start)
                     if dispatched > start:
@@ -299,9 +299,9 @@ class Simulation:
                         yield Timeout(env, dispatch_s)
                         if env.now > start:
                             record(start, env.now, HOST_TRACK, op.name, "dispatch", i, _NO_ARGS)
-                    if hw.launch_s > 0:
+                    if hc.launch_s > 0:
                         start = env.now
-                        yield Timeout(env, hw.launch_s)
+                        yield Timeout(env, hc.launch_s)
                         if env.now > start:
                             record(start, env.now, HOST_TRACK, op.name, "launch", i, _NO_ARGS)
             # _enqueue inlined (the hot path of eager mode). A put that fits is done at once and the
@@ -327,12 +327,12 @@ class Simulation:
 
     # -- device -----------------------------------------------------------------------
     def stream(self, s: int):
-        hw, env, gpu = self.hw, self.env, self.gpu
+        hc, env, gpu = self.host_costs, self.env, self.gpu
         ops, costs, deps, finished = self.graph.ops, self.costs, self.deps, self.finished
         queue = self.queues[s]
         track = stream_track(s)
         record = self._records.add
-        latency = hw.launch_latency_s
+        latency = hc.launch_latency_s
         args_by_cost: dict[int, MappingProxyType[str, Any]] = {}
         meet = self.rendezvous  # None on one rank: collectives run as plain kernels
         items = queue.items
@@ -347,7 +347,7 @@ class Simulation:
             assert cost is not None
             if graph_member:
                 # Inside a graph the per-kernel fixed cost is the graph's, not a stream launch's.
-                work = cost.time_s - cost.fixed_s + hw.graph_kernel_s
+                work = cost.time_s - cost.fixed_s + hc.graph_kernel_s
                 earliest = max(self.stream_busy_until[s], issued_s + latency)
             else:
                 work = cost.time_s
@@ -385,7 +385,7 @@ class Simulation:
 
     def _trace(self, end: float) -> Trace:
         # The records go to the Trace as they are: Interval objects are made only if someone asks.
-        return Trace(self.graph, self.hw.name, self.costs, end_s=end, records=self._records)
+        return Trace(self.graph, self.host_costs.profile_name, self.costs, end_s=end, records=self._records)
 
 
 class HoldingGPU(FluidGPU):
@@ -516,7 +516,7 @@ class Ranks:
     """
 
     def __init__(self, graphs: Sequence[Graph], costs: Sequence[Sequence[KernelCost | None]],
-                 hws: Sequence[Hardware], groups: Sequence[Sequence[tuple[int, ...] | None]],
+                 hosts: Sequence[HostCosts], groups: Sequence[Sequence[tuple[int, ...] | None]],
                  node_of: Sequence[int], host_delay_s: Sequence[float] | None = None) -> None:
         self.env = simpy.Environment()
         self.links = LinkShare(self.env)
@@ -525,8 +525,8 @@ class Ranks:
         self.meetings: dict[tuple[str, tuple[int, ...]], _Meeting] = {}
         self.host_delay_s = tuple(host_delay_s) if host_delay_s is not None else (0.0,) * len(graphs)
         self.sims = []
-        for r, (g, c, hw) in enumerate(zip(graphs, costs, hws, strict=True)):
-            sim = Simulation(g, c, hw, env=self.env)
+        for r, (g, c, host) in enumerate(zip(graphs, costs, hosts, strict=True)):
+            sim = Simulation(g, c, host, env=self.env)
             sim.rank = r
             sim.rendezvous = self
             self.sims.append(sim)
@@ -604,18 +604,18 @@ class Ranks:
         return [sim._trace(sim._records.last_end()) for sim in self.sims]
 
 
-def simulate_ranks(graphs: Sequence[Graph], costs: Sequence[Sequence[KernelCost | None]], hws: Sequence[Hardware],
+def simulate_ranks(graphs: Sequence[Graph], costs: Sequence[Sequence[KernelCost | None]], hosts: Sequence[HostCosts],
                    groups: Sequence[Sequence[tuple[int, ...] | None]], node_of: Sequence[int],
                    host_delay_s: Sequence[float] | None = None) -> list[Trace]:
-    """Simulate one step on several ranks (one graph, costs, profile and group table per rank); a Trace per rank."""
+    """Simulate one step on several ranks (one graph, costs, host prices and group table per rank); a Trace per rank."""
     with paused_gc():
-        return Ranks(graphs, costs, hws, groups, node_of, host_delay_s).run()
+        return Ranks(graphs, costs, hosts, groups, node_of, host_delay_s).run()
 
 
-def simulate(graph: Graph, costs: Sequence[KernelCost | None], hw: Hardware) -> Trace:
-    """Simulate `graph` with its precomputed `costs` on `hw`."""
+def simulate(graph: Graph, costs: Sequence[KernelCost | None], host: HostCosts) -> Trace:
+    """Simulate `graph` with its precomputed kernel `costs` and `host` prices (sim.costmodel.host.host_costs)."""
     # A run allocates hundreds of thousands of small objects (events, records) and frees them
     # at the end: the cyclic collector's passes over the growing heap cost about a third of a
     # 10k-kernel run (sim.gcpause).
     with paused_gc():
-        return Simulation(graph, costs, hw).run()
+        return Simulation(graph, costs, host).run()

@@ -10,11 +10,11 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from sim.comm.topology import ReferenceBusBw, Topology, default_topology
 from sim.errors import InfeasibleError, InputError
 from sim.resources import shipped
 from sim.schema.hardware import HardwareProfileFile, TopologySection
 from sim.schema.loader import read_yaml, validation_to_input_error
+from sim.topology import ReferenceBusBw, Topology, default_topology
 
 PROFILE_DIR_ENV = "KERNELSIM_PROFILES"
 
@@ -117,7 +117,7 @@ class Hardware:
 
     @property
     def fabric(self) -> Topology:
-        """The topology for collectives: the profile's, or one 8-GPU node (sim.comm.topology.default_topology)."""
+        """The topology for collectives: the profile's, or one 8-GPU node (sim.topology.default_topology)."""
         return self.topology if self.topology is not None else default_topology(self.nvlink_bps)
 
     @classmethod

@@ -23,15 +23,20 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from sim.calibrate.host_fit import GAP_CAP_US
 from sim.costmodel import KernelCost
-from sim.costmodel.host import AUTOGRAD_NODE_PREFIX, eager_dispatch_s, framework_op_s
+from sim.costmodel.host import (
+    AUTOGRAD_NODE_PREFIX,
+    GAP_CAP_US,
+    eager_dispatch_s,
+    framework_op_s,
+    host_costs,
+)
+from sim.costmodel.pricing import price
 from sim.engine import simulate
 from sim.graph import Graph
 from sim.hardware import Hardware
 from sim.ingest import ImportedStep, import_trace, workload_doc
 from sim.ingest.build import GRAPH_CALLS, PRIOR_FAMILY, TRITON_CALLS
-from sim.scenario import price
 from sim.schema.workload import WorkloadFile
 from sim.trace import HOST_TRACK, Trace
 from sim.workload import Workload, check_workload
@@ -209,7 +214,7 @@ def replay(path: Path, hw: Hardware, mode: str = "measured", step: str | None = 
         else:
             graph = predicted_host(graph, imported, hw, keep_profiler)
         costs = graph_member_costs(price(graph, hw), graph, imported, hw)
-    trace = simulate(graph, costs, run_hw)
+    trace = simulate(graph, costs, host_costs(run_hw))
     result = summarize(imported, trace, path, hw, mode)
     if mode == "predict":
         result["host"] = host_comparison(recorded, graph, costs, hw)
@@ -236,7 +241,7 @@ def host_comparison(recorded: Graph, predicted: Graph, costs: tuple[Any, ...], h
     profiler's cost (`--host trace`) or the profile's (`--host model`). With the same kernel costs,
     the step with the trace's host times as recorded is what `run` gives.
     """
-    kept = simulate(recorded, costs, hw)
+    kept = simulate(recorded, costs, host_costs(hw))
     return {
         "trace_host_us": round(sum(o.host_s or 0.0 for o in recorded.ops) * 1e6, 3),
         "predicted_host_us": round(sum(o.host_s or 0.0 for o in predicted.ops) * 1e6, 3),

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from sim.costmodel import KernelCost
 from sim.graph import Graph
+from sim.kernelcost import KernelCost
 
 HOST_TRACK = "host"
 

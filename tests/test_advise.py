@@ -16,11 +16,13 @@ from sim.advise.critical import critical_kernels, exposed_times
 from sim.advise.kernels import speedup_needed
 from sim.advise.rules import VariantFigures, decide
 from sim.cli import main
+from sim.costmodel.host import host_costs
+from sim.costmodel.pricing import price
 from sim.dispatch_table import DispatchTable
 from sim.engine import simulate
 from sim.errors import InputError
 from sim.hardware import load_profile
-from sim.scenario import load_scenario, price
+from sim.run import load_scenario
 from sim.schema.scenario import AdviceSettings
 from tests.conftest import ROOT, workload_doc, write_yaml
 
@@ -193,7 +195,7 @@ def test_overlapped_kernel_is_not_exposed(tmp_path: Path) -> None:
     s = load_scenario(scn)
     hw = load_profile("h200-sxm")
     g = s.workload.build(s.workload.params_for(s.buckets[0]))
-    tr = simulate(g, price(g, hw), hw)
+    tr = simulate(g, price(g, hw), host_costs(hw))
     crit = critical_kernels(tr)
     ex = exposed_times(tr)
     assert g.index("big") in crit

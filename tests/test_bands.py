@@ -1,4 +1,4 @@
-"""Error bands (sim.bands): intervals, coverage, gating of validation groups, run JSON fields."""
+"""Error bands (sim.validate.bands): intervals, coverage, gating of validation groups, run JSON fields."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 
-from sim.bands import (
+from sim.cli import main
+from sim.errors import InputError
+from sim.validate.bands import (
     Sample,
     annotate_run,
     fmt_gain,
@@ -19,9 +21,7 @@ from sim.bands import (
     regime_of,
     time_interval,
 )
-from sim.cli import main
-from sim.errors import InputError
-from sim.validate import check
+from sim.validate.core import check
 
 ROOT = Path(__file__).resolve().parent.parent
 

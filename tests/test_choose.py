@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from sim.errors import InputError
-from sim.scenario import load_scenario, run_scenario
+from sim.run import load_scenario, run_scenario
 from tests.conftest import ROOT
 
 SEED = ROOT / "scenarios" / "bias_gelu_dropout.yaml"
@@ -93,7 +93,7 @@ def test_choose_on_several_ranks_compares_whole_steps(tmp_path: Path) -> None:
 
 def test_a_sweep_point_keeps_the_candidates_of_a_choose_variant(tmp_path: Path) -> None:
     """A sweep that selects only `dispatch_auto` still chooses among every other variant."""
-    from sim.scenario import inline_choose
+    from sim.run import inline_choose
     from sim.sweep import point_scenario
 
     scn = load_scenario(SEED, hardware_override=["h200-measured"])

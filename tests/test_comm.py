@@ -10,16 +10,17 @@ from types import MappingProxyType
 
 import pytest
 
-from sim.comm.nccl import BASE_LATENCY_US, HOP_LATENCY_US, Links, busbw_factor, plan_collective
-from sim.comm.topology import Layout, default_topology
 from sim.costmodel import KernelCost
 from sim.costmodel.collective import links_of
+from sim.costmodel.host import host_costs
+from sim.costmodel.nccl import BASE_LATENCY_US, HOP_LATENCY_US, Links, busbw_factor, plan_collective
 from sim.engine import simulate_ranks
 from sim.graph import Graph, Op, Tensor
 from sim.hardware import Hardware, list_profiles, load_profile
-from sim.report.metrics import comm_metrics
+from sim.metrics import comm_metrics
 from sim.report.perfetto import trace_events
-from sim.scenario import load_scenario, run_scenario
+from sim.run import load_scenario, run_scenario
+from sim.topology import Layout, default_topology
 from tests.conftest import ROOT
 
 US = 1e-6
@@ -175,7 +176,7 @@ def _run(testgpu: Hardware, compute_us: float, comm: KernelCost | None, ranks: i
     g = _graph(ops)
     members = tuple(range(ranks))
     groups = [[members if o.kind == "collective" else None for o in ops] for _ in range(ranks)]
-    return simulate_ranks([g] * ranks, [costs] * ranks, [testgpu] * ranks, groups, [0] * ranks,
+    return simulate_ranks([g] * ranks, [costs] * ranks, [host_costs(testgpu)] * ranks, groups, [0] * ranks,
                           [d * US for d in delays] if delays else None)
 
 
@@ -223,14 +224,14 @@ def test_two_collectives_on_the_same_links_share_them(testgpu: Hardware) -> None
     g = _graph(ops)
     members = (0, 1)
     cost = _comm_cost(100, latency_us=0.0)
-    one = simulate_ranks([_graph(ops[:1])] * 2, [[cost]] * 2, [testgpu] * 2, [[members]] * 2, [0, 0])
-    two = simulate_ranks([g] * 2, [[cost, cost]] * 2, [testgpu] * 2, [[members, members]] * 2, [0, 0])
+    one = simulate_ranks([_graph(ops[:1])] * 2, [[cost]] * 2, [host_costs(testgpu)] * 2, [[members]] * 2, [0, 0])
+    two = simulate_ranks([g] * 2, [[cost, cost]] * 2, [host_costs(testgpu)] * 2, [[members, members]] * 2, [0, 0])
     t_one = one[0].end_s - 15 * US
     # The second starts 10 µs later; sharing halves both rates while they overlap, so the links
     # carry 200 µs of work back to back from the first transfer's start (17 µs).
     assert two[0].end_s == pytest.approx(17 * US + 200 * US, rel=1e-9)
     assert t_one == pytest.approx(102 * US, rel=1e-9)
-    half_links = simulate_ranks([g] * 2, [[_comm_cost(100, latency_us=0.0, intra=0.5)] * 2] * 2, [testgpu] * 2,
+    half_links = simulate_ranks([g] * 2, [[_comm_cost(100, latency_us=0.0, intra=0.5)] * 2] * 2, [host_costs(testgpu)] * 2,
                                 [[members, members]] * 2, [0, 0])
     assert half_links[0].end_s == pytest.approx(15 * US + 2 * US + 100 * US + 10 * US, rel=1e-9)  # no contention
 
@@ -240,7 +241,7 @@ def test_mismatched_collective_deadlock_is_reported(testgpu: Hardware) -> None:
               attrs=MappingProxyType({"collective": "all_reduce", "bytes": 1.0}))]
     g = _graph(ops)
     with pytest.raises(RuntimeError, match="never finished"):
-        simulate_ranks([g, g], [[_comm_cost(10)]] * 2, [testgpu] * 2, [[(0, 1, 2)]] * 2, [0, 0])
+        simulate_ranks([g, g], [[_comm_cost(10)]] * 2, [host_costs(testgpu)] * 2, [[(0, 1, 2)]] * 2, [0, 0])
 
 
 def test_layout_groups() -> None:

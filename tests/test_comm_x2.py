@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from sim.calibrate.comm_fit import load_comm, nvl2_profile_yaml
-from sim.comm.nccl import plan_collective
 from sim.costmodel.collective import links_of
 from sim.costmodel.host import eager_dispatch_s
+from sim.costmodel.nccl import measured_busbw, plan_collective
 from sim.graph import Op
 from sim.hardware import load_profile
-from sim.validate_comm import comm_rows, summarize_comm
+from sim.validate.comm import comm_rows, summarize_comm
 
 ROOT = Path(__file__).resolve().parents[1]
 COMM = ROOT / "calibration" / "h200x2" / "comm"
@@ -31,10 +31,10 @@ def test_measured_bus_bandwidth_is_interpolated_log_log_and_flat_above_the_large
     pts = dict(next(p for name, p, _ in topo.collective_fits if name == "all_reduce"))
     (s0, b0), (s1, b1) = sorted(pts.items())
     mid = (s0 * s1) ** 0.5  # geometric middle: the geometric mean of the two bandwidths
-    assert topo.collective_busbw("all_reduce", mid) == pytest.approx((b0 * b1) ** 0.5, rel=1e-9)
-    assert topo.collective_busbw("all_reduce", 4 * s1) == pytest.approx(b1)
-    assert topo.collective_busbw("all_reduce", s0 / 4) < b0  # NCCL runs fewer channels on smaller messages
-    assert topo.collective_busbw("no_such_collective", s0) is None
+    assert measured_busbw(topo, "all_reduce", mid) == pytest.approx((b0 * b1) ** 0.5, rel=1e-9)
+    assert measured_busbw(topo, "all_reduce", 4 * s1) == pytest.approx(b1)
+    assert measured_busbw(topo, "all_reduce", s0 / 4) < b0  # NCCL runs fewer channels on smaller messages
+    assert measured_busbw(topo, "no_such_collective", s0) is None
 
 
 def test_no_nvls_where_multicast_is_off_and_ring_at_two_ranks() -> None:

@@ -7,11 +7,12 @@ from types import MappingProxyType
 import pytest
 
 from sim.costmodel import KernelCost
+from sim.costmodel.host import host_costs
+from sim.costmodel.pricing import price
 from sim.engine import simulate
 from sim.graph import Graph, LaunchConfig, Op, Tensor
 from sim.hardware import Hardware
-from sim.report.metrics import step_metrics
-from sim.scenario import price
+from sim.metrics import step_metrics
 
 US = 1e-6
 
@@ -36,7 +37,7 @@ def test_eager_chain_is_host_bound(testgpu: Hardware) -> None:
     n = 50
     g = graph_of(tiny_chain(n), tiny_tensors(n))
     costs = price(g, testgpu)
-    trace = simulate(g, costs, testgpu)
+    trace = simulate(g, costs, host_costs(testgpu))
     # The host issues one op every eager_op (10 µs) + launch (0 µs); tiny kernels (< 3 µs) keep up.
     kernel = costs[-1].time_s  # type: ignore[union-attr]
     expected = n * 10 * US + 5 * US + kernel  # last issue + launch latency + last kernel
@@ -50,7 +51,7 @@ def test_cuda_graph_chain_costs_per_kernel_graph_time(testgpu: Hardware) -> None
     n = 50
     g = graph_of(tiny_chain(n, mode="cuda_graph"), tiny_tensors(n))
     costs = price(g, testgpu)
-    trace = simulate(g, costs, testgpu)
+    trace = simulate(g, costs, host_costs(testgpu))
     body = sum(c.time_s - c.fixed_s for c in costs if c is not None)
     # One replay call (8 µs), launch latency (5 µs), then per kernel the graph's fixed cost (1 µs) + body.
     expected = 8 * US + 5 * US + n * 1 * US + body
@@ -68,7 +69,7 @@ def test_large_copy_takes_bytes_over_bandwidth(testgpu: Hardware) -> None:
     kernel_s = costs[0].time_s  # type: ignore[union-attr]
     # 4000 GB/s sustained; plus fixed 2 µs and one 500 ns memory latency.
     assert kernel_s == pytest.approx(nbytes / 4000e9 + 2 * US + 0.5 * US, rel=0.01)
-    trace = simulate(g, costs, testgpu)
+    trace = simulate(g, costs, host_costs(testgpu))
     assert trace.end_s == pytest.approx(10 * US + 5 * US + kernel_s, rel=1e-6)
 
 
@@ -85,10 +86,10 @@ def test_two_bandwidth_bound_kernels_on_two_streams_take_as_long_as_serial(testg
     b, tb = _bw_kernel("b", 1)
     serial = graph_of([a, b.with_(stream=0)], {**ta, **tb})
     parallel = graph_of([a, b], {**ta, **tb})
-    t_serial = simulate(serial, price(serial, testgpu), testgpu).end_s
-    t_parallel = simulate(parallel, price(parallel, testgpu), testgpu).end_s
+    t_serial = simulate(serial, price(serial, testgpu), host_costs(testgpu)).end_s
+    t_parallel = simulate(parallel, price(parallel, testgpu), host_costs(testgpu)).end_s
     assert t_parallel == pytest.approx(t_serial, rel=0.03)
-    trace = simulate(parallel, price(parallel, testgpu), testgpu)
+    trace = simulate(parallel, price(parallel, testgpu), host_costs(testgpu))
     ka, kb = sorted(trace.kernels(), key=lambda iv: iv.track)
     assert ka.start_s < kb.end_s and kb.start_s < ka.end_s  # they did run side by side
 
@@ -103,7 +104,7 @@ def test_host_bound_chain_overlaps_a_long_kernel_on_another_stream(testgpu: Hard
     long_s = costs[0].time_s  # type: ignore[union-attr]
     host_s = (n + 1) * 10 * US
     assert long_s > host_s  # the premise: the GEMM outlasts the chain's host time
-    trace = simulate(g, costs, testgpu)
+    trace = simulate(g, costs, host_costs(testgpu))
     # Overlapped: about the long kernel (+ its launch), far from the sum of the two.
     assert trace.end_s == pytest.approx(10 * US + 5 * US + long_s, rel=0.05)
     assert trace.end_s < 0.8 * (long_s + host_s)
@@ -115,7 +116,7 @@ def test_sync_blocks_the_host_until_streams_drain(testgpu: Hardware) -> None:
     after = tiny_chain(1, prefix="z")
     g = graph_of([a, s, *after], {**ta, **tiny_tensors(1, prefix="z")})
     costs = price(g, testgpu)
-    trace = simulate(g, costs, testgpu)
+    trace = simulate(g, costs, host_costs(testgpu))
     a_end = next(iv.end_s for iv in trace.kernels() if iv.name == "a")
     z_start = next(iv.start_s for iv in trace.kernels() if iv.name == "z0")
     assert z_start >= a_end + 5 * US + 10 * US  # sync_us + eager dispatch of z0
@@ -128,7 +129,7 @@ def test_bounded_launch_queue_blocks_the_host(testgpu: Hardware) -> None:
     g = graph_of([big, *tiny_chain(n)], tiny_tensors(n))
     costs = price(g, testgpu)
     assert costs[0].time_s > n * 10 * US  # type: ignore[union-attr]
-    trace = simulate(g, costs, testgpu)
+    trace = simulate(g, costs, host_costs(testgpu))
     blocked = [iv for iv in trace.host() if iv.cat == "blocked"]
     assert blocked and blocked[0].start_s == pytest.approx((testgpu.launch_queue_depth + 2) * 10 * US, rel=0.01)
 
@@ -137,7 +138,7 @@ def test_cross_stream_dependency_orders_kernels(testgpu: Hardware) -> None:
     a, ta = _bw_kernel("a", 0)
     b = tiny_chain(1, stream=1, prefix="b")[0].with_(reads=("a_out",))
     g = graph_of([a, b], {**ta, **tiny_tensors(1, prefix="b")})
-    trace = simulate(g, price(g, testgpu), testgpu)
+    trace = simulate(g, price(g, testgpu), host_costs(testgpu))
     ka = next(iv for iv in trace.kernels() if iv.name == "a")
     kb = next(iv for iv in trace.kernels() if iv.name == "b0")
     assert kb.start_s >= ka.end_s
@@ -147,8 +148,8 @@ def test_deterministic(testgpu: Hardware) -> None:
     a, ta = _bw_kernel("a", 0)
     b, tb = _bw_kernel("b", 1)
     g = graph_of([a, b, *tiny_chain(20, stream=2)], {**ta, **tb, **tiny_tensors(20)})
-    t1 = simulate(g, price(g, testgpu), testgpu)
-    t2 = simulate(g, price(g, testgpu), testgpu)
+    t1 = simulate(g, price(g, testgpu), host_costs(testgpu))
+    t2 = simulate(g, price(g, testgpu), host_costs(testgpu))
     assert t1.intervals == t2.intervals and t1.end_s == t2.end_s
 
 

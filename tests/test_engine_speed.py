@@ -6,9 +6,12 @@ import dataclasses
 import gc
 import sys
 
+from sim.costmodel.cache import CostCache, cost_signature
+from sim.costmodel.host import host_costs
+from sim.costmodel.pricing import price
 from sim.engine import simulate
 from sim.hardware import Hardware
-from sim.scenario import CostCache, GraphCache, cost_signature, load_scenario, price, run_scenario
+from sim.run import GraphCache, load_scenario, run_scenario
 from sim.trace import HOST_TRACK
 from tests.conftest import ROOT
 
@@ -25,19 +28,19 @@ def test_synthetic_graph_runs_every_kernel_once_and_restores_gc(h200: Hardware) 
     g = synthetic_graph(2000)
     costs = price(g, h200)
     assert gc.isenabled()
-    trace = simulate(g, costs, h200)
+    trace = simulate(g, costs, host_costs(h200))
     assert gc.isenabled()
     kernels = [iv for iv in trace.intervals if iv.track != HOST_TRACK]
     assert sorted(iv.op for iv in kernels) == [i for i, o in enumerate(g.ops) if o.is_kernel]
     assert {iv.track for iv in kernels} == {"stream 0", "stream 1"}
-    assert _key(simulate(g, costs, h200)) == _key(trace)  # deterministic, bit for bit
+    assert _key(simulate(g, costs, host_costs(h200))) == _key(trace)  # deterministic, bit for bit
 
 
 def test_full_launch_queue_and_zero_host_cost_paths(h200: Hardware) -> None:
     g = synthetic_graph(300)
     for hw in (dataclasses.replace(h200, launch_queue_depth=1),
                dataclasses.replace(h200, eager_op_s=0.0, launch_s=0.0, launch_queue_depth=2)):
-        trace = simulate(g, price(g, hw), hw)
+        trace = simulate(g, price(g, hw), host_costs(hw))
         kernels = [iv for iv in trace.intervals if iv.track != HOST_TRACK]
         assert len(kernels) == g.kernel_count()
         by_stream: dict[str, list[tuple[float, float]]] = {}
@@ -47,7 +50,7 @@ def test_full_launch_queue_and_zero_host_cost_paths(h200: Hardware) -> None:
             spans.sort()
             assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:], strict=False))
     blocked = [iv for iv in simulate(g, price(g, dataclasses.replace(h200, launch_queue_depth=1)),
-                                     dataclasses.replace(h200, launch_queue_depth=1)).intervals
+                                     host_costs(dataclasses.replace(h200, launch_queue_depth=1))).intervals
                if iv.cat == "blocked"]
     assert blocked  # a one-deep queue makes the host wait
 

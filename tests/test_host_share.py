@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from sim.advise import _host_hinge, advise
-from sim.scenario import load_scenario, run_scenario
+from sim.run import load_scenario, run_scenario
 from tests.conftest import ROOT
 
 

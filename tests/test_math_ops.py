@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from sim.costmodel.pricing import price
 from sim.errors import InputError
 from sim.hardware import load_profile
-from sim.scenario import load_scenario, price
+from sim.run import load_scenario
 from sim.workload import load_workload
 from tests.conftest import ROOT, workload_doc, write_yaml
 

@@ -9,10 +9,11 @@ from typing import Any
 import pytest
 import yaml
 
+from sim.costmodel.host import host_costs
+from sim.costmodel.pricing import price
 from sim.engine import simulate
 from sim.errors import InfeasibleError, InputError
 from sim.hardware import Hardware
-from sim.scenario import price
 from sim.workload import load_workload
 from tests.conftest import ROOT, workload_doc, write_yaml
 
@@ -37,7 +38,7 @@ def test_foreach_op_launches_its_kernels_under_one_dispatch(tmp_path: Path, h200
     # the work is split, not repeated: the same bytes in all, each kernel paying its fixed cost
     assert sum(c.hbm_bytes for c in costs if c) == pytest.approx(c1.hbm_bytes, rel=1e-9)
     assert sum(c.time_s for c in costs if c) > c1.time_s
-    host = [iv for iv in simulate(many, costs, h200).host()]
+    host = [iv for iv in simulate(many, costs, host_costs(h200)).host()]
     assert sum(1 for iv in host if iv.cat == "dispatch") == 1
     assert sum(1 for iv in host if iv.cat == "launch") == 64
 
@@ -47,7 +48,7 @@ def test_waiting_on_a_multi_launch_op_waits_for_its_last_kernel(tmp_path: Path, 
     after = {"name": "after", "kind": "elementwise", "reads": ["flag"], "writes": ["flag"], "stream": 1,
              "after": ["adamw"]}
     g = _graph(tmp_path, [{**ADAM, "launches": 8}, after], tensors)
-    trace = simulate(g, price(g, h200), h200)
+    trace = simulate(g, price(g, h200), host_costs(h200))
     ends = {g.ops[iv.op].name: iv.end_s for iv in trace.kernels()}
     starts = {g.ops[iv.op].name: iv.start_s for iv in trace.kernels()}
     assert starts["after"] >= max(e for n, e in ends.items() if n.startswith("adamw"))

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from sim.metrics import TERMS
 from sim.report.html import render_page, run_tables
-from sim.report.metrics import TERMS
 from sim.report.plots import breakdown_figure, gain_figure, timeline_figure, write_run_plots
-from sim.scenario import load_scenario, run_scenario
+from sim.run import load_scenario, run_scenario
 from tests.conftest import ROOT
 
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))

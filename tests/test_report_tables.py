@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from sim.report.metrics import TERMS
+from sim.metrics import TERMS
 from sim.report.tables import Col, column_groups, fit_widths, pct, render_run
-from sim.scenario import load_scenario, run_scenario
+from sim.run import load_scenario, run_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -13,12 +13,12 @@ import yaml
 
 from sim.cli import main
 from sim.errors import InputError
-from sim.scenario import run_graph, variant_graph
+from sim.run import run_graph, variant_graph
+from sim.schema.serving import Batching, Lengths
 from sim.serving.batching import make_policy
 from sim.serving.loop import price_step, simulate_serving
 from sim.serving.requests import RequestSpec, poisson_requests, read_request_log, rescale
 from sim.serving.run import ServingScenario, load_serving, max_rate_meeting, run_point, run_serving
-from sim.serving.schema import Batching, Lengths
 from sim.serving.steps import StepPricer, capture_size, round_up
 from tests.conftest import FIXTURES, ROOT, TEST_PROFILE, write_yaml
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from sim.costmodel.pricing import price
 from sim.errors import InputError
 from sim.graph import Graph
 from sim.hardware import Hardware
-from sim.scenario import price
 from sim.schema.scenario import TransformSpec
 from sim.transforms import Context, apply_all, check_dataflow
 from sim.workload import load_workload
@@ -97,14 +97,15 @@ def test_dispatch_fallback_adds_a_layout_kernel_and_records_the_path() -> None:
 
 
 def test_mode_transform_changes_host_costs_not_kernels(h200: Hardware) -> None:
+    from sim.costmodel.host import host_costs
     from sim.engine import simulate
 
     g = base()
     out, _ = apply(g, {"mode": {"mode": "cuda_graph"}})
     kernels = [c.time_s for c in price(g, h200) if c]
     assert kernels == [c.time_s for c in price(out, h200) if c]
-    eager = simulate(g, price(g, h200), h200)
-    graph = simulate(out, price(out, h200), h200)
+    eager = simulate(g, price(g, h200), host_costs(h200))
+    graph = simulate(out, price(out, h200), host_costs(h200))
     # one graph replay for the whole step; the host work inside it (autograd nodes) is gone
     assert len([iv for iv in graph.host() if iv.cat == "graph_launch"]) == 1
     assert not [o for o in out.ops if o.kind == "host"]

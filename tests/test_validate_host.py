@@ -1,4 +1,4 @@
-"""Host-time validation (sim/validate_host.py) on a host_context folder made of committed data: the
+"""Host-time validation (sim/validate/host.py) on a host_context folder made of committed data: the
 H200 fixture traces and the same configs' unprofiled step times measured in the same session
 (validation/h200/decode_step.json, mlp_step.json, transformer_step.json)."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from sim.hardware import load_profile
-from sim.validate_host import check_host_gains, host_cases, host_gain_lines, host_rows
+from sim.validate.host import check_host_gains, host_cases, host_gain_lines, host_rows
 from tests.conftest import ROOT
 
 FIX = ROOT / "tests" / "fixtures" / "traces"
@@ -78,7 +78,7 @@ def test_rows_and_gains(folder: Path) -> None:
 def test_committed_host_context_runs_split_by_model() -> None:
     """calibration/h200/host_context holds one run per machine (A, B, C); the fit split is the GPT
     eager configs and nothing else, and pairs never cross machines."""
-    from sim.validate_host import _pairs
+    from sim.validate.host import _pairs
 
     cases = host_cases(ROOT / "calibration" / "h200" / "host_context")
     assert {c.config.split("/")[0] for c in cases} == {"A", "B", "C"}

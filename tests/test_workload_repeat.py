@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from sim.costmodel.pricing import price
 from sim.errors import InputError
 from sim.hardware import Hardware
-from sim.scenario import price
 from sim.schema.scenario import TransformSpec
 from sim.transforms import Context, apply_all, check_dataflow
 from sim.workload import load_workload

@@ -18,16 +18,17 @@ from sim.advise.critical import exposed_times
 from sim.advise.kernels import SLACK_TARGETS, family_name, roofline, simulated_gain, speedup_needed
 from sim.advise.plan import acceptance, dispatch_table
 from sim.advise.rules import POSITIVE, Decision, VariantFigures, decide, primary_kind
-from sim.bands import straddles_zero
 from sim.costmodel import KernelCost
+from sim.costmodel.cache import cost_signature
 from sim.errors import InputError
 from sim.graph import Graph, Op
 from sim.hardware import Hardware
-from sim.report.metrics import TERMS
-from sim.scenario import Scenario, cost_signature, load_scenario, run_scenario
+from sim.metrics import TERMS
+from sim.run import Scenario, load_scenario, run_scenario
 from sim.schema.scenario import AdviceSettings
 from sim.schema.workload import Bucket
 from sim.trace import Trace
+from sim.validate.bands import straddles_zero
 
 ADVICE_SCHEMA = "kernelsim.advice/v1"
 HOT_KERNELS = 8  # kernels listed per hardware

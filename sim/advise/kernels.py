@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from sim.costmodel import KernelCost
+from sim.costmodel.host import host_costs
 from sim.engine import simulate
 from sim.graph import Graph, Op
 from sim.hardware import Hardware
@@ -95,6 +96,6 @@ def simulated_gain(graphs: Sequence[tuple[float, Graph, tuple[KernelCost | None,
     for weight, graph, costs, base_s in graphs:
         changed = tuple(faster(c, speedup) if c is not None and selected(o) else c
                         for o, c in zip(graph.ops, costs, strict=True))
-        new += weight * simulate(graph, changed, hw).end_s
+        new += weight * simulate(graph, changed, host_costs(hw)).end_s
         base += weight * base_s
     return 1.0 - new / base if base > 0 else 0.0

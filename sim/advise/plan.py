@@ -18,7 +18,7 @@ from typing import Any
 
 from sim.dispatch_table import DISPATCH_SCHEMA
 from sim.hardware import Hardware
-from sim.scenario import Scenario
+from sim.run import Scenario
 from sim.schema.scenario import AdviceSettings
 
 ACCEPTANCE_SCHEMA = "kernelsim.acceptance/v1"

@@ -65,11 +65,12 @@ def _event_window_us(graph: Graph, hw: Hardware) -> float:
     """CUDA-event time of a call whose host path may outlast its kernels: the start event runs
     when the flush kernel (op 0) ends; the end event when the last kernel has ended and the
     host, done with the call, has recorded it (one launch latency later)."""
+    from sim.costmodel.host import host_costs
     from sim.engine import simulate
     from sim.trace import HOST_TRACK
 
     costs = [kernel_cost(op, graph, hw) if op.is_kernel else None for op in graph.ops]
-    trace = simulate(graph, costs, hw)
+    trace = simulate(graph, costs, host_costs(hw))
     kernels = [iv for iv in trace.intervals if iv.track != HOST_TRACK and iv.op >= 0]
     flush_end = max(iv.end_s for iv in kernels if iv.op == 0)
     last_kernel = max(iv.end_s for iv in kernels)

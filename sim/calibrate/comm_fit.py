@@ -5,7 +5,7 @@ No GPU, no torch. Three things:
   (`source: measured`, `measured_on`, `date`, `raw`), by default the largest measured size of
   each (collective, ranks): the bandwidth plateau the model's link figures stand for;
   `reference_busbw_yaml` renders them as the profile's flow-style YAML list.
-- `compare`: the comm model (sim.comm.nccl through the profile's topology) against every
+- `compare`: the comm model (sim.costmodel.nccl through the profile's topology) against every
   measured collective of two or more ranks: time and bus bandwidth per size, relative error.
   NVLink multicast is off where the raw file says so (the harness always sets
   NCCL_NVLS_ENABLE=0), so the model's all-reduce then chooses between ring and tree only.
@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from sim.comm.nccl import busbw_factor, plan_collective
+from sim.costmodel.nccl import busbw_factor, plan_collective
 from sim.errors import InputError
 from sim.schema.hardware import BusBwPoint
 

@@ -29,14 +29,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sim.costmodel.host import AUTOGRAD_NODE_PREFIX, op_key
+from sim.costmodel.host import AUTOGRAD_NODE_PREFIX, GAP_CAP_US, op_key
 
 # The host_context configs a fit may use: eager steps of the GPT model (training at four token
 # counts and inference). Everything else there (llama, mlp, the decode step, compiled steps,
 # CUDA graphs) validates.
 FIT_MODELS = frozenset({"gpt"})
 FIT_MODES = frozenset({"eager"})
-GAP_CAP_US = 100.0  # a longer host gap before an op is the user's own work, not the op's call
 SKIP_PREFIXES = ("ProfilerStep#", "Torch-Compiled Region", "CompiledFunction", "cudaGraphLaunch")
 
 
@@ -118,7 +117,7 @@ def fit_table(traces: list[Path], per_event_us: dict[str, float], min_calls: int
 def fit_traces(host_context: Path) -> tuple[list[Path], list[str], dict[str, Any]]:
     """The traces of the fit split under `host_context` (one host_context.json, or one subfolder per
     machine), their config labels and the first run's meta."""
-    from sim.validate_host import host_cases, machine_folders
+    from sim.validate.host import host_cases, machine_folders
 
     cases = [c for c in host_cases(host_context) if c.split == "fit"]
     runs = machine_folders(host_context)

@@ -6,35 +6,15 @@ No simpy, no torch here. An op kind with no cost function raises UncostedOpError
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from types import MappingProxyType
-from typing import Any
+from dataclasses import replace
 
 from sim.errors import UncostedOpError
 from sim.graph import Graph, Op
 from sim.hardware import Hardware
+from sim.kernelcost import LIMITERS, KernelCost
 
-CostFn = Callable[[Op, Graph, Hardware], "KernelCost"]
+CostFn = Callable[[Op, Graph, Hardware], KernelCost]
 _REGISTRY: dict[str, CostFn] = {}
-
-LIMITERS = ("tensor_core", "fp32", "sfu", "int", "issue", "hbm", "l2", "occupancy", "tail", "launch", "spill", "link")
-
-
-@dataclass(frozen=True)
-class KernelCost:
-    """A kernel's predicted device time with its terms and what bounds it."""
-
-    time_s: float
-    compute_s: float
-    memory_s: float
-    fixed_s: float
-    limiter: str
-    category: str  # compute | memory | layout | comm
-    hbm_bytes: float
-    flops: float = 0.0
-    bw_demand: float = 0.0  # share of sustained HBM bandwidth used while running alone
-    sm_demand: float = 1.0  # share of SMs occupied while running alone
-    detail: MappingProxyType[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
 
 def register(kind: str) -> Callable[[CostFn], CostFn]:
@@ -47,6 +27,9 @@ def register(kind: str) -> Callable[[CostFn], CostFn]:
         return fn
 
     return deco
+
+
+__all__ = ["LIMITERS", "CostFn", "KernelCost", "kernel_cost", "register", "registered_kinds"]
 
 
 def registered_kinds() -> tuple[str, ...]:

@@ -1,4 +1,4 @@
-"""Collectives: NCCL-like alpha–beta costs over the profile's topology (sim.comm.nccl).
+"""Collectives: NCCL-like alpha–beta costs over the profile's topology (sim.costmodel.nccl).
 
 An op carries `collective`, `bytes` (the nccl-tests size: the whole buffer) and `ranks`
 (the group's size); `nodes` (nodes the group spans) is set by the multi-rank runner from
@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from sim.comm.nccl import Links, busbw_factor, plan_collective
-from sim.comm.topology import nodes_for
 from sim.costmodel import KernelCost, register
+from sim.costmodel.nccl import Links, busbw_factor, plan_collective
 from sim.errors import InfeasibleError
 from sim.graph import Graph, Op
 from sim.hardware import Hardware
+from sim.topology import nodes_for
 
 
 def links_of(hw: Hardware) -> Links:

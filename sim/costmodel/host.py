@@ -1,13 +1,22 @@
-"""Host-side costs of eager ops: framework dispatch by framework op (the profile's table measured
-in real models) or by op kind; and of `host` ops: framework ops that launch no kernel, autograd
-engine starts and backward nodes. Pure functions of (op, profile)."""
+"""Host-side costs: what the engine's host thread pays, per execution mode, on one profile.
+
+Eager ops pay framework dispatch (by framework op from the profile's table measured in real models,
+or by op kind) and a driver launch; `host` ops pay framework ops that launch no kernel, autograd
+engine starts and backward nodes; a compiled region pays one wrapper call and a Triton launcher per
+kernel; a CUDA graph one replay call, its kernels the graph's per-kernel fixed cost. The per-op
+prices are pure functions of (op, profile); `HostCosts` bundles them with the profile's fixed host
+numbers so that the engine schedules without reading the profile.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 from sim.graph import Op
 from sim.hardware import Hardware
 
 AUTOGRAD_NODE_PREFIX = "autograd::engine::evaluate_function: "
+GAP_CAP_US = 100.0  # fit and replay alike: a longer host gap before an op is the user's own work, not the op's call
 
 
 def op_key(name: str) -> str:
@@ -72,3 +81,35 @@ def host_op_s(op: Op, hw: Hardware) -> float:
 def compiled_call_s(op: Op, hw: Hardware) -> float:
     """The wrapper call of a compiled region: AOTAutograd's backward graph costs more than a forward."""
     return hw.compiled_backward_call_s if op.phase == "backward" else hw.compiled_call_s
+
+
+@dataclass(frozen=True)
+class HostCosts:
+    """The host prices one simulation uses (built from a profile by `host_costs`): the fixed costs
+    the engine's host thread and streams pay, and the per-op prices as methods."""
+
+    profile_name: str  # the profile's name, carried into the Trace
+    launch_queue_depth: int  # kernels a stream's launch queue holds before the host blocks
+    launch_s: float  # driver launch of one eager kernel
+    launch_latency_s: float  # launch to earliest start on the device
+    sync_s: float  # a synchronize's own host cost once the streams are idle
+    compiled_kernel_s: float  # the Triton launcher of one kernel of a compiled region
+    graph_launch_s: float  # one CUDA graph replay call
+    graph_kernel_s: float  # a graph member's per-kernel fixed cost (replaces its stream launch's)
+    hardware: Hardware = field(repr=False, compare=False)  # the per-op prices' profile
+
+    def eager_dispatch_s(self, op: Op) -> float:
+        return eager_dispatch_s(op, self.hardware)
+
+    def host_op_s(self, op: Op) -> float:
+        return host_op_s(op, self.hardware)
+
+    def compiled_call_s(self, op: Op) -> float:
+        return compiled_call_s(op, self.hardware)
+
+
+def host_costs(hw: Hardware) -> HostCosts:
+    """The host prices of profile `hw`."""
+    return HostCosts(profile_name=hw.name, launch_queue_depth=hw.launch_queue_depth, launch_s=hw.launch_s,
+                     launch_latency_s=hw.launch_latency_s, sync_s=hw.sync_s, compiled_kernel_s=hw.compiled_kernel_s,
+                     graph_launch_s=hw.graph_launch_s, graph_kernel_s=hw.graph_kernel_s, hardware=hw)

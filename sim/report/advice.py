@@ -13,7 +13,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from sim.bands import fmt_gain
+from sim.validate.bands import fmt_gain
 
 
 def _partial(v: Mapping[str, Any]) -> bool:

@@ -11,9 +11,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from sim import __version__
-from sim.report.metrics import TERMS
+from sim.metrics import TERMS
 from sim.report.plots import PlotInfo
+from sim.version import __version__
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}

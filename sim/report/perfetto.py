@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from sim.comm.parallel import split_ranks
+from sim.ranks import split_ranks
 from sim.trace import HOST_TRACK, Trace
 
 
 def _per_rank(traces: list[tuple[str, Trace]]) -> list[tuple[str, Trace]]:
-    """A multi-rank trace (tracks 'rank R · …', sim.comm.parallel) becomes one process per rank."""
+    """A multi-rank trace (tracks 'rank R · …', sim.ranks) becomes one process per rank."""
     out: list[tuple[str, Trace]] = []
     for label, trace in traces:
         for rank, sub in split_ranks(trace):

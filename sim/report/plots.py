@@ -16,8 +16,8 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
+from sim.metrics import TERMS
 from sim.outputs import write_json_atomic
-from sim.report.metrics import TERMS
 from sim.trace import HOST_TRACK, Trace
 
 TERM_COLORS = {"compute": "#4C72B0", "memory": "#DD8452", "launch": "#C44E52", "comm": "#8172B3",

@@ -23,8 +23,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from sim.bands import band_note, band_pct, band_us
-from sim.report.metrics import TERMS
+from sim.metrics import TERMS
+from sim.validate.bands import band_note, band_pct, band_us
 
 Row = Any
 _NAME_MAX_UNFOLDED = 12  # a name longer than this may fold onto more lines when the width is short
@@ -171,7 +171,7 @@ BUCKET_COLUMNS: list[Col] = [
     Col("bucket", lambda r: r[1]["name"], numeric=False),
     Col("weight", lambda r: f"{r[1]['weight']:.2f}"),
     Col("time µs", lambda r: f"{r[1]['time_us']:.1f}"),
-    Col("time band µs", lambda r: band_us(r[1].get("time_interval_us"))),  # 90 % band (sim.bands)
+    Col("time band µs", lambda r: band_us(r[1].get("time_interval_us"))),  # 90 % band (sim.validate.bands)
     Col("gain", lambda r: _gain(r[0], r[1])),
     Col("gain band", lambda r: "" if r[0]["name"] == "baseline" else band_pct(r[1].get("gain_interval"))),
     *[Col(term, (lambda t: lambda r: f"{r[1]['breakdown_us'][t]:.1f}")(term)) for term in TERMS],
@@ -192,7 +192,7 @@ WEIGHTED_COLUMNS: list[Col] = [
     Col("variant", lambda v: v["name"], numeric=False),
     Col("weighted µs", lambda v: f"{v['weighted_time_us']:.1f}"),
     Col("step gain", _if_variant(lambda v: pct(v["gain_vs_baseline"]))),
-    Col("gain band", _if_variant(lambda v: band_pct(v.get("gain_interval")))),  # 90 % band (sim.bands)
+    Col("gain band", _if_variant(lambda v: band_pct(v.get("gain_interval")))),  # 90 % band (sim.validate.bands)
     Col("kernel gain", _if_variant(lambda v: pct(v["micro"]["gain"]))),
     Col("coverage", _if_variant(lambda v: f"{v['coverage'] * 100:.0f}%")),
     Col("fallback", _if_variant(lambda v: f"{v['fallback_rate'] * 100:.0f}%")),

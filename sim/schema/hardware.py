@@ -336,7 +336,7 @@ class HardwareProfileFile(Strict):
     host: HostSection
     links: LinksSection
     topology: TopologySection | None = Field(
-        default=None, description="node and network structure for multi-rank runs (sim/comm); absent: one node")
+        default=None, description="node and network structure for multi-rank runs (sim/topology.py); absent: one node")
     power: PowerSection | None = None
     corrections: dict[str, CorrectionTable] = Field(
         default_factory=dict, description="calibrated residual tables of families whose library picks kernels by shape")

@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from sim.schema.serving import ServingSpec
 from sim.schema.workload import Bucket, Expr, Launch, Mode, Op
-from sim.serving.schema import ServingSpec
 
 
 class Strict(BaseModel):

@@ -252,7 +252,7 @@ class WorkloadFile(Strict):
     parameters: dict[str, float | int] = Field(default_factory=dict)
     distribution: Distribution
     tensors: dict[str, TensorDecl] = Field(default_factory=dict)
-    parallel: Parallel | None = Field(default=None, description="run the step on several ranks (sim.comm.parallel)")
+    parallel: Parallel | None = Field(default=None, description="run the step on several ranks (sim.ranks)")
     ops: list[Entry] = Field(min_length=1)
 
     @field_validator("tensors", mode="after")

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+from sim.schema.serving import Batching
 from sim.serving.requests import RequestSpec
-from sim.serving.schema import Batching
 
 
 @dataclass(eq=False)

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from sim.errors import InputError
-from sim.serving.schema import Lengths
+from sim.schema.serving import Lengths
 
 LOG_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens")
 

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sim.bands import ANY, load_bands
 from sim.errors import InputError
 from sim.hardware import Hardware, load_profile
-from sim.scenario import Scenario, load_scenario, variant_graph
+from sim.run import Scenario, load_scenario, variant_graph
+from sim.schema.serving import ServingSpec, ServingVariant
 from sim.serving.batching import make_policy
 from sim.serving.loop import simulate_serving
 from sim.serving.metrics import run_metrics
@@ -27,8 +27,8 @@ from sim.serving.requests import (
     read_request_log,
     rescale,
 )
-from sim.serving.schema import ServingSpec, ServingVariant
 from sim.serving.steps import StepCost, StepPricer
+from sim.validate.bands import ANY, load_bands
 from sim.workload import load_workload
 
 SERVE_SCHEMA = "kernelsim.serve/v1"
@@ -176,7 +176,7 @@ def _gain(ref: float | None, v: float | None) -> float | None:
 
 
 def _band(gain: float | None) -> list[float] | None:
-    """The step-level gain band (sim.bands, unseen shapes, regimes pooled) around a latency gain:
+    """The step-level gain band (sim.validate.bands, unseen shapes, regimes pooled) around a latency gain:
     request latencies are sums of simulated steps, so their gain inherits the step gain's error
     (queueing can amplify it near saturation; the band does not model that)."""
     bands = load_bands()

@@ -18,10 +18,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from sim.costmodel.cache import CostCache
 from sim.hardware import Hardware
-from sim.scenario import CostCache, Scenario, run_graph, variant_graph
+from sim.run import Scenario, run_graph, variant_graph
 from sim.schema.scenario import Variant
-from sim.serving.schema import DecodeShape, Prefill, ServingVariant
+from sim.schema.serving import DecodeShape, Prefill, ServingVariant
 from sim.trace import Trace
 
 Role = Literal["decode", "prefill"]

@@ -12,8 +12,9 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any
 
+from sim.costmodel.cache import CostCache
 from sim.errors import InputError
-from sim.scenario import CostCache, GraphCache
+from sim.run import GraphCache
 from sim.sweep.grid import Point, SweepPlan
 from sim.sweep.worker import init_worker, run_point, run_points_in_worker
 

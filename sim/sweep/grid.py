@@ -11,11 +11,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from sim import __version__
 from sim.errors import InputError
 from sim.hardware import Hardware, load_profile
-from sim.scenario import Scenario, inline_choose, load_scenario, with_parameters
+from sim.run import Scenario, inline_choose, load_scenario, with_parameters
 from sim.schema.scenario import SweepSpec
+from sim.version import __version__
 
 POINT_SCHEMA = "kernelsim.sweep-point/v1"
 SWEEP_SCHEMA = "kernelsim.sweep/v1"
@@ -62,7 +62,7 @@ def code_fingerprint() -> str:
             continue  # measurement drivers, the sweep machinery and renderers do not change results
         h.update(rel.encode())
         h.update(f.read_bytes())
-    from sim.bands import DEFAULT_BANDS_FILE  # the error bands every result carries
+    from sim.validate.bands import DEFAULT_BANDS_FILE  # the error bands every result carries
 
     if DEFAULT_BANDS_FILE.is_file():
         h.update(DEFAULT_BANDS_FILE.read_bytes())

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from sim.metrics import TERMS
 from sim.outputs import write_text_atomic
-from sim.report.metrics import TERMS
 
 FIXED_COLUMNS = (
     "point", "key", "hardware", "gpu", "variant", "bucket", "bucket_index", "weight", "time_us",

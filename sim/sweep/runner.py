@@ -30,12 +30,12 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from sim import __version__
 from sim.errors import InputError
 from sim.outputs import write_json_atomic
 from sim.sweep.executors import EXECUTORS, default_workers, run_dask, run_local
 from sim.sweep.grid import POINT_SCHEMA, SWEEP_SCHEMA, SweepPlan
 from sim.sweep.results import summarize, tidy_rows, write_csv, write_parquet
+from sim.version import __version__
 
 
 @dataclass

@@ -5,9 +5,9 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from sim.bands import fmt_gain
 from sim.sweep.grid import SweepPlan
 from sim.sweep.runner import SweepOutcome
+from sim.validate.bands import fmt_gain
 
 
 def _pct(x: float | None) -> str:

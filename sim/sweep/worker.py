@@ -9,9 +9,10 @@ import threading
 import time
 from typing import Any
 
+from sim.costmodel.cache import CostCache
 from sim.errors import InfeasibleError, KernelsimError
 from sim.hardware import Hardware
-from sim.scenario import CostCache, GraphCache, Scenario, run_scenario
+from sim.run import GraphCache, Scenario, run_scenario
 from sim.sweep.grid import POINT_SCHEMA, Point, point_scenario
 
 

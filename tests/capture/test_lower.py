@@ -12,7 +12,7 @@ import yaml
 from sim.capture import from_recordings
 from sim.capture.lower import lower
 from sim.errors import InputError
-from sim.scenario import load_scenario, run_scenario
+from sim.run import load_scenario, run_scenario
 from sim.workload import load_workload
 from tests.capture.conftest import bundle
 

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from sim.errors import InputError
-from sim.scenario import load_scenario, run_scenario
+from sim.run import load_scenario, run_scenario
 from sim.schema.scenario import ModeArgs
 from sim.transforms import Context, apply_one
 from sim.workload import load_workload

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sim.scenario import load_scenario, run_scenario
+from sim.run import load_scenario, run_scenario
 from tests.capture.conftest import CAPTURE
 
 ROOT = Path(__file__).resolve().parents[2]

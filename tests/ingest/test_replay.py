@@ -195,7 +195,7 @@ def test_run_and_predict_differ_only_by_the_host_timeline(tmp_path: Path) -> Non
     that is exactly what `run` gives: no other difference."""
     from sim.hardware import load_profile
     from sim.ingest import import_trace, workload_yaml
-    from sim.scenario import load_scenario, run_scenario
+    from sim.run import load_scenario, run_scenario
 
     path = next(p for p in REAL_TRACES if p.name.startswith("mlp_eager"))
     hw = load_profile("h200-measured")

@@ -34,7 +34,7 @@ def test_serial_sweep_writes_tidy_rows_and_counts_infeasible(scenario_path: Path
     assert [p["status"] for p in manifest["points"]] == ["ok", "ok", "infeasible"] * 2
     assert len(list((out / "points").glob("*.json"))) == 6
     assert outcome.computed == 6 and outcome.cached == 0
-    # Error bands (sim.bands): every row carries its regime, shapes and intervals.
+    # Error bands (sim.validate.bands): every row carries its regime, shapes and intervals.
     for r in rows:
         assert r["regime"] in ("host-bound", "gpu-bound") and r["shapes"] in ("calibrated", "unseen")
         assert float(r["time_lo_us"]) < float(r["time_hi_us"])

@@ -43,7 +43,8 @@ after every world size (status "running" until the end; "partial" when a world s
 failed or the budget ran out). NVLink multicast stays off in every process it starts
 (NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1, NVSHMEM_DISABLE_NVLS=1): NCCL's
 NVLS all-reduce is therefore not measured. Never changes GPU settings: it only reads them.
-torch is imported inside functions only; this module imports nothing from ``sim``.
+torch is imported inside functions only; from ``sim`` it imports only nccl-tests' bus-bandwidth factor
+(sim.costmodel.nccl.busbw_factor, the one the model uses), itself free of torch.
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ import sys
 import time
 import traceback
 from typing import Any
+
+from sim.costmodel.nccl import busbw_factor
 
 from . import common
 
@@ -76,15 +79,6 @@ GIB = 1 << 30
 def multicast_off() -> None:
     """Keep NVLink multicast off in this process and every process it starts (inherited env)."""
     os.environ.update(MULTICAST_OFF)
-
-
-def busbw_factor(collective: str, n: int) -> float:
-    """nccl-tests' factor between algorithm bandwidth (S / t) and bus bandwidth."""
-    if collective == "all_reduce":
-        return 2 * (n - 1) / n
-    if collective in ("all_gather", "reduce_scatter", "all_to_all"):
-        return (n - 1) / n
-    return 1.0
 
 
 def message_sizes(quick: bool) -> list[int]:

@@ -10,7 +10,7 @@ from pathlib import Path
 from sim.calibrate.heldout_cases import heldout_cases
 from sim.errors import InputError
 from sim.hardware import Hardware, load_profile
-from sim.validate import Row
+from sim.validate.core import Row
 
 MACHINES = ("A", "C")
 
@@ -47,7 +47,7 @@ def heldout_kernel_rows(hw: Hardware, data_dir: Path, raw_dir: Path) -> list[Row
 
 def comm_validation_rows(comm_dir: Path, profile: str = "h200-nvl2") -> list[Row]:
     """Collectives on two GPUs: device-bound and host-bound calls, fit sizes vs the rest."""
-    from sim.validate_comm import comm_rows
+    from sim.validate.comm import comm_rows
 
     if not (comm_dir / "B" / "comm.json").is_file():
         return []

@@ -10,13 +10,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from sim import expr
-from sim.comm.topology import Layout, Topology
 from sim.costmodel import KernelCost
+from sim.costmodel.host import host_costs
 from sim.engine import simulate_ranks
 from sim.errors import InfeasibleError, InputError
 from sim.graph import Graph
 from sim.hardware import Hardware
 from sim.schema.workload import Parallel
+from sim.topology import Layout, Topology
 from sim.trace import Interval, Trace
 
 RANK_SEP = " · "  # merged traces name tracks "rank 3 · stream 1"
@@ -123,7 +124,7 @@ def simulate_parallel(graph: Graph, hw: Hardware, plan: RankPlan,
         costs.append(slowed(price(g, hw), plan.slowdown[r]))
         groups.append(grp)
     node_of = [topo.node_of(r) for r in range(plan.ranks)]
-    return simulate_ranks(graphs, costs, [hw] * plan.ranks, groups, node_of, plan.delay_s)
+    return simulate_ranks(graphs, costs, [host_costs(hw)] * plan.ranks, groups, node_of, plan.delay_s)
 
 
 def merge_ranks(traces: Sequence[Trace]) -> Trace:

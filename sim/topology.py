@@ -38,23 +38,6 @@ class Topology:
     collective_fits: tuple[tuple[str, tuple[tuple[float, float], ...], float], ...] = ()
     declared: bool = True  # False: the default for a profile without a topology section
 
-    def collective_busbw(self, collective: str, size: float) -> float | None:
-        """Measured bus bandwidth (bytes/s) of this collective's bandwidth term at `size`: log-log
-        interpolation between the measured sizes, the first two's power law below them, the
-        largest's plateau above; None when the profile has no fit for it."""
-        for name, pts, _host in self.collective_fits:
-            if name != collective:
-                continue
-            if len(pts) == 1 or size >= pts[-1][0]:
-                return pts[-1][1]
-            i = 0
-            while i < len(pts) - 2 and size > pts[i + 1][0]:
-                i += 1
-            (s0, b0), (s1, b1) = pts[i], pts[i + 1]
-            slope = math.log(b1 / b0) / math.log(s1 / s0)
-            return b0 * (max(size, 1.0) / s0) ** slope
-        return None
-
     def collective_host_s(self, collective: str) -> float | None:
         for name, _pts, host in self.collective_fits:
             if name == collective:

@@ -22,8 +22,8 @@ from typing import Any
 
 from sim.calibrate.host_fit import FIT_MODELS, FIT_MODES
 from sim.hardware import Hardware
-from sim.validate import Row
-from sim.validate_steps import GainRow
+from sim.validate.core import Row
+from sim.validate.steps import GainRow
 
 HOST_TABLE = "host"
 REFERENCE = "sync_us"

@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from sim.comm.topology import Topology
+from sim.topology import Topology
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv")
 ALGORITHMS = ("ring", "tree", "nvls")
@@ -62,6 +62,24 @@ def busbw_factor(collective: str, n: int) -> float:
     if collective in ("all_gather", "reduce_scatter", "all_to_all"):
         return (n - 1) / n
     return 1.0
+
+
+def measured_busbw(topo: Topology, collective: str, size: float) -> float | None:
+    """The topology's measured bus bandwidth (bytes/s) of this collective's bandwidth term at `size`: log-log
+    interpolation between the measured sizes, the first two's power law below them, the
+    largest's plateau above; None when the profile has no fit for it."""
+    for name, pts, _host in topo.collective_fits:
+        if name != collective:
+            continue
+        if len(pts) == 1 or size >= pts[-1][0]:
+            return pts[-1][1]
+        i = 0
+        while i < len(pts) - 2 and size > pts[i + 1][0]:
+            i += 1
+        (s0, b0), (s1, b1) = pts[i], pts[i + 1]
+        slope = math.log(b1 / b0) / math.log(s1 / s0)
+        return b0 * (max(size, 1.0) / s0) ** slope
+    return None
 
 
 @dataclass(frozen=True)
@@ -187,7 +205,7 @@ def plan_collective(collective: str, size: float, n: int, m: int, links: Links, 
     if ch < 1:
         raise ValueError(f"channels must be >= 1, got {ch}")
     # a topology's measured bus bandwidth at this size (within one node), looked up once
-    measured_bus = topo.collective_busbw(collective, size) if m == 1 else None
+    measured_bus = measured_busbw(topo, collective, size) if m == 1 else None
     algos = ALGORITHMS if algorithm == "auto" else (algorithm,)
     protos = PROTOCOLS if protocol == "auto" else (protocol,)
     best: tuple[float, str, str, tuple[float, float, float, float]] | None = None

@@ -19,18 +19,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sim.bands import (
+from sim.errors import InputError
+from sim.hardware import sustained
+from sim.run import Scenario, load_scenario, run_scenario
+from sim.schema.workload import Bucket
+from sim.validate.bands import (
     HOST_BOUND_GPU_IDLE_SHARE,
     calibrated_kernel_share,
     correction_points,
     regime_of,
     without_points,
 )
-from sim.errors import InputError
-from sim.hardware import sustained
-from sim.scenario import Scenario, load_scenario, run_scenario
-from sim.schema.workload import Bucket
-from sim.validate import Row
+from sim.validate.core import Row
 
 CASES_SCHEMA = "kernelsim.validation-cases/v1"
 

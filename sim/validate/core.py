@@ -5,7 +5,7 @@
   record's shape is the shape of a record some fit used, or a point of a correction table
   (where the table returns the measured ratio), `unseen` otherwise.
 - Step level: the shipped workloads' real counterparts measured end to end
-  (validation/<gpu>/*.json), simulated with the same profile (sim.validate_steps), once as
+  (validation/<gpu>/*.json), simulated with the same profile (sim.validate.steps), once as
   shipped (`calibrated`, when a kernel of the case sits on a correction-table point) and once
   with those points removed (`unseen`: leave-shape-out).
 
@@ -24,12 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sim.bands import correction_points
 from sim.calibrate.cases import cases_from_raw
 from sim.calibrate.fit import calibrate_from_raw
 from sim.calibrate.raw import load_raw, record_id
 from sim.errors import InputError
 from sim.hardware import Hardware
+from sim.validate.bands import correction_points
 
 THRESHOLDS_SCHEMA = "kernelsim.thresholds/v2"
 SPLITS = ("calibrated", "unseen")
@@ -46,7 +46,7 @@ class Row:
     split: str  # "calibrated" | "unseen"
     measured_us: float
     predicted_us: float
-    regime: str = ""  # step rows: "host-bound" | "gpu-bound" (sim.bands)
+    regime: str = ""  # step rows: "host-bound" | "gpu-bound" (sim.validate.bands)
     group: str = ""  # the validation case a step row comes from
 
     @property

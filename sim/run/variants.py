@@ -1,0 +1,204 @@
+"""A variant's graph for one bucket: its transforms applied, or for a `choose` variant the
+fastest candidate path by simulation; and the GraphCache a run or sweep worker owns."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sim.costmodel.cache import CostCache, cost_signature
+from sim.costmodel.pricing import price
+from sim.errors import InputError
+from sim.graph import Graph, Op
+from sim.hardware import Hardware
+from sim.run.simulate import simulate_bucket
+from sim.schema.scenario import ScenarioFile, Variant
+from sim.transforms import Context, apply_all, check_dataflow
+from sim.workload import Workload
+
+if TYPE_CHECKING:  # load_scenario applies every variant once (load -> variants at run time)
+    from sim.run.load import Scenario
+
+
+def _apply_path(scn: Scenario, specs: list[Any], where: str, graph: Graph, params: dict[str, float]) -> tuple[Graph, str]:
+    ctx = Context(scn.file, where, params)
+    out = apply_all(graph, specs, ctx)
+    check_dataflow(graph, out, Context(scn.file, where, params))
+    return out, "+".join(ctx.paths_taken) if ctx.paths_taken else "variant"
+
+
+def variant_graph(scn: Scenario, v: Variant, v_index: int, graph: Graph, params: dict[str, float],
+                  hw: Hardware | None = None, cache: CostCache | None = None,
+                  graphs: GraphCache | None = None) -> tuple[Graph, str]:
+    """The variant's graph for one bucket and the path it took.
+
+    A `choose` variant simulates each candidate path (needs `hw`) and keeps the fastest if
+    it beats the baseline by the margin; without `hw` (load-time checks) it only checks
+    that every path applies. With `graphs`, candidates and their step times are kept there.
+    """
+    if v.choose is None:
+        return _apply_path(scn, list(v.transforms), f"variants[{v_index}].transforms", graph, params)
+    if graphs is not None:
+        candidates = graphs.candidates(scn, v, v_index, graph, params)
+    else:
+        candidates = _candidates(scn, v, v_index, graph, params)
+    if hw is None:
+        return candidates[0][1], candidates[0][0]
+    assert v.choose is not None
+    cache = cache if cache is not None else CostCache()
+
+    def step_s(g: Graph) -> float:  # on every rank of a `parallel` workload: its collectives over the group
+        if graphs is not None:
+            return graphs.step_time(scn, g, hw, params, cache)
+        return simulate_bucket(scn.workload, g, price(g, hw, cache=cache), hw, params, cache)[1].time_s
+
+    base_t = step_s(graph)
+    name, best, best_t = "fallback", graph, base_t
+    for cand_name, cand in candidates:
+        t = step_s(cand)
+        if t < best_t and t <= base_t * (1.0 - v.choose.min_gain):
+            name, best, best_t = cand_name, cand, t
+    return best, name
+
+
+def choose_from(scn: Scenario | ScenarioFile, v_index: int) -> list[tuple[int, Variant]]:
+    """The other variants (index, variant) that variant `v_index`'s `choose.from` names, in scenario order."""
+    spec = scn if isinstance(scn, ScenarioFile) else scn.spec
+    file = "" if isinstance(scn, ScenarioFile) else scn.file
+    choose = spec.variants[v_index].choose
+    if choose is None or not choose.from_:
+        return []
+    index = {o.name: i for i, o in enumerate(spec.variants)}
+    if choose.from_ == "all":
+        return [(i, o) for i, o in enumerate(spec.variants) if o.choose is None]
+    out = []
+    for j, name in enumerate(choose.from_):
+        where = f"variants[{v_index}].choose.from[{j}]"
+        if name not in index or name == spec.variants[v_index].name:
+            others = [o.name for o in spec.variants if o.choose is None]
+            raise InputError("unknown variant", file=file, path=where, value=name,
+                             expected="another variant of this scenario: " + ", ".join(others))
+        other = spec.variants[index[name]]
+        if other.choose is not None:
+            raise InputError("a 'choose' variant cannot be a candidate of another", file=file, path=where,
+                             value=name, expected="a variant with 'transforms'")
+        out.append((index[name], other))
+    return out
+
+
+def inline_choose(spec: ScenarioFile) -> ScenarioFile:
+    """The scenario with every `choose.from` turned into `paths` (the named variants' transforms), so a
+    choose variant keeps its candidates when other variants are left out (a sweep's `variants`)."""
+    variants = []
+    for i, v in enumerate(spec.variants):
+        if v.choose is not None and v.choose.from_:
+            paths = dict(v.choose.paths)
+            for _, other in choose_from(spec, i):
+                paths.setdefault(other.name, list(other.transforms))
+            v = v.model_copy(update={"choose": v.choose.model_copy(update={"paths": paths, "from_": []})})
+        variants.append(v)
+    return spec.model_copy(update={"variants": variants})
+
+
+def _candidates(scn: Scenario, v: Variant, v_index: int, graph: Graph,
+                params: dict[str, float]) -> list[tuple[str, Graph]]:
+    """A `choose` variant's candidate graphs: its paths, then the variants it chooses from (no profile needed)."""
+    assert v.choose is not None
+    candidates = [(name, _apply_path(scn, list(specs), f"variants[{v_index}].choose.paths.{name}", graph, params)[0])
+                  for name, specs in v.choose.paths.items()]
+    for other_index, other in choose_from(scn, v_index):
+        candidates.append((other.name, variant_graph(scn, other, other_index, graph, params)[0]))
+    if not candidates:
+        raise InputError("no candidate: 'from: all' found no variant with 'transforms'", file=scn.file,
+                         path=f"variants[{v_index}].choose", expected="other variants, or 'paths'")
+    return candidates
+
+
+class GraphCache:
+    """Built graphs, owned by a run or a sweep worker: a bucket's graph by (workload, parameter
+    values) and a variant's graph by (that graph, variant), so the hardware profiles of a run and
+    the sweep points that differ only in their profile build and transform each graph once.
+
+    Graphs are immutable and transforms pure, so a hit is the same graph the build would give.
+    A `choose` variant depends on the profile (it simulates its candidates) and is not kept.
+    Keys hold object ids; each entry keeps its objects alive, so an id is never reused while
+    its entry exists. Errors are raised each time, never cached.
+    """
+
+    def __init__(self, max_entries: int = 4096) -> None:
+        self.max_entries = max_entries
+        self._built: dict[tuple[Any, ...], tuple[Any, Any, Graph]] = {}
+        self._variants: dict[tuple[int, int], tuple[Graph, Variant, tuple[Graph, str]]] = {}
+        self._candidates: dict[tuple[int, int, int], tuple[Graph, Variant, Any, list[tuple[str, Graph]]]] = {}
+        self._step_times: dict[tuple[int, int, str], tuple[Graph, Any, float]] = {}
+        self._op_signatures: dict[int, tuple[Graph, list[tuple[Any, ...]]]] = {}
+
+    def _room(self, table: dict[Any, Any]) -> None:
+        if len(table) >= self.max_entries:
+            table.clear()
+
+    def build(self, workload: Workload, params: dict[str, float]) -> Graph:
+        spec = workload.spec
+        key = (id(spec.ops), id(spec.tensors), spec.mode, spec.name, spec.kind,
+               tuple(sorted((k, type(v).__name__, v) for k, v in params.items())))
+        hit = self._built.get(key)
+        if hit is not None and hit[0] is spec.ops and hit[1] is spec.tensors:
+            return hit[2]
+        graph = workload.build(params)
+        self._room(self._built)
+        self._built[key] = (spec.ops, spec.tensors, graph)
+        return graph
+
+    def variant(self, scn: Scenario, v: Variant, v_index: int, graph: Graph, params: dict[str, float],
+                hw: Hardware, cache: CostCache) -> tuple[Graph, str]:
+        if v.choose is not None:
+            return variant_graph(scn, v, v_index, graph, params, hw, cache, self)
+        key = (id(graph), id(v))
+        hit = self._variants.get(key)
+        if hit is not None and hit[0] is graph and hit[1] is v:
+            return hit[2]
+        out = variant_graph(scn, v, v_index, graph, params, hw, cache)
+        self._room(self._variants)
+        self._variants[key] = (graph, v, out)
+        return out
+
+    def candidates(self, scn: Scenario, v: Variant, v_index: int, graph: Graph,
+                   params: dict[str, float]) -> list[tuple[str, Graph]]:
+        """A `choose` variant's candidate graphs (they do not depend on the profile; `from` candidates
+        depend on the scenario's other variants, so the scenario spec is part of the key)."""
+        key = (id(graph), id(v), id(scn.spec))
+        hit = self._candidates.get(key)
+        if hit is not None and hit[0] is graph and hit[1] is v and hit[2] is scn.spec:
+            return hit[3]
+        out = _candidates(scn, v, v_index, graph, params)
+        self._room(self._candidates)
+        self._candidates[key] = (graph, v, scn.spec, out)
+        return out
+
+    def step_time(self, scn: Scenario, graph: Graph, hw: Hardware, params: dict[str, float],
+                  cache: CostCache) -> float:
+        """The step time of `graph` on `hw` on every rank of the workload (a `choose` variant's
+        yardstick), simulated once per (graph, workload layout, profile)."""
+        parallel = scn.workload.spec.parallel
+        key = (id(graph), id(parallel), cache.hardware_key(hw))
+        hit = self._step_times.get(key)
+        if hit is not None and hit[0] is graph and hit[1] is parallel:
+            return hit[2]
+        t = simulate_bucket(scn.workload, graph, price(graph, hw, cache=cache), hw, params, cache)[1].time_s
+        self._room(self._step_times)
+        self._step_times[key] = (graph, parallel, t)
+        return t
+
+    def op_signatures(self, graph: Graph) -> list[tuple[Any, ...]]:
+        """Each op's (cost key, name), as `_micro` compares them."""
+        hit = self._op_signatures.get(id(graph))
+        if hit is not None and hit[0] is graph:
+            return hit[1]
+        sigs = [op_signature(o, graph) for o in graph.ops]
+        self._room(self._op_signatures)
+        self._op_signatures[id(graph)] = (graph, sigs)
+        return sigs
+
+
+def op_signature(op: Op, graph: Graph) -> tuple[Any, ...]:
+    """An op's cost signature and name: how a variant's kernels are matched to the baseline's (micro gain)."""
+    return (cost_signature(op, graph), op.name)
