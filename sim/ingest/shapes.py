@@ -33,7 +33,7 @@ ATTENTION_OPS = {  # op → (index of is_causal in its arguments, direction)
     "aten::_efficient_attention_forward": (7, "forward"),
     "aten::_scaled_dot_product_flash_attention_backward": (11, "backward"),
     "aten::_scaled_dot_product_efficient_attention_backward": (8, "backward"),
-    "aten::_scaled_dot_product_cudnn_attention_backward": (11, "backward"),
+    "aten::_scaled_dot_product_cudnn_attention_backward": (14, "backward"),
     "aten::_flash_attention_backward": (10, "backward"),
     "aten::_efficient_attention_backward": (11, "backward"),
 }

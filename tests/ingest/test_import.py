@@ -164,3 +164,12 @@ def test_bias_gradient_sum_keeps_one_row() -> None:
         assert tensors[out]["shape"] == [1, cols]
         assert [tensors[r]["shape"] for r in d["reads"]] == [[rows, cols]]
     assert any((d["rows"], d["cols"]) == (2048, 16384) for d in sums)
+
+
+def test_cudnn_attention_backward_keeps_is_causal() -> None:
+    """aten::_scaled_dot_product_cudnn_attention_backward has is_causal 15th (grad_out, q, k, v, out,
+    logsumexp, philox seed/offset, attn_bias, cum_seq_q/k, max_q, max_k, dropout_p, is_causal): read
+    at max_q's place, the causal backward of a real H200 trace came out non-causal (twice the work)."""
+    path = Path(__file__).resolve().parents[2] / "validation" / "h200" / "traces_heldout" / "transformer_eager_b2_s2048.json.gz"
+    ops = [o.doc for o in import_trace(path).ops if o.doc.get("kind") == "attention"]
+    assert [(o["direction"], o["causal"]) for o in ops] == [("forward", True), ("backward", True)]
