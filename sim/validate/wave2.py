@@ -60,10 +60,27 @@ def comm_validation_rows(comm_dir: Path, profile: str = "h200-nvl2") -> list[Row
     return out
 
 
+def wave3_kernel_rows(hw: Hardware, path: Path, machine: str = "D") -> list[Row]:
+    """The third wave's held-out kernels (issue 18; sim.calibrate.gpu.wave3_gpu on machine D):
+    GEMMs at small M and odd N/K, copies and row/column sums at shapes no fit and no correction
+    table uses, profiled with the L2 flushed before each call. Their own table (heldout_w3): a
+    third machine and new shapes, gated separately from the second wave's."""
+    if not path.is_file():
+        return []
+    rows = []
+    for case in heldout_cases(path):
+        if case.measured_us <= 0:
+            continue
+        rows.append(Row("heldout_w3", case.family.removesuffix("_heldout"), f"{case.label} [{machine}]", "unseen",
+                        case.measured_us, case.predicted_us(hw), group=machine))
+    return rows
+
+
 def wave2_rows(hw: Hardware, root: Path) -> list[Row]:
     data = root / "validation" / "h200" / "heldout_kernels"
     raw = root / "calibration" / "h200" / "raw"
     rows = heldout_kernel_rows(hw, data, raw) if data.is_dir() else []
+    rows += wave3_kernel_rows(hw, root / "validation" / "h200" / "wave3" / "gpu" / "wave3_gpu.json")
     try:
         load_profile("h200-nvl2")
     except InputError:  # an installed copy without the 2-GPU profile validates the rest
