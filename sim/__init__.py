@@ -17,7 +17,12 @@ import importlib
 
 from sim.version import __version__
 
-importlib.import_module("sim.run")  # before `run` is bound below: loading a subpackage sets the attribute
+try:
+    importlib.import_module("sim.run")  # before `run` is bound below: loading a subpackage sets the attribute
+except ModuleNotFoundError:
+    # The GPU measurement harness (sim.calibrate.gpu) runs on machines that have torch but not
+    # kernelsim's dependencies (pydantic, simpy): it never needs the run package.
+    pass
 from sim.api import (  # noqa: E402 - after the run package is loaded (above)
     AdviceResult,
     BucketResult,

@@ -13,7 +13,7 @@ SIM = ROOT / "sim"
 # Bottom to top. A module belongs to the layer of the longest prefix that names it.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("base", ("sim.errors", "sim.limits", "sim.resources", "sim.gcpause", "sim.outputs", "sim.expr", "sim.graph",
-              "sim.kernelcost", "sim.version")),
+              "sim.kernelcost", "sim.version", "sim.busbw")),
     ("schema", ("sim.schema",)),
     ("hardware", ("sim.hardware", "sim.topology")),
     ("model", ("sim.workload", "sim.transforms", "sim.ingest", "sim.dispatch_table")),

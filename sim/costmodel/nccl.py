@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from sim.busbw import busbw_factor  # noqa: F401 - re-exported: the model and the harness share it
 from sim.topology import Topology
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv")
@@ -53,15 +54,6 @@ HOP_LATENCY_US = {
 # LL and LL128 use smaller buffers (estimates of the same order as NCCL's defaults).
 CHUNK_BYTES = {"ll": 16 * 1024, "ll128": 128 * 1024, "simple": 512 * 1024}
 TREE_BANDWIDTH_FACTOR = 0.9  # tuning.cc: tree busBw = ring busBw × 0.9
-
-
-def busbw_factor(collective: str, n: int) -> float:
-    """nccl-tests' factor between algorithm bandwidth (S / t) and bus bandwidth."""
-    if collective == "all_reduce":
-        return 2 * (n - 1) / n
-    if collective in ("all_gather", "reduce_scatter", "all_to_all"):
-        return (n - 1) / n
-    return 1.0
 
 
 def measured_busbw(topo: Topology, collective: str, size: float) -> float | None:

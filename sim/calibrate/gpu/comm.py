@@ -61,7 +61,7 @@ import time
 import traceback
 from typing import Any
 
-from sim.costmodel.nccl import busbw_factor
+from sim.busbw import busbw_factor
 
 from . import common
 
