@@ -18,6 +18,7 @@ Writes DIR/gemm_l2_states.json (meta, records). torch only; never changes GPU se
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
 import time
@@ -104,7 +105,7 @@ def main() -> None:
             rf.close("partial")
             return
         for state in STATES:
-            rec = guarded(rf, f"{m}x{n}x{k} {state}", lambda m=m, n=n, k=k, state=state: measure(m, n, k, state))
+            rec = guarded(rf, f"{m}x{n}x{k} {state}", functools.partial(measure, m, n, k, state))
             if rec:
                 rf.add(rec)
                 log(f"{m}x{n}x{k} {state}: {rec['median_us']:.2f} us ({rec['weight_matrices']} matrices)")
