@@ -9,7 +9,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +29,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _busy(text: str) -> AbstractContextManager[Any]:
-    """A spinner on standard error while a long computation runs, on a terminal only (pipes and files
-    get nothing); the command's output is printed after it ends."""
-    err = Console(stderr=True)
-    return err.status(text) if err.is_terminal else nullcontext()
+    from sim.report.progress import busy
+
+    return busy(text)
 
 
 def _out_path(value: str, flag: str) -> Path:
@@ -286,7 +285,8 @@ def cmd_import_trace(args: argparse.Namespace, console: Console) -> int:
 def cmd_replay(args: argparse.Namespace, console: Console) -> int:
     from sim.hardware import load_profile
     from sim.outputs import dumps, write_files_atomic
-    from sim.replay import render_replay, replay
+    from sim.replay import replay
+    from sim.report.replay import render_replay
 
     json_out = _out_path(args.json, "--json") if args.json is not None else None
     trace_out = _out_path(args.trace_out, "--trace") if args.trace_out is not None else None
@@ -646,19 +646,18 @@ def _add_advise_command(sub: Any) -> None:
     a.set_defaults(func=cmd_advise)
 
 
-#: Commands whose tables fit any width without cutting a number (sim/report/tables.print_table). The
-#: others still print wide rich tables that would cut numbers at 100 columns: piped, they keep 200.
-_FITTED_COMMANDS = {"run", "profiles"}
+#: Piped or redirected (not a terminal, no $COLUMNS), output is this wide. Every table fits any width
+#: without cutting a number (sim/report/tables.print_table): too narrow, it is split into column groups.
+PIPE_COLUMNS = 100
 
 
-def _width(stream: Any, fitted: bool) -> int | None:
-    """The terminal's width on a terminal or with $COLUMNS set (rich reads both); else 100 (200 for the
-    commands whose tables are not fitted yet)."""
+def _width(stream: Any) -> int | None:
+    """None (rich reads the terminal's width, or $COLUMNS) on a terminal or with $COLUMNS set; else 100."""
     import os
 
     if stream.isatty() or os.environ.get("COLUMNS", "").isdigit():
         return None
-    return 100 if fitted else 200
+    return PIPE_COLUMNS
 
 
 def _note_inputs(args: argparse.Namespace) -> None:
@@ -688,11 +687,10 @@ def _error_line(text: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    err = Console(stderr=True, width=_width(sys.stderr, True))
-    console = Console(width=_width(sys.stdout, True))
+    err = Console(stderr=True, width=_width(sys.stderr))
+    console = Console(width=_width(sys.stdout))
     try:
         args = parser.parse_args(argv)
-        console = Console(width=_width(sys.stdout, args.command in _FITTED_COMMANDS))
         if not getattr(args, "command", None):
             parser.print_usage(sys.stderr)
             err.print(_error_line("a command is required (run, sweep, replay, import-trace, advise, serve, "

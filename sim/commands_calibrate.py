@@ -23,10 +23,11 @@ from typing import Any
 import yaml
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from sim.errors import InputError
 from sim.outputs import dumps, write_text_atomic
+from sim.report.progress import busy
+from sim.report.tables import Col, print_table
 
 VALIDATION_EXIT = 3  # a tripwire exceeded
 
@@ -60,6 +61,10 @@ def measure_raw(raw_dir: Path, quick: bool, console: Console) -> None:
             raise RuntimeError(f"measurement failed ({done.returncode}): {' '.join(cmd)}")
 
 
+def _fitted_value(value: Any) -> str:
+    return str(value if not isinstance(value, dict) else ("table" if "points" in value else value))
+
+
 def cmd_calibrate(args: Any, console: Console) -> int:
     from sim.calibrate.fit import calibrate_from_raw
     from sim.hardware import resolve_profile
@@ -74,17 +79,16 @@ def cmd_calibrate(args: Any, console: Console) -> int:
         raw_dir = Path(args.raw) if args.raw else Path(tempfile.mkdtemp(prefix="kernelsim-raw-"))
         measure_raw(raw_dir, args.quick, console)
     name = args.name or out.stem
-    text, result = calibrate_from_raw(raw_dir, base, out, name)
+    with busy(f"fitting a profile from {raw_dir}"):
+        text, result = calibrate_from_raw(raw_dir, base, out, name)
     write_text_atomic(out, text)
-    t = Table(title=f"fitted numbers → {out}", title_justify="left")
-    for col in ("section", "key", "value", "90 % interval", "n", "fit"):
-        t.add_column(col)
-    for f in result.values:
-        value = f.value if not isinstance(f.value, dict) else ("table" if "points" in f.value else f.value)
-        spread = f"{f.spread[0]:g}–{f.spread[1]:g}" if f.spread else ""
-        t.add_row(f.section, f.key, str(value), spread, str(f.n or ""), f.fit)
-    t.add_row("gemm", "correction", f"{len(result.gemm_correction)} points", "measured / model, training split")
-    console.print(t)
+    rows = [(f.section, f.key, _fitted_value(f.value), f"{f.spread[0]:g}–{f.spread[1]:g}" if f.spread else "",
+             str(f.n or ""), f.fit) for f in result.values]
+    rows.append(("gemm", "correction", f"{len(result.gemm_correction)} points", "", "", "measured / model, training split"))
+    print_table(console, f"fitted numbers → {out}", [
+        Col("section", lambda r: r[0], numeric=False), Col("key", lambda r: r[1], numeric=False),
+        Col("value", lambda r: r[2]), Col("90 % interval", lambda r: r[3]), Col("n", lambda r: r[4]),
+        Col("fit", lambda r: r[5], numeric=False)], rows)
     for note in result.notes:
         console.print(f"note: {note}", markup=False)
     console.print(f"wrote {out} (raw data: {raw_dir})", markup=False)
@@ -128,16 +132,17 @@ def cmd_validate(args: Any, console: Console) -> int:
     idle = current.idle_threshold if current else HOST_BOUND_GPU_IDLE_SHARE
     hw = load_profile(args.profile, Path.cwd(), path="--profile")
     base = resolve_profile(args.base, Path.cwd(), path="--base")
-    rows = kernel_rows(Path(args.raw), hw, base)
-    steps = step_rows(cases, args.profile, idle)
-    rows += steps.rows
-    # issue 15: host time in real models; the configs the host fit may use are "calibrated"
-    hrows, hgains = host_rows(Path(args.raw).parent / "host_context", hw)
-    rows += [dataclasses.replace(r, split="calibrated" if r.split == "fit" else "unseen") for r in hrows]
-    # second measurement wave: held-out kernels (issue 18) and collectives on two GPUs (issue 20)
-    from sim.validate.wave2 import wave2_rows
+    with busy("validating: predicting every measured kernel, step and collective"):
+        rows = kernel_rows(Path(args.raw), hw, base)
+        steps = step_rows(cases, args.profile, idle)
+        rows += steps.rows
+        # issue 15: host time in real models; the configs the host fit may use are "calibrated"
+        hrows, hgains = host_rows(Path(args.raw).parent / "host_context", hw)
+        rows += [dataclasses.replace(r, split="calibrated" if r.split == "fit" else "unseen") for r in hrows]
+        # second measurement wave: held-out kernels (issue 18) and collectives on two GPUs (issue 20)
+        from sim.validate.wave2 import wave2_rows
 
-    rows += wave2_rows(hw, Path(args.raw).parent.parent.parent)
+        rows += wave2_rows(hw, Path(args.raw).parent.parent.parent)
     gains, ranks = steps.gains, steps.ranks
     summaries = summarize(rows)
     measured = measured_quantities(summaries)
@@ -166,13 +171,12 @@ def cmd_validate(args: Any, console: Console) -> int:
                 measured[f"bands/{kind}/{how}"] = {"coverage": c.share, "n": float(c.n)}
     report = check(measured, thresholds, str(thresholds_path))
 
-    table = Table(title=f"validation against measurements ({hw.name}) — headline: the unseen split", title_justify="left")
-    for col in ("level", "family", "shapes", "n", "median |err|", "p90 |err|", "max |err|", "median err"):
-        table.add_column(col, justify="left" if col in ("level", "family", "shapes") else "right")
-    for s in summaries:
-        table.add_row(s.table, s.family, s.split, str(s.n), f"{s.median_abs:.1%}", f"{s.p90_abs:.1%}",
-                      f"{s.max_abs:.1%}", f"{s.median_signed:+.1%}")
-    console.print(table)
+    print_table(console, f"validation against measurements ({hw.name}) — headline: the unseen split", [
+        Col("level", lambda s: s.table, numeric=False), Col("family", lambda s: s.family, numeric=False),
+        Col("shapes", lambda s: s.split, numeric=False), Col("n", lambda s: str(s.n)),
+        Col("median |err|", lambda s: f"{s.median_abs:.1%}"), Col("p90 |err|", lambda s: f"{s.p90_abs:.1%}"),
+        Col("max |err|", lambda s: f"{s.max_abs:.1%}"), Col("median err", lambda s: f"{s.median_signed:+.1%}")],
+        summaries, keys=3)
     gain_lines = []
     for split, (n, med, wrong) in gain_stats.items():
         rank = measured.get(f"ranking/{split}", {})

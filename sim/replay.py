@@ -340,31 +340,3 @@ def trace_latency(step: ImportedStep, hw: Hardware, mode: str) -> float:
     if mode == "measured" and step.launch_latency_us is not None:
         return max(0.0, step.launch_latency_us)
     return hw.launch_latency_s * 1e6
-
-
-def render_replay(result: dict[str, Any], console: Any) -> None:
-    """The replay result as a table: step time, then per family measured vs predicted."""
-    from rich.table import Table
-
-    t = Table(title=f"{result['trace']} · {result['step']} · {result['mode']} on {result['hardware']}")
-    for col in ("family", "kernels", "measured us", "predicted us", "error", "unpriced"):
-        t.add_column(col, justify="left" if col == "family" else "right")
-    for name, f in result["families"].items():
-        err = f"{f['error'] * 100:+.1f}%" if f["error"] is not None else "-"
-        t.add_row(name, str(f["kernels"]), f"{f['measured_us']:.1f}", f"{f['predicted_us']:.1f}", err,
-                  str(f["unpriced"]))
-    t.add_row("step", str(result["kernels"]), f"{result['measured_time_us']:.1f}",
-              f"{result['predicted_time_us']:.1f}", f"{result['error'] * 100:+.2f}%", str(result["unpriced"]["kernels"]),
-              style="bold")
-    console.print(t)
-    u = result["unpriced"]
-    console.print(f"unpriced (shapes unknown, kept at measured time): {u['kernels']} kernels, "
-                  f"{u['measured_us']:.1f} us" + (f" ({', '.join(f'{k} {v}' for k, v in u['families'].items())})"
-                                                   if u["families"] else ""))
-    if "host" in result:
-        h = result["host"]
-        console.print(f"host time between launches priced from the profile: {h['predicted_host_us']:.1f} us "
-                      f"(the trace's: {h['trace_host_us']:.1f} us); with the trace's host times, as `kernelsim run` "
-                      f"on the imported workload keeps them, the step is {h['step_with_trace_host_us']:.1f} us")
-    for note in result["notes"]:
-        console.print(f"note: {note}")

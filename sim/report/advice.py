@@ -11,8 +11,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
+from rich.markup import escape
 
+from sim.report.tables import Col, print_table
 from sim.validate.bands import fmt_gain
 
 
@@ -51,6 +52,59 @@ def _slack(s: Mapping[str, Any]) -> str:
     return text
 
 
+def _decision(v: Mapping[str, Any]) -> str:
+    return _DECISION_LABEL[v["decision"]] + (" (within error: measure first)" if v.get("within_error") else "")
+
+
+def _step_gain(v: Mapping[str, Any]) -> str:
+    return fmt_gain(v["figures"]["step_gain"], None if _partial(v) else v.get("gain_interval"))
+
+
+def _by_bucket(v: Mapping[str, Any]) -> str:
+    f = v["figures"]
+    return fmt_gain(f["dispatched_gain"], v.get("gain_interval")) if _partial(v) else _pct(f["dispatched_gain"])
+
+
+#: The baseline's hot kernels (row: a `hot_kernels` entry of kernelsim.advice/v1).
+HOT_KERNEL_COLUMNS: list[Col] = [
+    Col("kernel", lambda k: k["name"], numeric=False),
+    Col("kind", lambda k: k["kind"], numeric=False),
+    Col("share", lambda k: _pct(k["share"], False)),
+    Col("exposed", lambda k: _pct(k["exposed_share"], False)),
+    Col("limiter", lambda k: k["limiter"], numeric=False),
+    Col("roofline µs", lambda k: _us(k["roofline_us"])),
+    Col("headroom", lambda k: _x(k["headroom"])),
+    Col("vs attainable", lambda k: _x(k["attainable_headroom"])),
+    Col("for +1% step", lambda k: _slack(k["slack"][0])),
+    Col("for +5% step", lambda k: _slack(k["slack"][1])),
+]
+
+#: One decision per variant (row: a `variants` entry).
+DECISION_COLUMNS: list[Col] = [
+    Col("variant", lambda v: v["name"], numeric=False),
+    Col("changes", lambda v: "+".join(v["changes"]), numeric=False),
+    Col("decision", _decision, numeric=False),
+    Col("step gain", _step_gain),
+    Col("by bucket", _by_bucket),
+    Col("kernel-only", lambda v: _pct(v["figures"]["micro_gain"])),
+    Col("coverage", lambda v: _pct(v["figures"]["coverage"], False)),
+    Col("fallback", lambda v: _pct(v["figures"]["fallback_rate"], False)),
+    Col("hotspot (exposed)", lambda v: f"{_pct(v['figures']['hotspot_share'], False)} "
+                                       f"({_pct(v['figures']['hotspot_exposed_share'], False)})"),
+]
+
+#: The recommended plan per bucket, then the weighted row (row: an `acceptance.buckets` entry).
+ACCEPTANCE_COLUMNS: list[Col] = [
+    Col("bucket", lambda r: r["name"], numeric=False),
+    Col("weight", lambda r: "" if r["weight"] is None else f"{r['weight']:.2f}"),
+    Col("path", lambda r: r["path"] if r["path"] in ("baseline", "") else f"{r['path']} ({r['variant_path']})",
+        numeric=False),
+    Col("expected µs", lambda r: _us(r["expected_time_us"])),
+    Col("baseline µs", lambda r: _us(r["baseline_time_us"])),
+    Col("gain", lambda r: _pct(r["expected_gain"])),
+]
+
+
 def render_advice(advice: Mapping[str, Any], console: Console) -> None:
     console.print(f"[bold]kernelsim advise[/bold] · scenario {advice['scenario']} · workload {advice['workload']} "
                   f"({advice['kind']}) · minimum worthwhile gain {_pct(advice['min_gain'], False)}")
@@ -62,7 +116,7 @@ def render_advice(advice: Mapping[str, Any], console: Console) -> None:
 
 def _render_hardware(hw: Mapping[str, Any], console: Console) -> None:
     console.print()
-    console.rule(f"{hw['name']} ({hw['gpu']}; {'measured' if hw['measured'] else 'datasheet/estimates'})")
+    console.rule(escape(f"{hw['name']} ({hw['gpu']}; {'measured' if hw['measured'] else 'datasheet/estimates'})"))
     base = hw["baseline"]
     terms = sorted(base["breakdown_share"].items(), key=lambda kv: -kv[1])
     parts = ", ".join(f"{t} {_pct(v, False)}" for t, v in terms if v >= 0.0005)
@@ -73,56 +127,31 @@ def _render_hardware(hw: Mapping[str, Any], console: Console) -> None:
         doms.setdefault(b["dominant"], []).append(b["name"])
     if len(doms) > 1:
         console.print("Dominant term per bucket: " + "; ".join(f"{d} in {', '.join(n)}" for d, n in doms.items()) + ".")
-    t = Table(title="Hot kernels (baseline): limiter, distance to roofline, speed-up needed for a step gain",
-              title_justify="left")
-    for col in ("kernel", "kind", "share", "exposed", "limiter", "roofline µs", "headroom", "vs attainable",
-                "for +1% step", "for +5% step"):
-        t.add_column(col, justify="left" if col in ("kernel", "kind", "limiter") else "right")
-    for k in hw["hot_kernels"]:
-        t.add_row(k["name"], k["kind"], _pct(k["share"], False), _pct(k["exposed_share"], False), k["limiter"],
-                  _us(k["roofline_us"]), _x(k["headroom"]), _x(k["attainable_headroom"]),
-                  _slack(k["slack"][0]), _slack(k["slack"][1]))
-    console.print(t)
+    print_table(console, "Hot kernels (baseline): limiter, distance to roofline, speed-up needed for a step gain",
+                HOT_KERNEL_COLUMNS, hw["hot_kernels"])
     console.print("share: kernel time alone / step; exposed: time it runs alone on the critical path / step "
                   "(overlapped or hidden behind host dispatch counts for nothing); headroom: time / roofline at peak; "
                   "speed-ups by Amdahl on the exposed share, checked by simulation (sim).")
     if not hw["variants"]:
         console.print("No variants in the scenario: nothing to decide.")
         return
-    d = Table(title="Decisions", title_justify="left")
-    for col in ("variant", "changes", "decision", "step gain", "by bucket", "kernel-only", "coverage", "fallback",
-                "hotspot (exposed)"):
-        d.add_column(col, justify="left" if col in ("variant", "changes", "decision") else "right")
-    for v in hw["variants"]:
-        f = v["figures"]
-        label = _DECISION_LABEL[v["decision"]] + (" (within error: measure first)" if v.get("within_error") else "")
-        band = v.get("gain_interval")
-        d.add_row(v["name"], "+".join(v["changes"]), label, fmt_gain(f["step_gain"], None if _partial(v) else band),
-                  fmt_gain(f["dispatched_gain"], band) if _partial(v) else _pct(f["dispatched_gain"]), _pct(f["micro_gain"]), _pct(f["coverage"], False),
-                  _pct(f["fallback_rate"], False),
-                  f"{_pct(f['hotspot_share'], False)} ({_pct(f['hotspot_exposed_share'], False)})")
-    console.print(d)
+    print_table(console, "Decisions", DECISION_COLUMNS, hw["variants"])
     console.print("step gain: weighted end-to-end gain taking the variant everywhere; by bucket: taking it only where it "
                   "wins; \\[90 % band of the gain the decision acts on, from validated errors]; kernel-only: the "
                   "microbenchmark view (replaced kernels vs new kernels).")
     for v in hw["variants"]:
-        console.print(f"• {v['summary']}", highlight=False)
+        console.print(f"• {escape(v['summary'])}", highlight=False)
     rec = hw["recommendation"]
     console.print()
     if rec["variant"] is None:
-        console.print(f"[bold]Recommendation on {hw['name']}:[/bold] {rec['text']}.", highlight=False)
+        console.print(f"[bold]Recommendation on {hw['name']}:[/bold] {escape(rec['text'])}.", highlight=False)
         return
-    console.print(f"[bold]Recommendation on {hw['name']}:[/bold] {rec['text']}", highlight=False)
+    console.print(f"[bold]Recommendation on {hw['name']}:[/bold] {escape(rec['text'])}", highlight=False)
     acc = rec["acceptance"]
-    a = Table(title=f"Acceptance criteria ({acc['variant']}): check after building", title_justify="left")
-    for col in ("bucket", "weight", "path", "expected µs", "baseline µs", "gain"):
-        a.add_column(col, justify="left" if col in ("bucket", "path") else "right")
-    for r in acc["buckets"]:
-        a.add_row(r["name"], f"{r['weight']:.2f}", r["path"] if r["path"] == "baseline" else f"{r['path']} ({r['variant_path']})",
-                  _us(r["expected_time_us"]), _us(r["baseline_time_us"]), _pct(r["expected_gain"]))
-    a.add_row("weighted", "", "", _us(acc["weighted_time_us"]), _us(acc["baseline_weighted_time_us"]),
-              _pct(acc["gain_vs_baseline"]))
-    console.print(a)
+    weighted = {"name": "weighted", "weight": None, "path": "", "expected_time_us": acc["weighted_time_us"],
+                "baseline_time_us": acc["baseline_weighted_time_us"], "expected_gain": acc["gain_vs_baseline"]}
+    print_table(console, f"Acceptance criteria ({acc['variant']}): check after building", ACCEPTANCE_COLUMNS,
+                [*acc["buckets"], weighted], sections=[len(acc["buckets"]) - 1])
     c = acc["checks"]
     console.print(f"Accept when, measured end to end: step gain ≥ {_pct(c['step_gain_at_least'])}, no bucket below "
                   f"{_pct(c['bucket_gain_at_least'])}, coverage ≥ {_pct(c['coverage_at_least'], False)}, fallback rate ≤ "

@@ -6,12 +6,14 @@ Both read the `kernelsim.serve/v1` result only, never a simulation.
 from __future__ import annotations
 
 import io
+import itertools
 from pathlib import Path
 from typing import Any
 
 from matplotlib.figure import Figure
 from rich.console import Console
-from rich.table import Table
+
+from sim.report.tables import Col, print_table
 
 PALETTE = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860"]
 
@@ -24,6 +26,27 @@ def _share(x: float | None) -> str:
     return "—" if x is None else f"{x:.0%}"
 
 
+def _p50_p99(key: str, digits: int = 1) -> Col:
+    header = key.split("_")[0].upper()
+    return Col(header, lambda r: f"{_ms(r[1][key]['p50'], digits)} / {_ms(r[1][key]['p99'], digits)}")
+
+
+#: One row per variant × offered rate (row: (variant, point, first point of the variant?)).
+SERVE_COLUMNS: list[Col] = [
+    Col("variant", lambda r: r[0]["name"] if r[2] else "", numeric=False),
+    Col("rate/s", lambda r: "log" if r[1]["offered_rate_per_s"] is None else f"{r[1]['offered_rate_per_s']:g}"),
+    Col("achieved/s", lambda r: _ms(r[1]["achieved_rate_per_s"])),
+    Col("tokens/s", lambda r: f"{r[1]['throughput_tokens_per_s']:.0f}"),
+    _p50_p99("ttft_ms"),
+    _p50_p99("tpot_ms", 2),  # TPOT is under a ms: hundredths
+    _p50_p99("e2e_ms"),
+    Col("GPU busy", lambda r: _share(r[1]["gpu_busy_share"])),
+    Col("mean batch", lambda r: "—" if r[1]["mean_decode_batch"] is None else f"{r[1]['mean_decode_batch']:.1f}"),
+    Col("padded rows", lambda r: _share(r[1]["padded_row_share"])),
+    Col("uncaptured", lambda r: _share(r[1]["uncaptured_decode_step_share"])),
+]
+
+
 def render_serve(result: dict[str, Any], console: Console) -> None:
     """Per hardware profile: one row per variant × rate, the max rate per variant, and the comparison."""
     b = result["batching"]
@@ -31,26 +54,10 @@ def render_serve(result: dict[str, Any], console: Console) -> None:
                   f" (prefill: {result['prefill_workload'] or 'not modeled'})  [bold]batching[/bold] {b['policy']}"
                   f" max_batch {b['max_batch']} token_budget {b['token_budget']} prefill {b['prefill']}")
     for hw in result["hardware"]:
-        t = Table(title=f"{hw['name']} ({hw['gpu']}) — latency in ms (p50 / p99)", title_justify="left")
-        for col in ("variant", "rate/s", "achieved/s", "tokens/s", "TTFT", "TPOT", "E2E", "GPU busy",
-                    "mean batch", "padded rows", "uncaptured"):
-            t.add_column(col, justify="left" if col == "variant" else "right")
-        for v in hw["variants"]:
-            for i, p in enumerate(v["points"]):
-                t.add_row(
-                    v["name"] if i == 0 else "",
-                    "log" if p["offered_rate_per_s"] is None else f"{p['offered_rate_per_s']:g}",
-                    _ms(p["achieved_rate_per_s"]),
-                    f"{p['throughput_tokens_per_s']:.0f}",
-                    f"{_ms(p['ttft_ms']['p50'])} / {_ms(p['ttft_ms']['p99'])}",
-                    f"{_ms(p['tpot_ms']['p50'], 2)} / {_ms(p['tpot_ms']['p99'], 2)}",  # TPOT is under a ms
-                    f"{_ms(p['e2e_ms']['p50'])} / {_ms(p['e2e_ms']['p99'])}",
-                    _share(p["gpu_busy_share"]),
-                    "—" if p["mean_decode_batch"] is None else f"{p['mean_decode_batch']:.1f}",
-                    _share(p["padded_row_share"]),
-                    _share(p["uncaptured_decode_step_share"]),
-                )
-        console.print(t)
+        rows = [(v, p, i == 0) for v in hw["variants"] for i, p in enumerate(v["points"])]
+        sections = list(itertools.accumulate(len(v["points"]) for v in hw["variants"]))
+        print_table(console, f"{hw['name']} ({hw['gpu']}) — latency in ms (p50 / p99)", SERVE_COLUMNS, rows,
+                    sections=[s - 1 for s in sections[:-1]])
         if result["p99_target_ms"] is not None:
             for v in hw["variants"]:
                 mr = v["max_rate"] or {}

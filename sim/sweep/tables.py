@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from rich.console import Console
-from rich.table import Table
 
+from sim.report.tables import Col, print_table
 from sim.sweep.grid import SweepPlan
 from sim.sweep.runner import SweepOutcome
 from sim.validate.bands import fmt_gain
@@ -12,6 +12,27 @@ from sim.validate.bands import fmt_gain
 
 def _pct(x: float | None) -> str:
     return "—" if x is None else f"{x * 100:+.1f}%"
+
+
+#: One row per profile: its best variant and where (row: a `best` entry of sweep.json's summary).
+BEST_COLUMNS: list[Col] = [
+    Col("profile", lambda b: b["hardware"], numeric=False),
+    Col("variant", lambda b: b["variant"], numeric=False),
+    Col("at", lambda b: ", ".join(f"{k}={v}" for k, v in b["params"].items()) or "—", numeric=False),
+    Col("step gain", lambda b: fmt_gain(b["gain"], b.get("gain_interval"))),
+    Col("kernel-only gain", lambda b: _pct(b["micro_gain"])),
+    Col("coverage", lambda b: f"{b['coverage'] * 100:.0f}%"),
+    Col("fallback", lambda b: f"{b['fallback_rate'] * 100:.0f}%"),
+]
+
+#: Points that did not run (row: a `not_run` entry).
+NOT_RUN_COLUMNS: list[Col] = [
+    Col("point", lambda r: str(r["point"])),
+    Col("profile", lambda r: r["hardware"], numeric=False),
+    Col("params", lambda r: str(r["params"]), numeric=False),
+    Col("status", lambda r: r["status"], numeric=False),
+    Col("reason", lambda r: r["reason"], numeric=False),
+]
 
 
 def render_sweep_summary(plan: SweepPlan, outcome: SweepOutcome, console: Console, max_not_run: int = 10) -> None:
@@ -22,21 +43,12 @@ def render_sweep_summary(plan: SweepPlan, outcome: SweepOutcome, console: Consol
         f"({outcome.computed} run in {outcome.seconds:.1f} s, {rate:.1f} points/s; {outcome.cached} from cache); "
         f"{c['ok']} ok, {c['infeasible']} infeasible, {c['invalid']} invalid"
     )
-    t = Table(title="best variant per profile (by weighted step gain over the swept points)", title_justify="left")
-    for col in ("profile", "variant", "at", "step gain", "kernel-only gain", "coverage", "fallback"):
-        t.add_column(col, justify="left" if col in ("profile", "variant", "at") else "right")
-    for b in outcome.summary["best"]:
-        at = ", ".join(f"{k}={v}" for k, v in b["params"].items()) or "—"
-        t.add_row(b["hardware"], b["variant"], at, fmt_gain(b["gain"], b.get("gain_interval")), _pct(b["micro_gain"]),
-                  f"{b['coverage'] * 100:.0f}%", f"{b['fallback_rate'] * 100:.0f}%")
-    console.print(t)
+    print_table(console, "best variant per profile (by weighted step gain over the swept points)", BEST_COLUMNS,
+                outcome.summary["best"], keys=2)
     not_run = outcome.summary["not_run"]
     if not_run:
-        n = Table(title=f"{len(not_run)} points did not run", title_justify="left")
-        for col in ("point", "profile", "params", "status", "reason"):
-            n.add_column(col)
-        for r in not_run[:max_not_run]:
-            n.add_row(str(r["point"]), r["hardware"], str(r["params"]), r["status"], r["reason"])
+        shown = not_run[:max_not_run]
         if len(not_run) > max_not_run:
-            n.add_row("…", "", "", "", f"{len(not_run) - max_not_run} more in sweep.json")
-        console.print(n)
+            shown = [*shown, {"point": "", "hardware": "", "params": "", "status": "",
+                              "reason": f"{len(not_run) - max_not_run} more in sweep.json"}]
+        print_table(console, f"{len(not_run)} points did not run", NOT_RUN_COLUMNS, shown)
