@@ -17,7 +17,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from sim.hardware import Hardware
@@ -37,6 +37,44 @@ def _dataframe(rows: list[dict[str, Any]]) -> Any:
         raise ImportError("to_dataframe() needs pandas: pip install pandas (to_records() gives the same rows "
                           "as dicts)") from None
     return pd.DataFrame(rows)
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+N = TypeVar("N", bound=_Named)
+
+
+def _by_name(items: Sequence[N], name: str, what: str) -> N:
+    """The item called `name`; a KeyError that lists the names there are."""
+    for x in items:
+        if x.name == name:
+            return x
+    raise KeyError(f"no {what} {name!r}; {what}s: {', '.join(x.name for x in items)}")
+
+
+def _scalars(d: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a JSON object that are not objects or lists (one flat record)."""
+    return {k: x for k, x in d.items() if not isinstance(x, dict | list)}
+
+
+class _Document:
+    """What every result offers: its JSON document, and its rows as dicts or as a pandas DataFrame."""
+
+    document: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON document the command line writes with --json."""
+        return self.document
+
+    def to_records(self) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def to_dataframe(self) -> Any:
+        """A pandas DataFrame of to_records()'s rows (needs pandas)."""
+        return _dataframe(self.to_records())
 
 
 @dataclass(frozen=True)
@@ -81,10 +119,7 @@ class VariantResult:
 
     def bucket(self, name: str) -> BucketResult:
         """The bucket called `name` (e.g. "tokens=4096")."""
-        for b in self.buckets:
-            if b.name == name:
-                return b
-        raise KeyError(f"no bucket {name!r}; buckets: {', '.join(b.name for b in self.buckets)}")
+        return _by_name(self.buckets, name, "bucket")
 
 
 @dataclass(frozen=True)
@@ -97,14 +132,11 @@ class HardwareResult:
     variants: tuple[VariantResult, ...]
 
     def variant(self, name: str) -> VariantResult:
-        for v in self.variants:
-            if v.name == name:
-                return v
-        raise KeyError(f"no variant {name!r}; variants: {', '.join(v.name for v in self.variants)}")
+        return _by_name(self.variants, name, "variant")
 
 
 @dataclass(frozen=True)
-class RunResult:
+class RunResult(_Document):
     """The result of `run`: per hardware profile, variant and bucket (the JSON of `kernelsim run --json`)."""
 
     scenario: str
@@ -125,18 +157,11 @@ class RunResult:
         """The results on hardware profile `name` (default: the only, or first, profile)."""
         if name is None:
             return self.hardware[0]
-        for h in self.hardware:
-            if h.name == name:
-                return h
-        raise KeyError(f"no hardware profile {name!r}; profiles: {', '.join(h.name for h in self.hardware)}")
+        return _by_name(self.hardware, name, "hardware profile")
 
     def variant(self, name: str, hardware: str | None = None) -> VariantResult:
         """Variant `name` on `hardware` (default: the first profile)."""
         return self.profile(hardware).variant(name)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON document (schema kernelsim.run/v1, docs/json.md)."""
-        return self.document
 
     def to_records(self) -> list[dict[str, Any]]:
         """One flat dict per hardware × variant × bucket (what to_dataframe() tabulates)."""
@@ -149,10 +174,6 @@ class RunResult:
                                  **{f"{k}_us": x for k, x in b.breakdown_us.items()}, "dominant": b.dominant,
                                  "kernels": b.kernels, "hbm_bytes": b.hbm_bytes, "path": b.path})
         return rows
-
-    def to_dataframe(self) -> Any:
-        """A pandas DataFrame, one row per hardware × variant × bucket (needs pandas)."""
-        return _dataframe(self.to_records())
 
     def summary_records(self) -> list[dict[str, Any]]:
         """One flat dict per hardware × variant, weighted over the buckets."""
@@ -167,7 +188,7 @@ class RunResult:
 
 
 @dataclass(frozen=True)
-class SweepResult:
+class SweepResult(_Document):
     """The result of `sweep`: the tidy table (one row per point × variant × bucket) and the summary."""
 
     rows: list[dict[str, Any]]
@@ -175,19 +196,17 @@ class SweepResult:
     files: list[Path]
     points: list[dict[str, Any]] = field(repr=False)
 
-    def to_dict(self) -> dict[str, Any]:
+    @property
+    def document(self) -> dict[str, Any]:  # type: ignore[override]
         return {"summary": self.summary, "rows": self.rows, "files": [str(f) for f in self.files]}
 
     def to_records(self) -> list[dict[str, Any]]:
+        """The tidy table: the rows of results.csv."""
         return list(self.rows)
-
-    def to_dataframe(self) -> Any:
-        """A pandas DataFrame of the tidy table (the rows of results.csv; needs pandas)."""
-        return _dataframe(self.to_records())
 
 
 @dataclass(frozen=True)
-class AdviceResult:
+class AdviceResult(_Document):
     """The result of `advise` (schema kernelsim.advice/v1, docs/advise.md)."""
 
     document: dict[str, Any] = field(repr=False)
@@ -197,25 +216,14 @@ class AdviceResult:
         """Hardware profile → the recommended plan in words."""
         return {h["name"]: (h.get("recommendation") or {}).get("text", "") for h in self.document["hardware"]}
 
-    def to_dict(self) -> dict[str, Any]:
-        return self.document
-
     def to_records(self) -> list[dict[str, Any]]:
         """One dict per hardware × variant: the decision and its figures."""
-        rows = []
-        for h in self.document["hardware"]:
-            for v in h["variants"]:
-                flat = {k: x for k, x in v.items() if not isinstance(x, dict | list)}
-                figures = {k: x for k, x in (v.get("figures") or {}).items() if not isinstance(x, dict | list)}
-                rows.append({"hardware": h["name"], **flat, **figures})
-        return rows
-
-    def to_dataframe(self) -> Any:
-        return _dataframe(self.to_records())
+        return [{"hardware": h["name"], **_scalars(v), **_scalars(v.get("figures") or {})}
+                for h in self.document["hardware"] for v in h["variants"]]
 
 
 @dataclass(frozen=True)
-class ReplayResult:
+class ReplayResult(_Document):
     """The result of `replay` (schema kernelsim.replay/v1, docs/traces.md) and the simulated trace."""
 
     document: dict[str, Any] = field(repr=False)
@@ -231,14 +239,9 @@ class ReplayResult:
         v = self.document.get("measured_time_us")
         return None if v is None else float(v)
 
-    def to_dict(self) -> dict[str, Any]:
-        return self.document
-
     def to_records(self) -> list[dict[str, Any]]:
-        return [{k: x for k, x in self.document.items() if not isinstance(x, dict | list)}]
-
-    def to_dataframe(self) -> Any:
-        return _dataframe(self.to_records())
+        """One dict: the step's scalar fields."""
+        return [_scalars(self.document)]
 
 
 def load_scenario(path: PathLike, hardware: Sequence[str] | None = None) -> Scenario:
