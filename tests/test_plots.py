@@ -93,3 +93,22 @@ def test_plot_fixes_of_issue_21(tmp_path: Path) -> None:
     fig, _ = sweep_heatmap_figure(records, ["h200-sxm"], ["fused_chain"])
     title = fig.axes[0].get_title()
     assert "best" not in title and "highest" in title
+
+
+def test_micro_vs_step_labels_never_overlap() -> None:
+    """No names written by the points (they printed over each other where variants share gains): a colour
+    per profile and a marker per variant, named in a legend outside the axes."""
+    import json
+
+    from sim.report.plots import micro_vs_step_figure
+
+    result = json.loads((ROOT / "tests" / "golden" / "run_bias_gelu_dropout.json").read_text())
+    fig, series = micro_vs_step_figure(result)
+    assert series == len(result["hardware"])
+    assert not fig.axes[0].texts
+    (legend,) = fig.legends
+    labels = [t.get_text() for t in legend.get_texts()]
+    variants = [v["name"] for v in result["hardware"][0]["variants"] if v["name"] != "baseline"]
+    assert labels == [h["name"] for h in result["hardware"]] + variants
+    markers = {c.get_paths()[0].vertices.tobytes() for c in fig.axes[0].collections}
+    assert len(markers) == len(variants)  # one marker shape per variant

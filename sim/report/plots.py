@@ -92,26 +92,34 @@ def gain_figure(hw: dict[str, Any]) -> tuple[Figure, int]:
     return fig, len(variants)
 
 
+MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "h", "<", ">", "p"]
+
+
 def micro_vs_step_figure(result: dict[str, Any]) -> tuple[Figure, int]:
-    """Kernel-only (microbenchmark) gain vs end-to-end step gain: one series per profile, a point per variant."""
-    fig = Figure(figsize=(6, 5), dpi=DPI, layout="constrained")
+    """Kernel-only (microbenchmark) gain vs end-to-end step gain: a colour per profile, a marker per variant.
+
+    No text is written next to the points (variants at nearly the same gains would print their names
+    over each other): the legend, outside the axes, names the profiles' colours and the variants' markers."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    fig = Figure(figsize=(7.5, 5), dpi=DPI, layout="constrained")
     ax = fig.subplots()
+    names = list(dict.fromkeys(v["name"] for hw in result["hardware"] for v in hw["variants"]
+                               if v["name"] != "baseline" and v["micro"]["gain"] is not None))
+    marker = {name: MARKERS[i % len(MARKERS)] for i, name in enumerate(names)}
     series = 0
     lo, hi = 0.0, 0.0
+    shown: list[int] = []
     for k, hw in enumerate(result["hardware"]):
         pts = [(v["micro"]["gain"] * 100, v["gain_vs_baseline"] * 100, v["name"]) for v in hw["variants"]
-               if v["name"] != "baseline" and v["micro"]["gain"] is not None]
+               if v["name"] in marker]
         if not pts:
             continue
-        ax.scatter([p[0] for p in pts], [p[1] for p in pts], color=PALETTE[k % len(PALETTE)], label=hw["name"])
-        # variants at the same point share one label; labels of one profile are staggered vertically
-        groups: dict[tuple[float, float], list[str]] = {}
         for x, y, name in pts:
-            groups.setdefault((round(x, 1), round(y, 1)), []).append(name)
+            ax.scatter([x], [y], color=PALETTE[k % len(PALETTE)], marker=marker[name], s=36, alpha=0.85)
             lo, hi = min(lo, x, y), max(hi, x, y)
-        for n, ((x, y), names) in enumerate(sorted(groups.items())):
-            ax.annotate(", ".join(names), (x, y), fontsize=7, xytext=(4, 4 + 9 * ((n + k) % 3)),
-                        textcoords="offset points", color=PALETTE[k % len(PALETTE)])
+        shown.append(k)
         series += 1
     pad = (hi - lo) * 0.1 + 1
     ax.plot([lo - pad, hi + pad], [lo - pad, hi + pad], color="grey", linestyle=":", linewidth=1)
@@ -121,7 +129,11 @@ def micro_vs_step_figure(result: dict[str, Any]) -> tuple[Figure, int]:
     ax.set_ylabel("step gain (%) — end to end")
     ax.set_title("microbenchmark vs step (dotted: equal)", fontsize=10)
     if series:
-        ax.legend(fontsize=8)
+        handles: list[Any] = [Patch(color=PALETTE[k % len(PALETTE)], label=result["hardware"][k]["name"])
+                              for k in shown]
+        handles += [Line2D([], [], color="#555555", marker=marker[n], linestyle="", label=n) for n in names]
+        fig.legend(handles=handles, loc="outside right upper", fontsize=8, title="profile (colour), variant (marker)",
+                   title_fontsize=8)
     return fig, series
 
 
