@@ -6,6 +6,8 @@
 
 A generated block in a Markdown file sits between `<!-- gen:NAME -->` and `<!-- /gen -->`; its
 content (fences included) is the output of the generator NAME below, run on the shipped scenarios.
+A figure in prose sits between `<!-- fig:NAME -->` and `<!-- /fig -->` on one line (`+2.0 %`): the
+value of FIGURES' NAME, computed from the same runs (rendered Markdown shows the value only).
 Whole generated files: docs/reference.md and docs/schema/*.json from the schemas, docs/validation.md
 from `kernelsim validate --markdown`. Tables are
 rendered 100 columns wide, as `kernelsim` prints them into a pipe.
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import io
 import json
 import os
@@ -24,11 +27,13 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 BLOCK = re.compile(r"(<!-- gen:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /gen -->)", re.S)
+FIG = re.compile(r"(<!-- fig:(?P<name>[\w-]+) -->)(?P<body>[^<\n]*)(<!-- /fig -->)")
 WALKTHROUGH_FILE = re.compile(r"<!-- walkthrough:(?P<file>[\w.-]+) -->\n```yaml\n(?P<body>.*?)```", re.S)
 DOC_FILES = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
 
@@ -82,7 +87,7 @@ def gen_walkthrough_run() -> str:
 
 def gen_advise_seed() -> str:
     argv = ["advise", "scenarios/bias_gelu_dropout.yaml", "--hardware", "h200-measured"]
-    return _text_block("kernelsim " + " ".join(argv), cli_output(argv, columns=200))
+    return _text_block("kernelsim " + " ".join(argv), cli_output(argv))
 
 
 def gen_counter_case() -> str:
@@ -222,20 +227,240 @@ BLOCKS: dict[str, Generator] = {
 }
 
 
-def gen_validation_md() -> str:
-    """docs/validation.md: the full tables of `kernelsim validate --markdown` (exit 3, a threshold
-    exceeded, still writes them). validate keeps the file's reproducibility section (written by
-    `python -m sim.calibrate.repro`), so the run starts from a copy of the committed file."""
+@functools.cache
+def validation_run() -> tuple[str, dict[str, Any]]:
+    """`kernelsim validate --markdown --json` once: (docs/validation.md's text, the JSON document). It
+    exits 3 when a tripwire is exceeded and still writes both. validate keeps the Markdown file's
+    reproducibility section (written by `python -m sim.calibrate.repro`), so the run starts from a copy
+    of the committed file."""
     from sim.cli import main as kernelsim
 
     with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "validation.md"
+        out, js = Path(tmp) / "validation.md", Path(tmp) / "validation.json"
         out.write_text((ROOT / "docs" / "validation.md").read_text(encoding="utf-8"), encoding="utf-8")
         with contextlib.redirect_stdout(io.StringIO()):
-            code = kernelsim(["validate", "--markdown", str(out)])
+            code = kernelsim(["validate", "--markdown", str(out), "--json", str(js)])
         if code not in (0, 3) or not out.exists():
             raise RuntimeError(f"kernelsim validate --markdown exited {code}")
-        return out.read_text(encoding="utf-8")
+        return out.read_text(encoding="utf-8"), json.loads(js.read_text(encoding="utf-8"))
+
+
+def gen_validation_md() -> str:
+    """docs/validation.md: the full tables of `kernelsim validate --markdown`."""
+    return validation_run()[0]
+
+
+# -- figures in prose: one value each, from the same runs as the blocks -------------------------------
+
+SEED = ROOT / "scenarios" / "bias_gelu_dropout.yaml"
+
+
+@functools.cache
+def seed_run() -> dict[str, Any]:
+    """`kernelsim run scenarios/bias_gelu_dropout.yaml --hardware h200-measured --json`."""
+    from sim import api
+
+    return api.run(SEED, hardware=["h200-measured"]).to_dict()
+
+
+@functools.cache
+def seed_advice() -> dict[str, Any]:
+    """`kernelsim advise scenarios/bias_gelu_dropout.yaml --hardware h200-measured --json`."""
+    from sim import api
+
+    return api.advise(SEED, hardware=["h200-measured"]).to_dict()
+
+
+def _named(items: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    return next(x for x in items if x["name"] == name)
+
+
+def _seed_variant(name: str) -> dict[str, Any]:
+    return _named(seed_run()["hardware"][0]["variants"], name)
+
+
+def _pct_range(values: list[float], digits: int = 0) -> str:
+    lo, hi = f"{min(values) * 100:.{digits}f}", f"{max(values) * 100:.{digits}f}"
+    return f"{lo} %" if lo == hi else f"{lo}–{hi} %"
+
+
+def fig_seed_b8192_loss() -> str:
+    """How much the step loses with the fused kernels at BLOCK=8192 (64 elements per thread)."""
+    return f"{-_seed_variant('fused_b8192')['gain_vs_baseline'] * 100:.0f} %"
+
+
+def fig_seed_compiled_wins() -> str:
+    """torch.compile's step gain in the buckets where it wins by 1 % or more."""
+    return _pct_range([b["gain_vs_baseline"] for b in _seed_variant("compiled")["buckets"]
+                       if b["gain_vs_baseline"] >= 0.01])
+
+
+def fig_seed_compiled_worst_tokens() -> str:
+    """The token count where torch.compile loses most."""
+    worst = min(_seed_variant("compiled")["buckets"], key=lambda b: b["gain_vs_baseline"])
+    return f"{worst['params']['tokens']:g}"
+
+
+def fig_seed_auto_from_tokens() -> str:
+    """The smallest token count from which dispatch_auto takes a new path in every larger bucket (the prose
+    says "below N the eager ops, from N up the compiled path"; an error when that is no longer true)."""
+    buckets = sorted(_seed_variant("dispatch_auto")["buckets"], key=lambda b: b["params"]["tokens"])
+    paths = [b["path"] for b in buckets]
+    first = next(i for i, p in enumerate(paths) if p != "fallback")
+    if any(p == "fallback" for p in paths[first:]) or set(paths[first:]) != {"compiled"}:
+        raise RuntimeError(f"dispatch_auto's paths per bucket changed ({paths}): rewrite the README sentence")
+    return f"{buckets[first]['params']['tokens']:g}"
+
+
+def fig_seed_auto_gain() -> str:
+    """dispatch_auto's weighted step gain."""
+    return f"{_seed_variant('dispatch_auto')['gain_vs_baseline'] * 100:+.1f} %"
+
+
+def fig_seed_compute_share() -> str:
+    """The compute share of the baseline step (advise's "where the time goes")."""
+    return f"{seed_advice()['hardware'][0]['baseline']['breakdown_share']['compute'] * 100:.0f} %"
+
+
+def fig_seed_gemm_attainable() -> str:
+    """The baseline GEMMs' time over what this GPU attains at their shapes (advise's "vs attainable")."""
+    xs = [k["attainable_headroom"] for k in seed_advice()["hardware"][0]["hot_kernels"] if k["kind"] == "gemm"]
+    return f"{min(xs):.2f}–{max(xs):.2f}×"
+
+
+def fig_seed_fused_hbm_less() -> str:
+    """How much less HBM traffic per step the hand-written fused kernels move."""
+    f = _named(seed_advice()["hardware"][0]["variants"], "fused_b512")["figures"]
+    return f"{(1 - f['hbm_bytes'] / f['baseline_hbm_bytes']) * 100:.0f} %"
+
+
+def _validation_summary(table: str, family: str, split: str) -> dict[str, Any]:
+    doc = validation_run()[1]
+    return next(x for x in doc["summaries"] if (x["table"], x["family"], x["split"]) == (table, family, split))
+
+
+def _median_abs(table: str, families: list[str], split: str, digits: int = 0) -> str:
+    """`kernelsim validate`'s median |error| of one family (or the range over several) on one split."""
+    return _pct_range([_validation_summary(table, f, split)["median_abs"] for f in families], digits)
+
+
+def _step_errors(family: str, split: str) -> list[float]:
+    return [r["error"] for r in validation_run()[1]["rows"]
+            if r["table"] == "step" and r["family"] == family and r["split"] == split]
+
+
+def _val(table: str, families: list[str], split: str, digits: int = 0) -> Generator:
+    return Generator(lambda: _median_abs(table, families, split, digits), slow=True)
+
+
+FUSED_MLP = [f"bias_gelu_dropout/fused_b{b}" for b in (512, 2048, 8192)]
+BOTH, UNSEEN = ("unseen", "calibrated"), ("unseen",)
+
+
+def fig_val_attention_cases() -> str:
+    return str(_validation_summary("kernel", "attention", "unseen")["n"])
+
+
+def fig_val_gains(split: str) -> str:
+    """Median |predicted − measured| gain, in percentage points, over the variant × bucket pairs of a split."""
+    import statistics
+
+    errs = [abs(g["error_pp"]) for g in validation_run()[1]["gains"] if g["split"] == split]
+    return f"{statistics.median(errs):.1f} pp"
+
+
+def fig_val_band_coverage(how: str) -> str:
+    """The share of left-out time and gain cases inside their 90 % band (leave one out / a whole case out)."""
+    cov = validation_run()[1]["band_coverage"]
+    return _pct_range([cov[f"{kind}/{how}"]["share"] for kind in ("time", "gain")])
+
+
+def fig_val_decode_eager_under() -> str:
+    """How much the step model underestimates the measured eager decode step (calibrated split)."""
+    errs = _step_errors("serving_decode/baseline", "calibrated")
+    if max(errs) >= 0:
+        raise RuntimeError("the eager decode step is no longer underestimated everywhere: rewrite the README sentence")
+    return _pct_range([-e for e in errs])
+
+
+def fig_val_decode_eager_median() -> str:
+    import statistics
+
+    return f"{-statistics.median(_step_errors('serving_decode/baseline', 'calibrated')) * 100:.0f} %"
+
+
+def fig_val_decode_graph_range() -> str:
+    """The CUDA-graph decode step's signed errors, lowest…highest (calibrated split)."""
+    errs = _step_errors("serving_decode/cuda_graph", "calibrated")
+    return f"{min(errs) * 100:+.0f} %…{max(errs) * 100:+.0f} %".replace("-", "−")
+
+
+def fig_val_decode_graph_median() -> str:
+    import statistics
+
+    return f"{statistics.median(_step_errors('serving_decode/cuda_graph', 'calibrated')) * 100:+.0f} %".replace("-", "−")
+
+
+def fig_val_sustained() -> str:
+    """The |error| range of the MLP steps timed at the sustained clock, predicted with `clock: sustained`."""
+    return _pct_range([abs(e) for e in _step_errors("bias_gelu_dropout@sustained/baseline", "calibrated")])
+
+
+@functools.cache
+def measured_profile() -> dict[str, Any]:
+    import yaml
+
+    return dict(yaml.safe_load((ROOT / "hardware_profiles" / "h200-measured.yaml").read_text(encoding="utf-8")))
+
+
+def fig_power_limit() -> str:
+    return f"{measured_profile()['power']['power_limit_w']['value']:g} W"
+
+
+def fig_sustained_clock() -> str:
+    return f"{measured_profile()['power']['sustained_clock_mhz']['value']:g} MHz"
+
+
+def fig_sustained_slowdown() -> str:
+    """How much slower GEMMs run at the measured sustained clock than at the maximum clock."""
+    p = measured_profile()
+    return f"{(p['sm']['clock_mhz']['value'] / p['power']['sustained_clock_mhz']['value'] - 1) * 100:.0f} %"
+
+
+PROSE: dict[str, Generator] = {
+    "seed-b8192-loss": Generator(fig_seed_b8192_loss, slow=False),
+    "seed-compiled-wins": Generator(fig_seed_compiled_wins, slow=False),
+    "seed-compiled-worst-tokens": Generator(fig_seed_compiled_worst_tokens, slow=False),
+    "seed-auto-from-tokens": Generator(fig_seed_auto_from_tokens, slow=False),
+    "seed-auto-gain": Generator(fig_seed_auto_gain, slow=False),
+    "seed-compute-share": Generator(fig_seed_compute_share, slow=True),
+    "seed-gemm-attainable": Generator(fig_seed_gemm_attainable, slow=True),
+    "seed-fused-hbm-less": Generator(fig_seed_fused_hbm_less, slow=True),
+    # kernelsim validate (slow: about a minute)
+    **{f"val-kernel-{f}": _val("kernel", [f], "unseen") for f in
+       ("copy", "elementwise", "fused_elementwise", "gemm", "attention", "layout", "reduction")},
+    "val-kernel-attention-n": Generator(fig_val_attention_cases, slow=True),
+    **{f"val-step-{name}-{split}": _val("step", fams, split, digits) for name, fams, digits, splits in (
+        ("mlp-eager", ["bias_gelu_dropout/baseline"], 1, BOTH), ("mlp-fused", FUSED_MLP, 0, BOTH),
+        ("mlp-compiled", ["bias_gelu_dropout/compiled"], 0, BOTH),
+        ("block-eager", ["transformer_block/baseline"], 0, UNSEEN),
+        ("block-compiled", ["transformer_block/compiled"], 0, UNSEEN),
+        ("decode-graph", ["serving_decode/cuda_graph"], 0, BOTH),
+        ("decode-eager", ["serving_decode/baseline"], 0, UNSEEN)) for split in splits},
+    **{f"val-gains-{split}": Generator((lambda s: lambda: fig_val_gains(s))(split), slow=True)
+       for split in ("unseen", "calibrated")},
+    "val-bands-loo": Generator(lambda: fig_val_band_coverage("leave_one_out"), slow=True),
+    "val-bands-case-out": Generator(lambda: fig_val_band_coverage("leave_case_out"), slow=True),
+    "val-decode-eager-under": Generator(fig_val_decode_eager_under, slow=True),
+    "val-decode-eager-median": Generator(fig_val_decode_eager_median, slow=True),
+    "val-decode-graph-range": Generator(fig_val_decode_graph_range, slow=True),
+    "val-decode-graph-median": Generator(fig_val_decode_graph_median, slow=True),
+    "val-sustained": Generator(fig_val_sustained, slow=True),
+    # the measured profile
+    "h200-power-limit": Generator(fig_power_limit, slow=False),
+    "h200-sustained-clock": Generator(fig_sustained_clock, slow=False),
+    "h200-sustained-slowdown": Generator(fig_sustained_slowdown, slow=False),
+}
 
 
 def generated_files() -> dict[str, Generator]:
@@ -271,6 +496,15 @@ def refresh(only: set[str] | None = None, include_slow: bool = True) -> dict[str
             if name not in cache:
                 cache[name] = BLOCKS[name].make()
             out[f"{rel}#{name}"] = (m["body"], cache[name])
+        for m in FIG.finditer(text):
+            name = m["name"]
+            if name not in PROSE:
+                raise SystemExit(f"{rel}: unknown prose figure {name!r} (known: {', '.join(PROSE)})")
+            if (only and name not in only) or (PROSE[name].slow and not include_slow):
+                continue
+            if name not in cache:
+                cache[name] = PROSE[name].make()
+            out[f"{rel}@{name}"] = (m["body"], cache[name])
     return out
 
 
@@ -290,7 +524,12 @@ def write(results: dict[str, tuple[str, str]]) -> list[str]:
             body = results[key][1] if key in results else m["body"]
             return m.group(1) + body + m.group(4)
 
-        new = BLOCK.sub(repl, text)
+        def fig(m: re.Match[str], rel: str = rel) -> str:
+            key = f"{rel}@{m['name']}"
+            body = results[key][1] if key in results else m["body"]
+            return m.group(1) + body + m.group(4)
+
+        new = FIG.sub(fig, BLOCK.sub(repl, text))
         if new != text:
             path.write_text(new, encoding="utf-8")
     for rel, data in FIGURES.items():

@@ -186,3 +186,54 @@ def test_readme_python_api_block_runs(tmp_path: Path, monkeypatch: pytest.Monkey
     assert namespace["result"].variant("compiled").buckets
     assert namespace["grid"].summary["counts"]["ok"] > 0
     assert (tmp_path / "sweep_out" / "results.csv").is_file()
+
+
+def test_fast_prose_figures_match_a_run() -> None:
+    """The figures in the README's prose (`<!-- fig:NAME -->`) that a quick run gives (the rest: the slow test)."""
+    gen = _gen_docs()
+    fast = {name for name, g in gen.PROSE.items() if not g.slow}
+    assert fast, "no fast prose figure"
+    results = gen.refresh(fast, include_slow=False)
+    assert {k.split("@")[1] for k in results} == fast
+    stale = {k: new for k, (old, new) in results.items() if old != new}
+    assert not stale, f"{stale} {STALE}"
+
+
+def test_every_prose_figure_has_a_generator_and_is_used() -> None:
+    gen = _gen_docs()
+    used = {m["name"] for rel in gen.DOC_FILES for m in gen.FIG.finditer((ROOT / rel).read_text(encoding="utf-8"))}
+    assert used == set(gen.PROSE), (sorted(used - set(gen.PROSE)), sorted(set(gen.PROSE) - used))
+
+
+#: A result figure (a percentage, a ratio, a time, percentage points) in the README's prose outside the
+#: generated blocks and `<!-- fig -->` spans.
+_RESULT_FIGURE = re.compile(r"[-+−]?\d+(?:\.\d+)?(?:\s?(?:[–…]|to)\s?[-+−]?\d+(?:\.\d+)?)?\s?(?:%|×|µs|ms|pp)")
+#: Figures in the README's prose that are not results of a run, each with why (a definition, a target).
+NOT_RESULTS = {
+    "a 90 % bootstrap interval": "the interval's definition",
+    "carries a 90 % band": "the band's definition",
+    "for a 1 % / 5 % step gain": "advise's two target gains (inputs)",
+}
+
+
+def prose_figures(text: str) -> list[str]:
+    """Result figures typed by hand into Markdown prose: not in code, tables, generated blocks or figure spans."""
+    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    text = re.sub(r"<!-- gen:.*?<!-- /gen -->", "", text, flags=re.S)
+    text = re.sub(r"<!-- fig:[\w-]+ -->[^<\n]*<!-- /fig -->", "FIGURE", text)
+    text = re.sub(r"^\|.*$", "", text, flags=re.M)
+    text = " ".join(text.split())
+    for phrase in NOT_RESULTS:
+        text = text.replace(phrase, "")
+    return [m.group() for m in _RESULT_FIGURE.finditer(text)]
+
+
+def test_readme_prose_has_no_hand_typed_result() -> None:
+    """Every result figure in the README is generated from a run (scripts/gen_docs.py) and checked."""
+    found = prose_figures((ROOT / "README.md").read_text(encoding="utf-8"))
+    assert not found, f"hand-typed figures in README.md (make them <!-- fig:NAME --> spans): {found}"
+
+
+def test_prose_figure_check_finds_a_typed_figure() -> None:
+    assert prose_figures("The step loses 10 % and the kernel runs 1.2× faster.") == ["10 %", "1.2×"]
+    assert prose_figures("It wins <!-- fig:x -->+2.0 %<!-- /fig --> end to end.") == []
