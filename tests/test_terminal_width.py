@@ -190,3 +190,16 @@ def test_real_terminal_shows_no_cut_number(name: str, width: int, tmp_path: Path
     assert "Traceback" not in screen
     lines = [line for line in screen.splitlines() if line.strip()]
     assert len(lines) > 5 and max(len(line.rstrip()) for line in lines) <= width
+
+
+def test_sweep_summary_never_calls_a_losing_variant_best() -> None:
+    from sim.report.tables import pct
+
+    best = _golden("sweep_sweep_block_size.sweep.json")["summary"]["best"]
+    assert any(b["gain"] < 0 for b in best)  # the shipped sweep has a profile where no variant wins
+    lines = [" ".join(line.split()) for line in _render_sweep(WIDE).splitlines()]
+    assert not any("best" in line for line in lines)
+    for b in best:
+        (row,) = [line for line in lines if line.startswith(f"{b['hardware']} {b['variant']} ")]
+        assert pct(b["gain"]) in row
+        assert row.endswith("loses everywhere" if b["gain"] <= 0 else "wins"), row

@@ -14,7 +14,8 @@ def _pct(x: float | None) -> str:
     return "—" if x is None else f"{x * 100:+.1f}%"
 
 
-#: One row per profile: its best variant and where (row: a `best` entry of sweep.json's summary).
+#: One row per profile: the variant and point with the highest step gain (row: a `best` entry of sweep.json's
+#: summary). When that gain is negative no variant wins anywhere: the row says so rather than "best".
 BEST_COLUMNS: list[Col] = [
     Col("profile", lambda b: b["hardware"], numeric=False),
     Col("variant", lambda b: b["variant"], numeric=False),
@@ -23,6 +24,7 @@ BEST_COLUMNS: list[Col] = [
     Col("kernel-only gain", lambda b: _pct(b["micro_gain"])),
     Col("coverage", lambda b: f"{b['coverage'] * 100:.0f}%"),
     Col("fallback", lambda b: f"{b['fallback_rate'] * 100:.0f}%"),
+    Col("verdict", lambda b: "wins" if b["gain"] > 0 else "loses everywhere", numeric=False),
 ]
 
 #: Points that did not run (row: a `not_run` entry).
@@ -43,7 +45,8 @@ def render_sweep_summary(plan: SweepPlan, outcome: SweepOutcome, console: Consol
         f"({outcome.computed} run in {outcome.seconds:.1f} s, {rate:.1f} points/s; {outcome.cached} from cache); "
         f"{c['ok']} ok, {c['infeasible']} infeasible, {c['invalid']} invalid"
     )
-    print_table(console, "best variant per profile (by weighted step gain over the swept points)", BEST_COLUMNS,
+    print_table(console, "highest weighted step gain per profile over the swept points (loses everywhere: keep "
+                         "the baseline)", BEST_COLUMNS,
                 outcome.summary["best"], keys=2)
     not_run = outcome.summary["not_run"]
     if not_run:
@@ -51,4 +54,4 @@ def render_sweep_summary(plan: SweepPlan, outcome: SweepOutcome, console: Consol
         if len(not_run) > max_not_run:
             shown = [*shown, {"point": "", "hardware": "", "params": "", "status": "",
                               "reason": f"{len(not_run) - max_not_run} more in sweep.json"}]
-        print_table(console, f"{len(not_run)} points did not run", NOT_RUN_COLUMNS, shown)
+        print_table(console, f"{len(not_run)} point{'s' if len(not_run) > 1 else ''} did not run", NOT_RUN_COLUMNS, shown)
