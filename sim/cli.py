@@ -9,7 +9,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -102,14 +102,15 @@ def _write_kineto(scn: Any, result: dict[str, Any], traces: dict[Any, Any], out_
     gpus = {hw.name: hw.gpu for hw in scn.hardware}
     name = result["hardware"][0]["variants"][0]["buckets"][bi]["name"]
     written = 0
-    for (hw, var, b), tr in traces.items():
-        if b != bi:
-            continue
-        for rank, sub in split_ranks(tr):
-            suffix = f"__{rank.replace(' ', '')}" if rank else ""
-            label = f"{hw} / {var} / {name}" + (f" / {rank}" if rank else "")
-            write_text_atomic(out_dir / f"{hw}__{var}{suffix}.json", dumps(kineto_trace(sub, gpus[hw], label)))
-            written += 1
+    with _busy(f"writing Kineto traces into {escape(str(out_dir))}"):
+        for (hw, var, b), tr in traces.items():
+            if b != bi:
+                continue
+            for rank, sub in split_ranks(tr):
+                suffix = f"__{rank.replace(' ', '')}" if rank else ""
+                label = f"{hw} / {var} / {name}" + (f" / {rank}" if rank else "")
+                write_text_atomic(out_dir / f"{hw}__{var}{suffix}.json", dumps(kineto_trace(sub, gpus[hw], label)))
+                written += 1
     console.print(f"wrote {written} Kineto traces of {name} to {out_dir}", markup=False)
 
 
@@ -158,12 +159,14 @@ def _write_run_plots_and_report(scn: Any, result: dict[str, Any], traces: dict[A
     from sim.report.plots import write_run_plots
 
     target = plots_dir if plots_dir is not None else Path(report_dir or ".") / "plots"
-    infos = write_run_plots(result, traces, target, timeline_bucket=bucket)
+    with _busy(f"drawing plots into {escape(str(target))}"):
+        infos = write_run_plots(result, traces, target, timeline_bucket=bucket)
+        if report_dir is not None:
+            page = render_page(f"kernelsim: {result['scenario']}", run_tables(result), infos, target,
+                               Path(scn.file).read_text(encoding="utf-8"), scn.file)
+            write_text_atomic(report_dir / "index.html", page)
     console.print(f"wrote {len(infos)} plots to {target}", markup=False)
     if report_dir is not None:
-        page = render_page(f"kernelsim: {result['scenario']}", run_tables(result), infos, target,
-                           Path(scn.file).read_text(encoding="utf-8"), scn.file)
-        write_text_atomic(report_dir / "index.html", page)
         console.print(f"wrote {report_dir / 'index.html'}", markup=False)
 
 
@@ -185,11 +188,12 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     outcome = run_sweep(plan, out, workers=args.workers, executor=args.executor, scheduler=args.scheduler,
                         resume=args.resume, progress=not args.quiet, console=err)
     manifest = json.loads((out / "sweep.json").read_text(encoding="utf-8"))
-    infos = write_sweep_plots(outcome.records, plan.axes, list(plan.variants), plots_dir) if plots_dir else []
-    if report_dir is not None:
-        page = render_page(f"kernelsim sweep: {plan.scenario.spec.name}", sweep_tables(manifest), infos, plots_dir,
-                           plan.text, str(plan.file))
-        write_text_atomic(report_dir / "index.html", page)
+    with _busy("drawing plots") if not args.quiet else nullcontext():
+        infos = write_sweep_plots(outcome.records, plan.axes, list(plan.variants), plots_dir) if plots_dir else []
+        if report_dir is not None:
+            page = render_page(f"kernelsim sweep: {plan.scenario.spec.name}", sweep_tables(manifest), infos,
+                               plots_dir, plan.text, str(plan.file))
+            write_text_atomic(report_dir / "index.html", page)
     render_sweep_summary(plan, outcome, console)
     console.print(f"wrote {', '.join(str(f) for f in outcome.files)}", markup=False)
     if plots_dir is not None:
@@ -269,8 +273,9 @@ def cmd_import_trace(args: argparse.Namespace, console: Console) -> int:
 
     out = _out_path(args.output, "-o")
     trace = Path(args.trace)
-    step = import_trace(trace, args.step)
-    step_graph(step, trace)  # the workload must build through kernelsim's own schema and loader
+    with _busy(f"reading {escape(str(trace))}"):
+        step = import_trace(trace, args.step)
+        step_graph(step, trace)  # the workload must build through kernelsim's own schema and loader
     write_text_atomic(out, workload_yaml(step, trace))
     fam = step.family_counts()
     console.print(f"{trace} · {step.events.step.name}: {sum(fam.values())} GPU activities "
@@ -481,8 +486,9 @@ def cmd_capture(args: argparse.Namespace, console: Console) -> int:
             raise InputError("bad bucket", path="--bucket", value=spec, expected="NAME=V,NAME=V:WEIGHT") from None
         buckets.append({"params": _capture_params(values.split(","), "--bucket"), "weight": w})
     vary = [v for v in args.vary.split(",") if v] if args.vary is not None else None
-    result = run_capture(args.source, params, vary=vary, buckets=buckets or None, name=args.name,
-                         module_calls=not args.no_module_calls, keep_recordings=args.save_recording is not None)
+    with _busy(f"capturing {escape(args.source)} on the meta device"):
+        result = run_capture(args.source, params, vary=vary, buckets=buckets or None, name=args.name,
+                             module_calls=not args.no_module_calls, keep_recordings=args.save_recording is not None)
     if result.uncosted and args.strict:
         raise InputError("aten ops with no lowering (add them to sim/capture/lowering.yaml)", path=args.source,
                          value=sorted(result.uncosted), expected="every op costed (--strict)")
@@ -577,7 +583,8 @@ def cmd_serve(args: argparse.Namespace, console: Console) -> int:
     # Everything computed: now write outputs (each atomically).
     if json_out is not None:
         write_json_atomic(json_out, result)
-    files = write_serve_plots(result, plots_dir) if plots_dir is not None else []
+    with _busy("drawing plots"):
+        files = write_serve_plots(result, plots_dir) if plots_dir is not None else []
     if not args.quiet:
         render_serve(result, console)
     for f in [json_out, *files]:

@@ -203,3 +203,34 @@ def test_sweep_summary_never_calls_a_losing_variant_best() -> None:
         (row,) = [line for line in lines if line.startswith(f"{b['hardware']} {b['variant']} ")]
         assert pct(b["gain"]) in row
         assert row.endswith("loses everywhere" if b["gain"] <= 0 else "wins"), row
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "scenarios/counter_case_fusion.yaml", "--hardware", "h200-sxm", "--quiet"],
+    ["run", "scenarios/counter_case_fusion.yaml", "--hardware", "h200-sxm", "--quiet", "--plots", "{tmp}/p",
+     "--report", "{tmp}/r", "--kineto", "{tmp}/k"],
+    ["replay", "tests/fixtures/traces/mlp_eager.json.gz", "--hardware", "h200-measured"],
+    ["import-trace", "tests/fixtures/traces/mlp_eager.json.gz", "-o", "{tmp}/w.yaml"],
+    ["serve", "scenarios/serving_decode.yaml", "--rates", "20", "--requests", "60", "--quiet", "--plots", "{tmp}/s"],
+])
+def test_long_steps_show_a_spinner(argv: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every step that can take seconds (simulating, drawing plots, reading a trace) runs under a spinner
+    (sim.report.progress.busy; on a terminal only). sweep has its progress bar, validate and calibrate
+    the same spinner (sim/commands_calibrate.py)."""
+    import contextlib
+
+    import sim.report.progress as progress
+    from sim.cli import main
+
+    shown: list[str] = []
+
+    def busy(text: str) -> contextlib.AbstractContextManager[None]:
+        shown.append(text)
+        return contextlib.nullcontext()
+
+    monkeypatch.setattr(progress, "busy", busy)
+    monkeypatch.chdir(ROOT)
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main([a.format(tmp=tmp_path) for a in argv]) == 0
+    expected = 1 + sum(1 for flag in ("--plots", "--kineto") if flag in argv)
+    assert len(shown) == expected, shown
