@@ -153,28 +153,65 @@ def gen_traces_measured() -> str:
     return "\n".join(lines) + "\n"
 
 
-def gen_traces_predict() -> str:
-    """docs/traces.md: predict mode on h200-measured, last step of each fixture and held-out trace."""
-    import json
+@functools.cache
+def heldout_unprofiled() -> dict[str, float]:
+    """Held-out trace → its step measured without the profiler (calibration/h200/raw/profiler_overhead.json)."""
+    raw = json.loads((ROOT / "calibration" / "h200" / "raw" / "profiler_overhead.json").read_text(encoding="utf-8"))
+    return {r["path"]: r["unprofiled_step_us"] for r in raw["records"] if r.get("bench") == "heldout_trace"}
 
+
+@functools.cache
+def predict_replay(path: Path, host: str = "trace", keep_profiler: bool = False) -> dict[str, Any]:
+    """`kernelsim replay PATH --hardware h200-measured --mode predict` (last step), against the unprofiled
+    step where the trace has one."""
     from sim import api
 
-    raw = json.loads((ROOT / "calibration" / "h200" / "raw" / "profiler_overhead.json").read_text())
-    unprofiled = {r["path"]: r["unprofiled_step_us"] for r in raw["records"] if r.get("bench") == "heldout_trace"}
+    unprofiled = None if keep_profiler else heldout_unprofiled().get(path.name)
+    return api.replay(path, "h200-measured", mode="predict", host=host, keep_profiler=keep_profiler,
+                      unprofiled_us=unprofiled).to_dict()
+
+
+def gen_traces_predict() -> str:
+    """docs/traces.md: predict mode on h200-measured, last step of each fixture and held-out trace."""
+    unprofiled = heldout_unprofiled()
     lines = ["| trace | recorded µs | predicted, profiler kept µs | error | unprofiled µs | predicted µs | error |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for label, folder in (("", "tests/fixtures/traces"), ("held-out: ", "validation/h200/traces_heldout")):
         for path in _traces(folder):
-            k = api.replay(path, "h200-measured", mode="predict", keep_profiler=True).to_dict()
+            k = predict_replay(path, keep_profiler=True)
             row = (f"| {label}{path.name.removesuffix('.json.gz')} | {k['measured_time_us']:.1f} | "
                    f"{k['predicted_time_us']:.1f} | {k['error'] * 100:+.1f} % |")
             if path.name in unprofiled:
-                d = api.replay(path, "h200-measured", mode="predict", unprofiled_us=unprofiled[path.name]).to_dict()
+                d = predict_replay(path)
                 row += f" {unprofiled[path.name]:.1f} | {d['predicted_time_us']:.1f} | {d['unprofiled_error'] * 100:+.1f} % |"
             else:
                 row += " | | |"
             lines.append(row)
     return "\n".join(lines) + "\n"
+
+
+def _heldout_errors(host: str, device_right: bool = False) -> list[float]:
+    """|error| against the unprofiled step of the held-out traces, predicted with `--host HOST`; with
+    `device_right`, only the traces whose device model is right (profiler kept: within 5 % of the trace)."""
+    out = []
+    for path in _traces("validation/h200/traces_heldout"):
+        if path.name not in heldout_unprofiled():
+            continue
+        if device_right and abs(predict_replay(path, keep_profiler=True)["error"]) > 0.05:
+            continue
+        out.append(abs(predict_replay(path, host)["unprofiled_error"]))
+    return out
+
+
+def fig_heldout(host: str, stat: str, device_right: bool = False) -> Generator:
+    import statistics
+
+    def make() -> str:
+        errs = _heldout_errors(host, device_right)
+        if stat == "range":
+            return _pct_range(errs)
+        return f"{(statistics.median(errs) if stat == 'median' else max(errs)) * 100:.1f} %"
+    return Generator(make, slow=False)
 
 
 #: Binary files a generator produced (path relative to the repository → bytes): written with the
@@ -224,6 +261,7 @@ BLOCKS: dict[str, Generator] = {
     "traces-measured": Generator(gen_traces_measured, slow=True),
     "sweep-gains": Generator(gen_sweep_gains, slow=True),
     "traces-predict": Generator(gen_traces_predict, slow=False),  # moves with the host model
+    "traces-host-context": Generator(lambda: gen_traces_host_context(), slow=True),  # kernelsim validate
 }
 
 
@@ -357,6 +395,52 @@ FUSED_MLP = [f"bias_gelu_dropout/fused_b{b}" for b in (512, 2048, 8192)]
 BOTH, UNSEEN = ("unseen", "calibrated"), ("unseen",)
 
 
+def _host_rows(family: str, label: Callable[[str], bool] = lambda c: True) -> list[float]:
+    """|error| of `kernelsim validate`'s held-out host-context rows of one family whose config matches."""
+    return [abs(r["error"]) for r in validation_run()[1]["rows"] if r["table"] == "host" and r["family"] == family
+            and r["split"] == "unseen" and label(r["label"].split("/", 1)[1])]
+
+
+def gen_traces_host_context() -> str:
+    """docs/traces.md: held-out host-context configs, median / max |error| per path and kind of config."""
+    import statistics
+
+    def cells(groups: list[list[float]]) -> tuple[str, str, str]:
+        n = " + ".join(str(len(g)) for g in groups)
+        med = " / ".join(f"{statistics.median(g) * 100:.1f} %" for g in groups)
+        top = " / ".join(f"{max(g) * 100:.1f} %" for g in groups)
+        return n, med, top
+
+    def trace(pred: Callable[[str], bool]) -> list[float]:
+        return _host_rows("trace_predict", pred)
+
+    rows = [
+        ("trace (default predict)", "all held-out", [trace(lambda c: True)]),
+        ("trace", "decode, eager and CUDA graph", [trace(lambda c: c.startswith("decode_"))]),
+        ("trace", "Llama training / inference", [trace(lambda c: c.startswith("llama_train")),
+                                                  trace(lambda c: c.startswith("llama_infer"))]),
+        ("trace", "MLP training", [trace(lambda c: c.startswith("mlp_train") and not c.endswith("_compiled"))]),
+        ("trace", "compiled steps", [trace(lambda c: c.endswith("_compiled"))]),
+        ("`--host model`", "decode eager / graph", [_host_rows("host_model/decode_eager"),
+                                                    _host_rows("host_model/decode_graph")]),
+        ("`--host model`", "inference eager / training eager", [_host_rows("host_model/infer_eager"),
+                                                                _host_rows("host_model/train_eager")]),
+        ("`--host model`", "training compiled / inference compiled", [_host_rows("host_model/train_compiled"),
+                                                                      _host_rows("host_model/infer_compiled")]),
+    ]
+    lines = ["| path | configs | median | max |", "| --- | --- | ---: | ---: |"]
+    for path, what, groups in rows:
+        if not all(groups):
+            raise RuntimeError(f"no held-out host-context rows for {path} {what}: rewrite docs/traces.md")
+        n, med, top = cells(groups)
+        lines.append(f"| {path} | {what} ({n}) | {med} | {top} |")
+    return "\n".join(lines) + "\n"
+
+
+def fig_traces_host_heldout_n() -> str:
+    return str(len(_host_rows("trace_predict")))
+
+
 def fig_val_attention_cases() -> str:
     return str(_validation_summary("kernel", "attention", "unseen")["n"])
 
@@ -456,6 +540,14 @@ PROSE: dict[str, Generator] = {
     "val-decode-graph-range": Generator(fig_val_decode_graph_range, slow=True),
     "val-decode-graph-median": Generator(fig_val_decode_graph_median, slow=True),
     "val-sustained": Generator(fig_val_sustained, slow=True),
+    "traces-host-heldout-n": Generator(fig_traces_host_heldout_n, slow=True),
+    # held-out traces predicted against their unprofiled step (docs/traces.md)
+    "heldout-trace-median": fig_heldout("trace", "median"),
+    "heldout-trace-max": fig_heldout("trace", "max"),
+    "heldout-model-median": fig_heldout("model", "median"),
+    "heldout-model-max": fig_heldout("model", "max"),
+    "heldout-model-range": fig_heldout("model", "range"),
+    "heldout-trace-range-device-right": fig_heldout("trace", "range", device_right=True),
     # the measured profile
     "h200-power-limit": Generator(fig_power_limit, slow=False),
     "h200-sustained-clock": Generator(fig_sustained_clock, slow=False),
