@@ -60,3 +60,12 @@ def test_gpu_messages_point_to_options_that_exist(argv: list[str], command: str,
     assert flags <= known, flags - known
     if command == "validate":
         assert "--from-raw" not in err
+
+
+def test_missing_torch_for_capture_names_the_extra(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setitem(sys.modules, "torch", None)  # import fails as when the extra is missing
+    code = main(["capture", "sim.capture.examples:mlp", "--param", "batch=8", "-o", str(tmp_path / "w.yaml")])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "pip install 'kernelsim[torch]'" in err

@@ -234,3 +234,12 @@ def test_long_steps_show_a_spinner(argv: list[str], tmp_path: Path, monkeypatch:
         assert main([a.format(tmp=tmp_path) for a in argv]) == 0
     expected = 1 + sum(1 for flag in ("--plots", "--kineto") if flag in argv)
     assert len(shown) == expected, shown
+
+
+def test_serve_prints_tpot_to_hundredths_of_a_ms() -> None:
+    """TPOT is under a millisecond: 0.1 ms steps would hide a 10 % difference."""
+    text = _render_serve(WIDE)
+    for hw in _golden("serve_serving_decode.json")["hardware"]:
+        for v in hw["variants"]:
+            for p in v["points"]:
+                assert f"{p['tpot_ms']['p50']:.2f} / {p['tpot_ms']['p99']:.2f}" in text
