@@ -511,6 +511,16 @@ def fig_sustained_slowdown() -> str:
     return f"{(p['sm']['clock_mhz']['value'] / p['power']['sustained_clock_mhz']['value'] - 1) * 100:.0f} %"
 
 
+def fig_advice_default(field: str) -> Generator:
+    """A default threshold of `kernelsim advise` (sim/schema AdviceSettings): a share in %, a factor in ×."""
+    def make() -> str:
+        from sim.schema.scenario import AdviceSettings
+
+        value = AdviceSettings.model_fields[field].default
+        return f"{value:g}×" if field == "near_ceiling_headroom" else f"{value * 100:g} %"
+    return Generator(make, slow=False)
+
+
 PROSE: dict[str, Generator] = {
     "seed-b8192-loss": Generator(fig_seed_b8192_loss, slow=False),
     "seed-compiled-wins": Generator(fig_seed_compiled_wins, slow=False),
@@ -548,6 +558,9 @@ PROSE: dict[str, Generator] = {
     "heldout-model-max": fig_heldout("model", "max"),
     "heldout-model-range": fig_heldout("model", "range"),
     "heldout-trace-range-device-right": fig_heldout("trace", "range", device_right=True),
+    # advise's default thresholds (docs/advise.md)
+    **{f"advise-default-{f.replace('_', '-')}": fig_advice_default(f) for f in (
+        "min_hotspot_share", "near_ceiling_headroom", "dispatch_margin", "max_bucket_regression", "min_coverage")},
     # the measured profile
     "h200-power-limit": Generator(fig_power_limit, slow=False),
     "h200-sustained-clock": Generator(fig_sustained_clock, slow=False),

@@ -237,3 +237,18 @@ def test_readme_prose_has_no_hand_typed_result() -> None:
 def test_prose_figure_check_finds_a_typed_figure() -> None:
     assert prose_figures("The step loses 10 % and the kernel runs 1.2× faster.") == ["10 %", "1.2×"]
     assert prose_figures("It wins <!-- fig:x -->+2.0 %<!-- /fig --> end to end.") == []
+
+
+#: Figures still typed by hand in the other docs' prose (measured facts quoted from raw files, definitions,
+#: examples, thresholds): a tripwire, the count per file may only fall as they become generated figures.
+HAND_KEPT = {"docs/advise.md": 3, "docs/capture.md": 10, "docs/communication.md": 16, "docs/json.md": 4,
+             "docs/robustness.md": 0, "docs/serving.md": 1, "docs/sweeps.md": 1, "docs/traces.md": 45}
+
+
+def test_docs_hand_typed_figures_do_not_grow() -> None:
+    gen = _gen_docs()
+    generated_whole = set(gen.generated_files())
+    counts = {rel: len(prose_figures((ROOT / rel).read_text(encoding="utf-8")))
+              for rel in gen.DOC_FILES if rel != "README.md" and rel not in generated_whole}
+    grown = {rel: (n, HAND_KEPT.get(rel, 0)) for rel, n in counts.items() if n > HAND_KEPT.get(rel, 0)}
+    assert not grown, f"hand-typed figures added (now, before): {grown}; make them <!-- fig:NAME --> spans"
