@@ -521,6 +521,14 @@ def fig_advice_default(field: str) -> Generator:
     return Generator(make, slow=False)
 
 
+def fig_comm(family: str, stat: str) -> Generator:
+    """docs/communication.md: held-out collectives' median or max |error| (kernelsim validate, table comm)."""
+    def make() -> str:
+        x = _validation_summary("comm", family, "unseen")[stat]
+        return f"{x * 100:.1f} %" if x < 1 else f"{x * 100:.0f} %"
+    return Generator(make, slow=True)
+
+
 PROSE: dict[str, Generator] = {
     "seed-b8192-loss": Generator(fig_seed_b8192_loss, slow=False),
     "seed-compiled-wins": Generator(fig_seed_compiled_wins, slow=False),
@@ -558,6 +566,8 @@ PROSE: dict[str, Generator] = {
     "heldout-model-max": fig_heldout("model", "max"),
     "heldout-model-range": fig_heldout("model", "range"),
     "heldout-trace-range-device-right": fig_heldout("trace", "range", device_right=True),
+    **{f"comm-{kind}-{stat.split('_')[0]}": fig_comm(f"collective_{kind.replace('-', '_')}", stat)
+       for kind in ("device-bound", "host-bound") for stat in ("median_abs", "max_abs")},
     # advise's default thresholds (docs/advise.md)
     **{f"advise-default-{f.replace('_', '-')}": fig_advice_default(f) for f in (
         "min_hotspot_share", "near_ceiling_headroom", "dispatch_margin", "max_bucket_regression", "min_coverage")},
