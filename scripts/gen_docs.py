@@ -137,20 +137,31 @@ def _traces(folder: str) -> list[Path]:
     return sorted((ROOT / folder).glob("*.json.gz"))
 
 
-def gen_traces_measured() -> str:
-    """docs/traces.md: measured-mode replay of every step of every fixture on h200-sxm."""
+@functools.cache
+def measured_replays() -> list[tuple[str, str, dict[str, Any]]]:
+    """Measured-mode replay of every step of every fixture on h200-sxm: (fixture, step, result)."""
     from sim import api
 
+    out = []
+    for path in _traces("tests/fixtures/traces"):
+        for step in api.replay(path, "h200-sxm").to_dict()["steps_in_trace"]:
+            out.append((path.name.removesuffix(".json.gz"), step, api.replay(path, "h200-sxm", step=step).to_dict()))
+    return out
+
+
+def gen_traces_measured() -> str:
+    """docs/traces.md: measured-mode replay of every step of every fixture on h200-sxm."""
     lines = ["| fixture | step | GPU activities | measured µs | replayed µs | error | device gaps µs |",
              "|---|---|---:|---:|---:|---:|---:|"]
-    for path in _traces("tests/fixtures/traces"):
-        steps = api.replay(path, "h200-sxm").to_dict()["steps_in_trace"]
-        for step in steps:
-            d = api.replay(path, "h200-sxm", step=step).to_dict()
-            lines.append(f"| {path.name.removesuffix('.json.gz')} | {step} | {d['kernels']} | "
-                         f"{d['measured_time_us']:.1f} | {d['predicted_time_us']:.1f} | {d['error'] * 100:+.2f}% | "
-                         f"{d['device_gaps_us']:.1f} |")
+    for name, step, d in measured_replays():
+        lines.append(f"| {name} | {step} | {d['kernels']} | {d['measured_time_us']:.1f} | {d['predicted_time_us']:.1f} | "
+                     f"{d['error'] * 100:+.2f}% | {d['device_gaps_us']:.1f} |")
     return "\n".join(lines) + "\n"
+
+
+def fig_measured_replay_max() -> str:
+    """The largest |error| of measured-mode replay over the fixtures' steps (the engine and dependencies)."""
+    return f"{max(abs(d['error']) for _, _, d in measured_replays()) * 100:.1f} %"
 
 
 @functools.cache
@@ -201,6 +212,16 @@ def _heldout_errors(host: str, device_right: bool = False) -> list[float]:
             continue
         out.append(abs(predict_replay(path, host)["unprofiled_error"]))
     return out
+
+
+def fig_profiled_decode(which: str) -> Generator:
+    """The held-out eager decode step (b1, l128) without and with the profiler, in ms."""
+    def make() -> str:
+        path = ROOT / "validation" / "h200" / "traces_heldout" / "decode_eager_b1_l128.json.gz"
+        us = heldout_unprofiled()[path.name] if which == "unprofiled" else \
+            predict_replay(path, keep_profiler=True)["measured_time_us"]
+        return f"{us / 1e3:.2f} ms"
+    return Generator(make, slow=False)
 
 
 def fig_heldout(host: str, stat: str, device_right: bool = False) -> Generator:
@@ -561,6 +582,9 @@ PROSE: dict[str, Generator] = {
     "traces-host-heldout-n": Generator(fig_traces_host_heldout_n, slow=True),
     # held-out traces predicted against their unprofiled step (docs/traces.md)
     "heldout-trace-median": fig_heldout("trace", "median"),
+    "decode-unprofiled-ms": fig_profiled_decode("unprofiled"),
+    "measured-replay-max": Generator(fig_measured_replay_max, slow=True),
+    "decode-profiled-ms": fig_profiled_decode("profiled"),
     "heldout-trace-max": fig_heldout("trace", "max"),
     "heldout-model-median": fig_heldout("model", "median"),
     "heldout-model-max": fig_heldout("model", "max"),
