@@ -542,6 +542,22 @@ def fig_advice_default(field: str) -> Generator:
     return Generator(make, slow=False)
 
 
+def fig_host_gain(key: str) -> Generator:
+    """docs/traces.md: median |error| of held-out gains over eager in real models (host context), in pp;
+    `key` is PATH/VARIANT as `kernelsim validate` prints it (`trace/cuda_graph`, `model/compiled`)."""
+    def make() -> str:
+        import statistics
+
+        from sim.hardware import load_profile
+        from sim.validate.host import gain_groups, host_rows
+
+        validation_run()  # host_rows caches per process: validate has replayed these traces already
+        hw = load_profile("h200-measured", ROOT, path="hardware")
+        _, gains = host_rows(ROOT / "calibration" / "h200" / "host_context", hw)
+        return f"{statistics.median(abs(g.error_pp) for g in gain_groups(gains)[key]):.1f} pp"
+    return Generator(make, slow=True)
+
+
 def fig_comm(family: str, stat: str) -> Generator:
     """docs/communication.md: held-out collectives' median or max |error| (kernelsim validate, table comm)."""
     def make() -> str:
@@ -592,6 +608,8 @@ PROSE: dict[str, Generator] = {
     "heldout-trace-range-device-right": fig_heldout("trace", "range", device_right=True),
     **{f"comm-{kind}-{stat.split('_')[0]}": fig_comm(f"collective_{kind.replace('-', '_')}", stat)
        for kind in ("device-bound", "host-bound") for stat in ("median_abs", "max_abs")},
+    **{f"host-gain-{k.replace('/', '-').replace('_', '-')}": fig_host_gain(k)
+       for k in ("trace/cuda_graph", "model/cuda_graph", "trace/compiled", "model/compiled")},
     # advise's default thresholds (docs/advise.md)
     **{f"advise-default-{f.replace('_', '-')}": fig_advice_default(f) for f in (
         "min_hotspot_share", "near_ceiling_headroom", "dispatch_margin", "max_bucket_regression", "min_coverage")},
