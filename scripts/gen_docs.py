@@ -558,6 +558,15 @@ def fig_host_gain(key: str) -> Generator:
     return Generator(make, slow=True)
 
 
+def fig_constant(module: str, name: str) -> Generator:
+    """A modeling threshold of the code, in µs (the docs quote it; the code is where it lives)."""
+    def make() -> str:
+        import importlib
+
+        return f"{float(getattr(importlib.import_module(module), name)):g} µs"
+    return Generator(make, slow=False)
+
+
 def fig_comm(family: str, stat: str) -> Generator:
     """docs/communication.md: held-out collectives' median or max |error| (kernelsim validate, table comm)."""
     def make() -> str:
@@ -610,6 +619,11 @@ PROSE: dict[str, Generator] = {
        for kind in ("device-bound", "host-bound") for stat in ("median_abs", "max_abs")},
     **{f"host-gain-{k.replace('/', '-').replace('_', '-')}": fig_host_gain(k)
        for k in ("trace/cuda_graph", "model/cuda_graph", "trace/compiled", "model/compiled")},
+    # thresholds of the trace importer and the host model (docs/traces.md)
+    "gap-min-us": fig_constant("sim.ingest.build", "GAP_MIN_US"),
+    "kernelless-work-us": fig_constant("sim.ingest.build", "KERNELLESS_WORK_US"),
+    "default-launch-latency-us": fig_constant("sim.ingest.build", "DEFAULT_LAUNCH_LATENCY_US"),
+    "gap-cap-us": fig_constant("sim.costmodel.host", "GAP_CAP_US"),
     # advise's default thresholds (docs/advise.md)
     **{f"advise-default-{f.replace('_', '-')}": fig_advice_default(f) for f in (
         "min_hotspot_share", "near_ceiling_headroom", "dispatch_margin", "max_bucket_regression", "min_coverage")},
