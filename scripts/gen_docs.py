@@ -376,6 +376,17 @@ def fig_seed_auto_gain() -> str:
     return f"{_seed_variant('dispatch_auto')['gain_vs_baseline'] * 100:+.1f} %"
 
 
+def fig_band_example(kind: str) -> str:
+    """docs/json.md: how tables print a band, on the seed run (compiled's step gain; the baseline at 128 tokens)."""
+    from sim.validate.bands import band_us, fmt_gain
+
+    if kind == "gain":
+        v = _seed_variant("compiled")
+        return f"`{fmt_gain(v['gain_vs_baseline'], v.get('gain_interval'))}`"
+    b = _seed_variant("baseline")["buckets"][0]
+    return f"`{b['time_us']:.1f} {band_us(b.get('time_interval_us'))}`"
+
+
 def fig_seed_compute_share() -> str:
     """The compute share of the baseline step (advise's "where the time goes")."""
     return f"{seed_advice()['hardware'][0]['baseline']['breakdown_share']['compute'] * 100:.0f} %"
@@ -581,6 +592,8 @@ PROSE: dict[str, Generator] = {
     "seed-compiled-worst-tokens": Generator(fig_seed_compiled_worst_tokens, slow=False),
     "seed-auto-from-tokens": Generator(fig_seed_auto_from_tokens, slow=False),
     "seed-auto-gain": Generator(fig_seed_auto_gain, slow=False),
+    "band-example-gain": Generator(lambda: fig_band_example("gain"), slow=False),
+    "band-example-time": Generator(lambda: fig_band_example("time"), slow=False),
     "seed-compute-share": Generator(fig_seed_compute_share, slow=True),
     "seed-gemm-attainable": Generator(fig_seed_gemm_attainable, slow=True),
     "seed-fused-hbm-less": Generator(fig_seed_fused_hbm_less, slow=True),

@@ -240,7 +240,7 @@ def test_prose_figure_check_finds_a_typed_figure() -> None:
 
 #: Figures still typed by hand in the other docs' prose and tables (measured facts quoted from raw files,
 #: definitions, examples, thresholds): a tripwire, the count per file may only fall as they become generated.
-HAND_KEPT = {"docs/advise.md": 5, "docs/capture.md": 35, "docs/communication.md": 14, "docs/json.md": 4,
+HAND_KEPT = {"docs/advise.md": 5, "docs/capture.md": 35, "docs/communication.md": 14, "docs/json.md": 3,
              "docs/robustness.md": 0, "docs/serving.md": 1, "docs/sweeps.md": 1, "docs/traces.md": 36}
 
 
