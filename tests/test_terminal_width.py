@@ -15,8 +15,8 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -156,8 +156,8 @@ COMMANDS: dict[str, str] = {
 
 def tmux_screen(command: str, width: int, cwd: Path, timeout_s: float = 400) -> tuple[str, int]:
     """Run `command` in a detached tmux pane `width` columns wide; (everything the pane showed, exit code)."""
-    sock = f"kernelsim-test-{uuid.uuid4().hex[:8]}"
-    tmux = ["tmux", "-L", sock, "-f", "/dev/null"]
+    sock = Path(tempfile.mkdtemp(prefix="kernelsim-tmux-")) / "socket"  # a server of its own, removed after
+    tmux = ["tmux", "-S", str(sock), "-f", "/dev/null"]
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "TMUX")}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     script = f"cd {cwd} && {command}; echo KS_EXIT=$?; exec sleep {int(timeout_s) + 60}"
@@ -177,6 +177,7 @@ def tmux_screen(command: str, width: int, cwd: Path, timeout_s: float = 400) -> 
         raise AssertionError(f"{command!r} did not finish in {timeout_s} s; screen:\n{screen[-2000:]}")
     finally:
         subprocess.run([*tmux, "kill-server"], check=False, capture_output=True)
+        shutil.rmtree(sock.parent, ignore_errors=True)
 
 
 @pytest.mark.slow
