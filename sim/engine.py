@@ -50,6 +50,8 @@ from sim.kernelcost import KernelCost
 from sim.trace import HOST_TRACK, Records, Trace, stream_track
 
 _EPS = 1e-15
+_FILLING = 1.0 - 1e-9  # a kernel whose blocks alone cover every SM (sm_demand is capped at 1)
+_FREE_SM_FLOOR = 0.02  # held CTAs never leave the other kernels less than this share of SMs
 _NO_ARGS: MappingProxyType[str, Any] = MappingProxyType({})
 
 
@@ -390,13 +392,54 @@ class Simulation:
 
 class HoldingGPU(FluidGPU):
     """A FluidGPU that can also hold work of no set length: a collective kernel waiting for its
-    peers keeps its CTAs on their SMs (and, while it moves data, streams HBM) until released."""
+    peers keeps its CTAs on their SMs (and, while it moves data, streams HBM) until released.
+
+    Block-level SM allocation, as the hardware's block scheduler does it:
+    - a held kernel's CTAs stay resident on their SMs: the other kernels share what is left
+      (their SM demand is measured against 1 - the held share), HBM is shared as before;
+    - a collective that becomes ready while a machine-filling kernel runs (its blocks alone cover
+      every SM) gets no SM until that kernel's blocks are all dispatched: the scheduler serves the
+      earlier kernel's pending blocks first. It then takes the SMs that free up before any kernel
+      that became ready after it (admission order), so it waits for the kernels running when it
+      became ready, not for their successors (`admission`).
+    """
+
+    def __init__(self, env: simpy.Environment) -> None:
+        super().__init__(env)
+        self.held: set[int] = set()
+        self._admissions: list[tuple[frozenset[int], simpy.Event]] = []
+        self.links: LinkShare | None = None  # the ranks' links: told when this GPU's HBM load changes
+
+    def hbm_load(self) -> float:
+        """The HBM demand of every kernel running here (collectives included), 1 = all of it."""
+        return sum(j.bw for j in self.jobs.values())
+
+    def _rate(self) -> float:
+        jobs, held = self.jobs, self.held
+        if not held:
+            return super()._rate()
+        bw = sum(j.bw for j in jobs.values())
+        held_sm = min(sum(jobs[h].sm for h in held), 1.0 - _FREE_SM_FLOOR)
+        sm = sum(j.sm for jid, j in jobs.items() if jid not in held)
+        return 1.0 / max(1.0, bw, sm / (1.0 - held_sm))
+
+    def admission(self) -> simpy.Event | None:
+        """None when a collective's CTAs can take SMs now; else an event that fires when every
+        machine-filling kernel running now has ended."""
+        blockers = frozenset(jid for jid, j in self.jobs.items()
+                             if jid not in self.held and j.sm >= _FILLING and j.remaining_s != math.inf)
+        if not blockers:
+            return None
+        ev = simpy.Event(self.env)
+        self._admissions.append((blockers, ev))
+        return ev
 
     def hold(self, bw: float, sm: float) -> int:
         self._advance()
         jid = self._next_id
         self._next_id += 1
         self.jobs[jid] = _Job(math.inf, bw, sm, simpy.Event(self.env))
+        self.held.add(jid)
         self._settle()
         return jid
 
@@ -409,6 +452,7 @@ class HoldingGPU(FluidGPU):
     def release(self, jid: int) -> None:
         self._advance()
         del self.jobs[jid]
+        self.held.discard(jid)
         self._settle()
 
     def _settle(self) -> None:
@@ -416,6 +460,14 @@ class HoldingGPU(FluidGPU):
         limit = _EPS * max(1.0, self.env.now)
         for jid in [jid for jid, j in jobs.items() if j.remaining_s <= limit]:
             jobs.pop(jid).done.succeed()
+        if self._admissions:
+            waiting = []
+            for blockers, ev in self._admissions:
+                if any(b in jobs for b in blockers):
+                    waiting.append((blockers, ev))
+                else:
+                    ev.succeed()
+            self._admissions = waiting
         finite = [j.remaining_s for j in jobs.values() if j.remaining_s != math.inf]
         if finite:
             wake = Timeout(self.env, max(0.0, min(finite) / self._rate()))
@@ -423,14 +475,18 @@ class HoldingGPU(FluidGPU):
             self._wakeup = wake
         else:
             self._wakeup = None
+        if self.links is not None:
+            self.links.reflow()
 
 
 class _Flow:
-    __slots__ = ("remaining_s", "demands", "rate", "done")
+    __slots__ = ("remaining_s", "demands", "gpus", "rate", "done")
 
-    def __init__(self, remaining_s: float, demands: tuple[tuple[Any, float], ...], done: simpy.Event) -> None:
+    def __init__(self, remaining_s: float, demands: tuple[tuple[Any, float], ...], done: simpy.Event,
+                 gpus: tuple[HoldingGPU, ...] = ()) -> None:
         self.remaining_s = remaining_s
         self.demands = demands
+        self.gpus = gpus
         self.rate = 1.0
         self.done = done
 
@@ -441,6 +497,9 @@ class LinkShare:
     A flow demands a share of each link it crosses (a GPU's NVLink port, a node's NICs) when
     alone; a flow's rate is 1 / the most loaded of its links (at least 1). Collectives on
     disjoint links do not slow each other; two on the same links take about twice as long.
+    A collective also streams HBM on every member GPU: where the kernels running there ask for
+    more HBM than there is, its transfer slows by the same factor as they do (NCCL's protocols
+    read and write their buffers through HBM).
     """
 
     def __init__(self, env: simpy.Environment) -> None:
@@ -466,7 +525,8 @@ class LinkShare:
             for link, share in f.demands:
                 load[link] = load.get(link, 0.0) + share
         for f in self.flows:
-            f.rate = 1.0 / max([1.0, *(load[link] for link, _ in f.demands)])
+            hbm = max([gpu.hbm_load() for gpu in f.gpus], default=0.0)
+            f.rate = 1.0 / max([1.0, hbm, *(load[link] for link, _ in f.demands)])
         if self.flows:
             wake = Timeout(self.env, max(0.0, min(f.remaining_s / f.rate for f in self.flows)))
             wake.callbacks.append(self._wake)
@@ -483,11 +543,19 @@ class LinkShare:
                 f.remaining_s = 0.0
         self._settle()
 
-    def run(self, work_s: float, demands: tuple[tuple[Any, float], ...]) -> simpy.Event:
-        """Move data that would take `work_s` alone over `demands` ((link, share), ...)."""
+    def reflow(self) -> None:
+        """A member GPU's HBM load changed: flows go on at their new rates from now."""
+        if self.flows:
+            self._advance()
+            self._settle()
+
+    def run(self, work_s: float, demands: tuple[tuple[Any, float], ...],
+            gpus: tuple[HoldingGPU, ...] = ()) -> simpy.Event:
+        """Move data that would take `work_s` alone over `demands` ((link, share), ...), streaming
+        HBM on `gpus`."""
         self._advance()
         ev = simpy.Event(self.env)
-        self.flows.append(_Flow(max(work_s, 0.0), demands, ev))
+        self.flows.append(_Flow(max(work_s, 0.0), demands, ev, gpus))
         self._settle()
         return ev
 
@@ -529,6 +597,8 @@ class Ranks:
             sim = Simulation(g, c, host, env=self.env)
             sim.rank = r
             sim.rendezvous = self
+            assert isinstance(sim.gpu, HoldingGPU)
+            sim.gpu.links = self.links
             self.sims.append(sim)
         self.collective_ops = frozenset(i for i, o in enumerate(graphs[0].ops) if o.kind == "collective")
 
@@ -544,6 +614,9 @@ class Ranks:
         meeting = self.meetings.get(key)
         if meeting is None:
             meeting = self.meetings[key] = _Meeting(members, simpy.Event(self.env))
+        admitted = gpu.admission()
+        if admitted is not None:  # no SM for its CTAs until the filling kernels' blocks are dispatched
+            yield admitted
         arrived = self.env.now
         meeting.arrived[sim.rank] = arrived
         meeting.holds[sim.rank] = (gpu, gpu.hold(0.0, cost.sm_demand))
@@ -577,7 +650,7 @@ class Ranks:
         if net > 0:
             demands.extend((("node", node), net) for node in sorted({self.node_of[r] for r in meeting.members}))
         if transfer > 0:
-            yield self.links.run(transfer, tuple(demands))
+            yield self.links.run(transfer, tuple(demands), tuple(gpu for gpu, _ in meeting.holds.values()))
         meeting.done.succeed()
 
     def _delayed_host(self, sim: Simulation, delay_s: float):

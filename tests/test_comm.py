@@ -199,11 +199,59 @@ def test_collective_exposed_when_compute_is_shorter(testgpu: Hardware) -> None:
     assert cm.collectives[0].exposed_s == pytest.approx(30 * US, rel=1e-9)
 
 
-def test_collective_takes_sms_from_compute_beside_it(testgpu: Hardware) -> None:
-    # A GEMM that fills every SM (demand 1.0) next to a collective holding 0.25 of them runs at 1/1.25
-    # while they overlap (25–65 µs: 40 µs at 0.8 → 32 µs of progress, 8 µs lost).
+def test_collective_waits_for_a_machine_filling_kernel(testgpu: Hardware) -> None:
+    # A GEMM whose blocks fill every SM (demand 1.0) runs 15–115 µs; the all-reduce, ready at 25 µs, gets
+    # no SM for its CTAs until the GEMM's blocks are through (the block scheduler serves the earlier
+    # kernel first): it moves its 30 µs (+ 10 µs latency) from 115 µs on, the GEMM is not slowed.
     traces = _run(testgpu, 100, _comm_cost(30, sm=0.25), compute=_compute_cost(100, sm=1.0))
-    assert traces[0].end_s == pytest.approx(123 * US, rel=1e-9)
+    assert traces[0].end_s == pytest.approx(155 * US, rel=1e-9)
+    gemm = next(iv for iv in traces[0].kernels() if iv.name == "gemm")
+    assert gemm.end_s == pytest.approx(115 * US, rel=1e-9)
+
+
+def _run_ops(testgpu: Hardware, ops: list[Op], costs: list[KernelCost | None]):  # type: ignore[no-untyped-def]
+    g = _graph(ops)
+    groups = [[(0, 1) if o.kind == "collective" else None for o in ops] for _ in range(2)]
+    return simulate_ranks([g] * 2, [costs] * 2, [host_costs(testgpu)] * 2, groups, [0, 0])
+
+
+def _ar(name: str = "ar", reads: tuple[str, ...] = ("g",)) -> Op:
+    return Op(name=name, kind="collective", reads=reads, writes=("g",), stream=1,
+              attrs=MappingProxyType({"collective": "all_reduce", "bytes": 1.0}))
+
+
+def test_kernel_beside_held_ctas_runs_on_the_sms_left(testgpu: Hardware) -> None:
+    # The all-reduce is issued first (ready at 15 µs, latency 10, transfer 30: holds 0.25 of the SMs
+    # 15–55 µs); the GEMM (100 µs alone, every SM) starts at 25 µs on the 0.75 left: 30 µs at 0.75
+    # = 22.5 µs of progress by 55, then the remaining 77.5 µs alone → ends at 132.5 µs.
+    ops = [_ar(), Op(name="gemm", kind="gemm", reads=("a",), writes=("b",), stream=0)]
+    traces = _run_ops(testgpu, ops, [_comm_cost(30, sm=0.25), _compute_cost(100, sm=1.0)])
+    gemm = next(iv for iv in traces[0].kernels() if iv.name == "gemm")
+    assert gemm.end_s == pytest.approx(132.5 * US, rel=1e-9)
+
+
+def test_collective_waits_for_the_kernels_running_when_it_became_ready_not_their_successors(
+        testgpu: Hardware) -> None:
+    # gemm1 (every SM) 15–115 µs; the all-reduce is ready at 25 µs and waits for gemm1; gemm2, behind
+    # gemm1 on its stream, starts at 115 µs like the all-reduce: the all-reduce was first, so it takes
+    # its SMs (transfer 115+10 .. 155) and gemm2 runs on what is left meanwhile.
+    ops = [Op(name="gemm1", kind="gemm", reads=("a",), writes=("b",), stream=0), _ar(),
+           Op(name="gemm2", kind="gemm", reads=("b",), writes=("c",), stream=0)]
+    traces = _run_ops(testgpu, ops, [_compute_cost(100, sm=1.0), _comm_cost(30, sm=0.25), _compute_cost(100, sm=1.0)])
+    ar = next(iv for iv in traces[0].intervals if iv.name == "ar" and iv.cat == "comm")
+    assert ar.end_s == pytest.approx(155 * US, rel=1e-9)
+    gemm2 = next(iv for iv in traces[0].kernels() if iv.name == "gemm2")
+    assert gemm2.end_s == pytest.approx((115 + 40 + (100 - 40 * 0.75)) * US, rel=1e-9)
+
+
+def test_collective_transfer_slows_when_hbm_is_oversubscribed(testgpu: Hardware) -> None:
+    # A bandwidth-bound kernel (HBM 0.9, half the SMs: not filling) 15–215 µs and an all-reduce streaming
+    # HBM at 0.3 while it moves data: 1.2 of HBM asked for, so both go at 1/1.2. The transfer (30 µs
+    # alone) starts at 35 µs and takes 36 µs.
+    ops = [Op(name="copy", kind="copy", reads=("a",), writes=("b",), stream=0), _ar()]
+    traces = _run_ops(testgpu, ops, [_compute_cost(200, sm=0.5, bw=0.9), _comm_cost(30, bw=0.3)])
+    ar = next(iv for iv in traces[0].intervals if iv.name == "ar" and iv.cat == "comm")
+    assert ar.end_s == pytest.approx((35 + 36) * US, rel=1e-9)
 
 
 def test_ranks_rendezvous_and_a_late_rank_delays_the_others(testgpu: Hardware) -> None:
