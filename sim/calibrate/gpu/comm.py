@@ -659,24 +659,31 @@ def _ddp_variant(ctx: _Ctx, var: dict[str, Any]) -> None:
                 step()
                 step_nosync()
             torch.cuda.synchronize()
-            with_comm, without = [], []
+            with_comm, without, cpu_with, cpu_without = [], [], [], []
             for _ in range(cfg["ddp_steps"]):
-                for fn, dev_out in ((step, with_comm), (step_nosync, without)):
+                for fn, dev_out, cpu_out in ((step, with_comm, cpu_with), (step_nosync, without, cpu_without)):
                     dist.barrier()
                     torch.cuda.synchronize()
                     s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    t0 = time.perf_counter()
                     s.record()
                     fn()
                     e.record()
+                    t1 = time.perf_counter()
                     torch.cuda.synchronize()
                     dev_out.append(s.elapsed_time(e) * 1e3)
+                    cpu_out.append((t1 - t0) * 1e6)
             med = statistics.median
             step_us = sum(ctx.gather(med(with_comm))) / ctx.world
             nosync_us = sum(ctx.gather(med(without))) / ctx.world
             rec = {**base, "tokens": tokens, "flops": 3 * 2 * 2 * tokens * H * F * L, "step_us": step_us,
                    "step_no_comm_us": nosync_us, "exposed_comm_us": step_us - nosync_us,
+                   "cpu_enqueue_us": sum(ctx.gather(med(cpu_with))) / ctx.world,
+                   "cpu_enqueue_no_comm_us": sum(ctx.gather(med(cpu_without))) / ctx.world,
                    "rank0": {"step_samples_us": common.trim_samples(with_comm),
-                             "no_comm_samples_us": common.trim_samples(without)}}
+                             "no_comm_samples_us": common.trim_samples(without),
+                             "cpu_samples_us": common.trim_samples(cpu_with),
+                             "cpu_no_comm_samples_us": common.trim_samples(cpu_without)}}
             if i == 0 and cfg["ddp_profile"] and not ctx.expired():
                 try:
                     from torch.profiler import ProfilerActivity, profile
