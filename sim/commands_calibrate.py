@@ -160,6 +160,12 @@ def cmd_validate(args: Any, console: Console) -> int:
     for key, grp in gain_groups(hgains).items():
         errs = [abs(g.error_pp) for g in grp]
         measured[f"host_gains/{key}"] = {"median_abs_pp": statistics.median(errs), "n": float(len(errs))}
+    # issue 20: slowdowns of a load and all-reduces on two streams of two GPUs, in percentage points
+    from sim.validate.comm import contention_lines, contention_quantities
+    from sim.validate.wave2 import contention_validation
+
+    slowdowns = contention_validation(Path(args.raw).parent.parent.parent)
+    measured.update(contention_quantities(slowdowns))
     time_samples = [Sample(r.regime, r.split, r.error, r.group, r.label) for r in rows if r.table == "step"]
     gain_samples = [Sample(g.regime, g.split, g.error_pp, g.case, f"{g.case} {g.variant} {g.bucket}") for g in gains]
     coverage: dict[str, Any] = {}
@@ -184,8 +190,9 @@ def cmd_validate(args: Any, console: Console) -> int:
                           f"where |measured gain| > 3%: {wrong}; ranking wrong in {int(rank.get('wrong_buckets', 0))} of "
                           f"{int(rank.get('n', 0))} buckets")
     gain_lines += host_gain_lines(hgains)
+    gain_lines += contention_lines(slowdowns)
     for line in gain_lines:
-        console.print(line)
+        console.print(escape(line))
     for key, c in coverage.items():
         if c["n"]:
             console.print(f"90% band coverage, unseen shapes, {key.replace('/', ' ').replace('_', ' ')}: "

@@ -396,12 +396,16 @@ class HoldingGPU(FluidGPU):
 
     Block-level SM allocation, as the hardware's block scheduler does it:
     - a held kernel's CTAs stay resident on their SMs: the other kernels share what is left
-      (their SM demand is measured against 1 - the held share), HBM is shared as before;
+      (their SM demand is measured against 1 - the held share);
+    - where HBM is oversubscribed, the collectives' transfers and the other kernels share it by
+      the SMs that issue their requests (`_hbm_factors`);
     - a collective that becomes ready while a machine-filling kernel runs (its blocks alone cover
       every SM) gets no SM until that kernel's blocks are all dispatched: the scheduler serves the
       earlier kernel's pending blocks first. It then takes the SMs that free up before any kernel
       that became ready after it (admission order), so it waits for the kernels running when it
-      became ready, not for their successors (`admission`).
+      became ready, not for their successors (`admission`); a kernel that starts at the very
+      instant the collective becomes ready does not hold it back (measured in DDP's profiled steps:
+      the all-reduce's CTAs start ~2 us before the stream's next kernel).
     """
 
     def __init__(self, env: simpy.Environment) -> None:
@@ -409,25 +413,54 @@ class HoldingGPU(FluidGPU):
         self.held: set[int] = set()
         self._admissions: list[tuple[frozenset[int], simpy.Event]] = []
         self.links: LinkShare | None = None  # the ranks' links: told when this GPU's HBM load changes
+        self._started: dict[int, float] = {}  # job -> when it started (kernels, not holds)
 
-    def hbm_load(self) -> float:
-        """The HBM demand of every kernel running here (collectives included), 1 = all of it."""
-        return sum(j.bw for j in self.jobs.values())
+    def run(self, work_s: float, bw: float, sm: float) -> simpy.Event:
+        self._started[self._next_id] = self.env.now
+        return super().run(work_s, bw, sm)
+
+    def _hbm_factors(self) -> tuple[float, float]:
+        """How much slower than alone (>= 1) the kernels and the collectives' transfers stream HBM.
+
+        When the kernels running here ask for more HBM bandwidth than there is, the two classes
+        share it by the SMs that issue their requests (a memory controller serves the requests in
+        flight, and each SM keeps about as many in flight): the collectives' CTAs by their SM share,
+        the other kernels by the rest; a class that asks for less than its share gets what it asks
+        for and the other the remainder. Among the kernels, HBM is processor-shared as on one rank."""
+        jobs, held = self.jobs, self.held
+        d_comm = sum(jobs[h].bw for h in held)
+        d_kern = sum(j.bw for jid, j in jobs.items() if jid not in held)
+        total = d_comm + d_kern
+        if total <= 1.0 or d_comm == 0.0 or d_kern == 0.0:
+            return max(1.0, total), max(1.0, total)
+        s_comm = min(sum(jobs[h].sm for h in held), 1.0 - _FREE_SM_FLOOR)
+        s_kern = 1.0 - s_comm
+        if d_comm <= s_comm:
+            b_comm, b_kern = d_comm, 1.0 - d_comm
+        elif d_kern <= s_kern:
+            b_comm, b_kern = 1.0 - d_kern, d_kern
+        else:
+            b_comm, b_kern = s_comm, s_kern
+        return d_kern / b_kern, d_comm / b_comm
+
+    def transfer_hbm_factor(self) -> float:
+        """How much slower than alone a collective's transfer streams HBM here (>= 1)."""
+        return self._hbm_factors()[1] if self.held else 1.0
 
     def _rate(self) -> float:
         jobs, held = self.jobs, self.held
         if not held:
             return super()._rate()
-        bw = sum(j.bw for j in jobs.values())
         held_sm = min(sum(jobs[h].sm for h in held), 1.0 - _FREE_SM_FLOOR)
         sm = sum(j.sm for jid, j in jobs.items() if jid not in held)
-        return 1.0 / max(1.0, bw, sm / (1.0 - held_sm))
+        return 1.0 / max(1.0, self._hbm_factors()[0], sm / (1.0 - held_sm))
 
     def admission(self) -> simpy.Event | None:
         """None when a collective's CTAs can take SMs now; else an event that fires when every
         machine-filling kernel running now has ended."""
+        now = self.env.now
         blockers = frozenset(jid for jid, j in self.jobs.items()
-                             if jid not in self.held and j.sm >= _FILLING and j.remaining_s != math.inf)
+                             if jid not in self.held and j.sm >= _FILLING and self._started.get(jid, now) < now)
         if not blockers:
             return None
         ev = simpy.Event(self.env)
@@ -460,6 +493,7 @@ class HoldingGPU(FluidGPU):
         limit = _EPS * max(1.0, self.env.now)
         for jid in [jid for jid, j in jobs.items() if j.remaining_s <= limit]:
             jobs.pop(jid).done.succeed()
+            self._started.pop(jid, None)
         if self._admissions:
             waiting = []
             for blockers, ev in self._admissions:
@@ -498,8 +532,8 @@ class LinkShare:
     alone; a flow's rate is 1 / the most loaded of its links (at least 1). Collectives on
     disjoint links do not slow each other; two on the same links take about twice as long.
     A collective also streams HBM on every member GPU: where the kernels running there ask for
-    more HBM than there is, its transfer slows by the same factor as they do (NCCL's protocols
-    read and write their buffers through HBM).
+    more HBM than there is, its transfer slows by its GPU's HBM factor (HoldingGPU._hbm_factors;
+    NCCL's protocols read and write their buffers through HBM).
     """
 
     def __init__(self, env: simpy.Environment) -> None:
@@ -525,8 +559,8 @@ class LinkShare:
             for link, share in f.demands:
                 load[link] = load.get(link, 0.0) + share
         for f in self.flows:
-            hbm = max([gpu.hbm_load() for gpu in f.gpus], default=0.0)
-            f.rate = 1.0 / max([1.0, hbm, *(load[link] for link, _ in f.demands)])
+            hbm = max([gpu.transfer_hbm_factor() for gpu in f.gpus], default=1.0)
+            f.rate = 1.0 / max([hbm, *(load[link] for link, _ in f.demands)])
         if self.flows:
             wake = Timeout(self.env, max(0.0, min(f.remaining_s / f.rate for f in self.flows)))
             wake.callbacks.append(self._wake)

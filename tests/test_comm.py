@@ -244,14 +244,29 @@ def test_collective_waits_for_the_kernels_running_when_it_became_ready_not_their
     assert gemm2.end_s == pytest.approx((115 + 40 + (100 - 40 * 0.75)) * US, rel=1e-9)
 
 
-def test_collective_transfer_slows_when_hbm_is_oversubscribed(testgpu: Hardware) -> None:
-    # A bandwidth-bound kernel (HBM 0.9, half the SMs: not filling) 15–215 µs and an all-reduce streaming
-    # HBM at 0.3 while it moves data: 1.2 of HBM asked for, so both go at 1/1.2. The transfer (30 µs
-    # alone) starts at 35 µs and takes 36 µs.
+def test_oversubscribed_hbm_is_shared_by_the_sms_that_ask(testgpu: Hardware) -> None:
+    # A bandwidth-bound kernel (HBM 0.9, half the SMs: not filling) 15–215 µs and an all-reduce whose
+    # transfer streams HBM at 0.3 on 0.1 of the SMs: 1.2 asked for. The collective's CTAs get their SM
+    # share, 0.1 (a third of what they ask: the 30 µs transfer from 35 µs takes 90 µs), the kernel the
+    # 0.9 it asks for (not slowed).
     ops = [Op(name="copy", kind="copy", reads=("a",), writes=("b",), stream=0), _ar()]
-    traces = _run_ops(testgpu, ops, [_compute_cost(200, sm=0.5, bw=0.9), _comm_cost(30, bw=0.3)])
-    ar = next(iv for iv in traces[0].intervals if iv.name == "ar" and iv.cat == "comm")
-    assert ar.end_s == pytest.approx((35 + 36) * US, rel=1e-9)
+    traces = _run_ops(testgpu, ops, [_compute_cost(200, sm=0.5, bw=0.9), _comm_cost(30, bw=0.3, sm=0.1)])
+    ar = next(iv for iv in traces[0].kernels() if iv.name == "ar")
+    assert ar.end_s == pytest.approx((35 + 90) * US, rel=1e-9)
+    copy = next(iv for iv in traces[0].kernels() if iv.name == "copy")
+    assert copy.end_s == pytest.approx(215 * US, rel=1e-9)
+
+
+def test_kernels_and_a_transfer_asking_more_than_their_sm_share_split_hbm_by_sms(testgpu: Hardware) -> None:
+    # Kernel: HBM 1.0 on every SM it can get; transfer: HBM 0.4 on 0.25 of the SMs. Shares 0.75 / 0.25:
+    # the transfer goes at 0.25 / 0.4 = 0.625 (30 µs -> 48 µs, 35–83 µs), the kernel at 0.75 meanwhile
+    # (48 µs x 0.75 = 36 µs of progress): 100 µs alone from 15 µs ends at 15 + 20 + 48 + 44 = 127 µs.
+    ops = [Op(name="copy", kind="copy", reads=("a",), writes=("b",), stream=0), _ar()]
+    traces = _run_ops(testgpu, ops, [_compute_cost(100, sm=0.5, bw=1.0), _comm_cost(30, bw=0.4, sm=0.25)])
+    ar = next(iv for iv in traces[0].kernels() if iv.name == "ar")
+    assert ar.end_s == pytest.approx(83 * US, rel=1e-9)
+    copy = next(iv for iv in traces[0].kernels() if iv.name == "copy")
+    assert copy.end_s == pytest.approx(127 * US, rel=1e-9)
 
 
 def test_ranks_rendezvous_and_a_late_rank_delays_the_others(testgpu: Hardware) -> None:

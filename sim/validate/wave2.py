@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from sim.calibrate.heldout_cases import heldout_cases
 from sim.errors import InputError
@@ -76,6 +77,15 @@ def wave3_kernel_rows(hw: Hardware, path: Path, machine: str = "D") -> list[Row]
     return rows
 
 
+def ddp_validation_rows(comm_dir: Path, profile: str = "h200-nvl2") -> list[Row]:
+    """DDP's exposed communication on two GPUs (table comm_ddp; the workload the engine's rule was
+    chosen on is "calibrated", other models and bucket caps "unseen")."""
+    from sim.validate.comm import ddp_rows
+
+    return [Row("comm_ddp", "exposed", r.label, r.split, r.measured_us, r.predicted_us, group=r.run)
+            for r in ddp_rows(comm_dir, profile)]
+
+
 def wave2_rows(hw: Hardware, root: Path) -> list[Row]:
     data = root / "validation" / "h200" / "heldout_kernels"
     raw = root / "calibration" / "h200" / "raw"
@@ -85,4 +95,20 @@ def wave2_rows(hw: Hardware, root: Path) -> list[Row]:
         load_profile("h200-nvl2")
     except InputError:  # an installed copy without the 2-GPU profile validates the rest
         return rows
-    return rows + comm_validation_rows(root / "calibration" / "h200x2" / "comm")
+    comm_dir = root / "calibration" / "h200x2" / "comm"
+    return rows + comm_validation_rows(comm_dir) + ddp_validation_rows(comm_dir)
+
+
+def contention_validation(root: Path) -> list[Any]:
+    """The contention cells' slowdown rows (sim.validate.comm.SlowdownRow); none without the data or
+    the 2-GPU profile."""
+    from sim.validate.comm import contention_rows
+
+    comm_dir = root / "calibration" / "h200x2" / "comm"
+    if not (comm_dir / "B" / "comm.json").is_file():
+        return []
+    try:
+        load_profile("h200-nvl2")
+    except InputError:
+        return []
+    return list(contention_rows(comm_dir))
