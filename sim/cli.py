@@ -488,7 +488,8 @@ def cmd_capture(args: argparse.Namespace, console: Console) -> int:
     vary = [v for v in args.vary.split(",") if v] if args.vary is not None else None
     with _busy(f"capturing {escape(args.source)} on the meta device"):
         result = run_capture(args.source, params, vary=vary, buckets=buckets or None, name=args.name,
-                             module_calls=not args.no_module_calls, keep_recordings=args.save_recording is not None)
+                             module_calls=not args.no_module_calls, keep_recordings=args.save_recording is not None,
+                             sdpa_backend=args.sdpa_backend)
     if result.uncosted and args.strict:
         raise InputError("aten ops with no lowering (add them to sim/capture/lowering.yaml)", path=args.source,
                          value=sorted(result.uncosted), expected="every op costed (--strict)")
@@ -532,6 +533,8 @@ def _add_capture_command(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--name", help="workload name (default: the factory's name)")
     c.add_argument("--no-module-calls", action="store_true",
                    help="leave out nn.Module call overhead (host ops' module_calls)")
+    c.add_argument("--sdpa-backend", choices=["cudnn", "flash", "efficient", "math"],
+                   help="run SDPA on this backend (default: the one PyTorch picks by shape, lowering.yaml sdpa)")
     c.add_argument("--strict", action="store_true", help="fail (exit 2) when an aten op has no lowering")
     c.add_argument("--save-recording", metavar="RECORDING.json", help="also write the base recording")
     c.set_defaults(func=cmd_capture)

@@ -22,7 +22,9 @@ import yaml
 
 from sim.capture.lower import Lowered, lower
 from sim.capture.shapes import parameterize
-from sim.errors import KernelsimError
+from sim.errors import InputError, KernelsimError
+
+SDPA_BACKENDS = ("cudnn", "flash", "efficient", "math")
 
 
 @dataclass
@@ -43,21 +45,26 @@ class CaptureResult:
         Path(path).write_text(self.yaml(), encoding="utf-8")
 
 
-def record(step: Any, params: Mapping[str, float] | None = None) -> dict[str, Any]:
-    """Record one step (a Step, (model, inputs) or dict) built on the meta device."""
+def record(step: Any, params: Mapping[str, float] | None = None, *, sdpa_backend: str | None = None) -> dict[str, Any]:
+    """Record one step (a Step, (model, inputs) or dict) built on the meta device; SDPA runs the
+    backend the GPU picks for its shapes (lowering.yaml `sdpa`) unless `sdpa_backend` names one."""
     from sim.capture.record import as_step, record_step
 
-    return record_step(as_step(step), params)
+    if sdpa_backend is not None and sdpa_backend not in SDPA_BACKENDS:
+        raise InputError("unknown SDPA backend", path="sdpa_backend", value=sdpa_backend,
+                         expected="one of: " + ", ".join(SDPA_BACKENDS))
+    return record_step(as_step(step), params, sdpa_backend=sdpa_backend)
 
 
-def _record_factory(factory: Callable[..., Any], params: Mapping[str, float]) -> dict[str, Any]:
+def _record_factory(factory: Callable[..., Any], params: Mapping[str, float],
+                    sdpa_backend: str | None = None) -> dict[str, Any]:
     try:
         import torch
     except ImportError as exc:  # pragma: no cover - exercised only without torch
         raise KernelsimError("capture needs torch: pip install 'kernelsim[torch]'") from exc
     with torch.device("meta"):
         built = factory(**{k: int(v) if float(v).is_integer() else v for k, v in params.items()})
-    return record(built, params)
+    return record(built, params, sdpa_backend=sdpa_backend)
 
 
 def _body(lowered: Lowered) -> dict[str, Any]:
@@ -66,27 +73,28 @@ def _body(lowered: Lowered) -> dict[str, Any]:
 
 def capture(model: Any, example_inputs: Any, *, name: str = "captured", train: bool = True,
             loss: Callable[[Any], Any] | None = None, optimizer: Callable[[list[Any]], Any] | None = None,
-            module_calls: bool = True) -> CaptureResult:
+            module_calls: bool = True, sdpa_backend: str | None = None) -> CaptureResult:
     """Capture one step of `model` (on the meta device) at the example inputs' fixed shapes."""
     inputs = tuple(example_inputs) if isinstance(example_inputs, list | tuple) else (example_inputs,)
     step = {"model": model, "inputs": inputs, "train": train, "loss": loss, "optimizer": optimizer}
-    rec = record(step)
+    rec = record(step, sdpa_backend=sdpa_backend)
     return from_recordings(rec, {}, {}, name=name, module_calls=module_calls)
 
 
 def capture_factory(factory: Callable[..., Any], params: Mapping[str, float], *, vary: list[str] | None = None,
                     name: str | None = None, buckets: list[dict[str, Any]] | None = None,
-                    module_calls: bool = True, keep_recordings: bool = False) -> CaptureResult:
+                    module_calls: bool = True, keep_recordings: bool = False,
+                    sdpa_backend: str | None = None) -> CaptureResult:
     """Capture `factory(**params)` at `params`, and again with each parameter in `vary` (default:
     all) doubled, then once with all of them tripled to check the shape expressions."""
     vary = list(params) if vary is None else vary
     for p in vary:
         if p not in params:
             raise KernelsimError(f"capture: --vary names '{p}', which is not a parameter (have: {', '.join(params)})")
-    base = _record_factory(factory, params)
-    doubled = {p: _record_factory(factory, {**params, p: params[p] * 2}) for p in vary}
+    base = _record_factory(factory, params, sdpa_backend)
+    doubled = {p: _record_factory(factory, {**params, p: params[p] * 2}, sdpa_backend) for p in vary}
     check_params = {**params, **{p: params[p] * 3 for p in vary}}
-    check = _record_factory(factory, check_params) if vary else None
+    check = _record_factory(factory, check_params, sdpa_backend) if vary else None
     name = name or str(getattr(factory, "__name__", "captured"))
     result = from_recordings(base, doubled, check_params if check else {}, check=check, name=name, params=params,
                              vary=vary, buckets=buckets, module_calls=module_calls)
@@ -131,8 +139,14 @@ def from_recordings(base: dict[str, Any], doubled: Mapping[str, dict[str, Any]],
         f"Captured by `kernelsim capture` from torch {lowered.torch_recorded}; kernels from "
         f"sim/capture/lowering.yaml (describes torch {lowered.torch_table}).",
         "Each op's trailing comment names the aten op it came from. Op names are module paths:",
-        "select them in a scenario with `ops_under: MODULE` (fuse, mode).",
+        "select them in a scenario with `ops_under: MODULE` (fuse, mode). `framework_op` names the",
+        "torch call an op belongs to (the profile's host table prices it).",
     ]
+    sdpa = base.get("sdpa") or {}
+    if sdpa.get("backends"):
+        how = f"forced: {sdpa['forced']}" if sdpa.get("forced") else (
+            f"as PyTorch picks by shape, lowering.yaml sdpa, torch {sdpa.get('table_torch', '?')}")
+        notes.append(f"SDPA backends ({how}): {', '.join(sorted(set(sdpa['backends'])))}.")
     if not module_calls:
         notes.append("nn.Module call overhead left out (module_calls=False / --no-module-calls).")
     if lowered.uncosted:

@@ -48,14 +48,14 @@ def load_factory(source: str) -> Callable[..., Any]:
 
 def run_capture(source: str, params: Mapping[str, float], *, vary: list[str] | None = None,
                 buckets: list[dict[str, Any]] | None = None, name: str | None = None, module_calls: bool = True,
-                keep_recordings: bool = False) -> CaptureResult:
+                keep_recordings: bool = False, sdpa_backend: str | None = None) -> CaptureResult:
     """Capture (or lower a saved bundle) as `kernelsim capture` asks; the CLI writes the files."""
     if source.endswith(".json"):
         return lower_bundle(Path(source), buckets=buckets, name=name, module_calls=module_calls)
     factory = load_factory(source)
     try:
         result = capture_factory(factory, params, vary=vary, name=name, buckets=buckets, module_calls=module_calls,
-                                 keep_recordings=keep_recordings)
+                                 keep_recordings=keep_recordings, sdpa_backend=sdpa_backend)
     except KernelsimError:
         raise
     except TypeError as exc:

@@ -7,6 +7,13 @@ buffer) is its own tensor (`NAME.part<i>`), so an op is charged the bytes it tou
 Kernel-less work (views, autograd nodes, module calls, CPU ops) is merged into `host` ops
 between kernels. An aten op missing from the table is reported in `uncosted` and kept as one
 framework op of host time (never dropped).
+
+Host time by framework op: the aten ops one top-level torch call dispatches (F.linear: t and
+addmm) are one framework call, as a profiler shows it (`aten::linear`). Its first kernel names
+it (`framework_op`), so a profile's host table (host.framework_ops, measured in real models)
+prices the whole call; the kernel-less aten ops inside it are part of that call. A call that
+launches no kernel (a view, a transpose) is one framework op of a `host` op, named the same way.
+Backward ops run under autograd nodes (`autograd_nodes`), not torch calls.
 """
 
 from __future__ import annotations
@@ -94,7 +101,10 @@ class _Ctx:
     uncosted: dict[str, int] = field(default_factory=dict)
     pending: dict[str, int] = field(default_factory=dict)
     pending_at: tuple[str, str] = ("", "forward")
+    pending_framework_op: str | None = None
     current_op: str = ""
+    kernel_calls: set[int] = field(default_factory=set)  # torch calls that launch a kernel
+    calls_done: set[int] = field(default_factory=set)  # torch calls already charged (named on an op)
 
     # -- names
     def unique(self, base: str) -> str:
@@ -137,11 +147,15 @@ class _Ctx:
         return name
 
     # -- host work
-    def add_host(self, key: str, count: int, module: str, phase: str) -> None:
-        if self.pending and self.pending_at != (module, phase):
+    def add_host(self, key: str, count: int, module: str, phase: str, framework_op: str | None = None) -> None:
+        if self.pending and (self.pending_at != (module, phase) or (
+                key == "framework_ops" and "framework_ops" in self.pending
+                and self.pending_framework_op != framework_op)):
             self.flush()
         self.pending_at = (module, phase)
         self.pending[key] = self.pending.get(key, 0) + count
+        if key == "framework_ops":
+            self.pending_framework_op = framework_op
 
     def flush(self) -> None:
         if not self.pending:
@@ -149,12 +163,19 @@ class _Ctx:
         module, phase = self.pending_at
         op: dict[str, Any] = {"name": self.unique(f"{_prefix(module, phase)}.host"), "kind": "host"}
         op.update({k: v for k, v in self.pending.items() if v})
+        if self.pending_framework_op and "framework_ops" in op:
+            op["framework_op"] = self.pending_framework_op
         op.update(phase=phase, region=_REGION[phase])
         self.ops.append(op)
         self.pending = {}
+        self.pending_framework_op = None
 
     def emit(self, ev: dict[str, Any], op: dict[str, Any]) -> None:
         self.flush()
+        call = ev.get("call")
+        if call is not None and call not in self.calls_done:  # the first kernel of a torch call names it
+            self.calls_done.add(call)
+            op["framework_op"] = framework_op_name(self.table, ev)
         op.setdefault("phase", ev["phase"])
         op.setdefault("region", _REGION[ev["phase"]])
         op["aten"] = ev["aten"]
@@ -166,6 +187,20 @@ class _Ctx:
         cfg = dict(self.table["launches"][key]) if isinstance(key, str) else dict(key or {})
         cfg.update(extra)
         return cfg
+
+
+def framework_op_name(table: dict[str, Any], ev: dict[str, Any]) -> str:
+    """The profiler's name of the top-level framework op an event ran under (`aten::linear` for
+    F.linear, `aten::add` for Tensor.__add__): lowering.yaml `calls`, else aten:: and the torch
+    function's name; a call the table maps to null is named by its first aten op (indexing)."""
+    name = str(ev["call_name"])
+    calls = table.get("calls", {})
+    if name in calls:
+        mapped = calls[name]
+        if mapped is not None:
+            return str(mapped)
+        return "aten::" + ev["aten"].split(".")[1]
+    return "aten::" + name
 
 
 def _prefix(module: str, phase: str) -> str:
@@ -335,7 +370,7 @@ def _reduce_all(ctx: _Ctx, ev: dict[str, Any], entry: dict[str, Any], name: str)
                   "writes": [ctx.tensor(o) for o in _outputs(ev)], "math": dict(entry.get("math", {}))})
 
 
-def _attention_op(ctx: _Ctx, ev: dict[str, Any], name: str, direction: str) -> None:
+def _attention_op(ctx: _Ctx, ev: dict[str, Any], name: str, direction: str, backend: str | None) -> None:
     q = next(_refs(_arg(ev, "query")))
     k = next(_refs(_arg(ev, "key")))
     reads = [r for r in _refs(ev["args"]) if len(r["shape"]) >= 3]
@@ -345,17 +380,19 @@ def _attention_op(ctx: _Ctx, ev: dict[str, Any], name: str, direction: str) -> N
           "causal": bool(_arg(ev, "is_causal", False)), "dtype": q["dtype"],
           "reads": list(dict.fromkeys(ctx.tensor(r, "in") for r in reads)),
           "writes": [ctx.tensor(o, f"out{i}" if i else "out") for i, o in enumerate(writes)]}
+    if backend:
+        op["backend"] = backend
     ctx.emit(ev, op)
 
 
 @rule("attention")
 def _attention(ctx: _Ctx, ev: dict[str, Any], entry: dict[str, Any], name: str) -> None:
-    _attention_op(ctx, ev, name, "forward")
+    _attention_op(ctx, ev, name, "forward", entry.get("backend"))
 
 
 @rule("attention_backward")
 def _attention_backward(ctx: _Ctx, ev: dict[str, Any], entry: dict[str, Any], name: str) -> None:
-    _attention_op(ctx, ev, name, "backward")
+    _attention_op(ctx, ev, name, "backward", entry.get("backend"))
 
 
 @rule("gather")
@@ -445,14 +482,25 @@ def _foreach(ctx: _Ctx, ev: dict[str, Any], entry: dict[str, Any], name: str) ->
                       "math": dict(entry.get("math", {})), "launch": ctx.launch("foreach", grid=grid)})
 
 
+def _kernelless(ctx: _Ctx, ev: dict[str, Any]) -> None:
+    """Host time of an aten op that launches no kernel: part of its torch call when that call
+    launches one (or was already counted); else one framework op, named by its call if any."""
+    call = ev.get("call")
+    if call is None:
+        ctx.add_host("framework_ops", 1, ev["module"], ev["phase"])
+    elif call not in ctx.kernel_calls and call not in ctx.calls_done:
+        ctx.calls_done.add(call)
+        ctx.add_host("framework_ops", 1, ev["module"], ev["phase"], framework_op_name(ctx.table, ev))
+
+
 @rule("none")
 def _none(ctx: _Ctx, ev: dict[str, Any], entry: dict[str, Any], name: str) -> None:
-    ctx.add_host("framework_ops", 1, ev["module"], ev["phase"])
+    _kernelless(ctx, ev)
 
 
 @rule("host")
 def _host(ctx: _Ctx, ev: dict[str, Any], entry: dict[str, Any], name: str) -> None:
-    ctx.add_host("framework_ops", 1, ev["module"], ev["phase"])
+    _kernelless(ctx, ev)
 
 
 @rule("ignore")
@@ -468,6 +516,8 @@ def lower(recording: dict[str, Any], *, module_calls: bool = True, table_path: P
                          expected="kernelsim.capture/v1")
     table = load_table(table_path)
     ctx = _Ctx(table=table, storages=recording["storages"], module_calls=module_calls)
+    ctx.kernel_calls = {ev["call"] for ev in recording["events"]
+                        if ev.get("type") == "op" and ev.get("call") is not None and _launches_kernel(table, ev)}
     for i, ev in enumerate(recording["events"]):
         kind = ev.get("type")
         if kind == "module_call":
@@ -487,15 +537,24 @@ def lower(recording: dict[str, Any], *, module_calls: bool = True, table_path: P
                    torch_recorded=str(recording.get("torch", "?")), torch_table=str(table.get("torch", "?")))
 
 
+def _on_cpu(ev: dict[str, Any]) -> bool:
+    refs = list(_refs(ev["args"])) + list(_refs(ev["outputs"]))
+    return bool(refs) and all(r["device"] == "cpu" for r in refs)
+
+
+def _launches_kernel(table: dict[str, Any], ev: dict[str, Any]) -> bool:
+    entry = table["ops"].get(ev["aten"])
+    return entry is not None and entry["rule"] not in ("none", "host", "ignore") and not _on_cpu(ev)
+
+
 def _lower_op(ctx: _Ctx, ev: dict[str, Any]) -> None:
     entry = ctx.table["ops"].get(ev["aten"])
-    refs = list(_refs(ev["args"])) + list(_refs(ev["outputs"]))
     if entry is None:
         ctx.uncosted[ev["aten"]] = ctx.uncosted.get(ev["aten"], 0) + 1
         ctx.add_host("framework_ops", 1, ev["module"], ev["phase"])
         return
-    if entry["rule"] != "ignore" and refs and all(r["device"] == "cpu" for r in refs):
-        ctx.add_host("framework_ops", 1, ev["module"], ev["phase"])  # CPU tensors: host work only
+    if entry["rule"] != "ignore" and _on_cpu(ev):
+        _kernelless(ctx, ev)  # CPU tensors: host work only
         return
     if entry["rule"] in ("none", "host", "ignore"):
         RULES[entry["rule"]](ctx, ev, entry, "")

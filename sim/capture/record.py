@@ -6,12 +6,13 @@ calls around it. Needs torch (the `kernelsim[torch]` extra); imports it lazily.
 The output is a plain JSON-able dict (a *recording*, schema `kernelsim.capture/v1`), which
 `sim.capture.lower` turns into a workload without torch.
 
-How: a TorchFunctionMode sees each torch call above autograd (to tag the autograd nodes it
-creates with the current module path, and to route scaled_dot_product_attention to the
-flash-attention op that a CUDA GPU runs instead of the CPU/meta fallback); a
-TorchDispatchMode sees each aten op below autograd (what launches kernels); global module
-hooks keep the module stack; autograd pre-hooks on every node of the loss's graph mark
-where each backward node runs and under which module.
+How: a TorchFunctionMode sees each torch call above autograd (the framework op a profiler
+shows at the top, `aten::linear`, whose aten ops below it are one call; to tag the autograd
+nodes it creates with the current module path; and to route scaled_dot_product_attention to
+the backend a CUDA GPU picks for its shapes, sim/capture/lowering.yaml `sdpa`, instead of the
+CPU/meta fallback); a TorchDispatchMode sees each aten op below autograd (what launches
+kernels); global module hooks keep the module stack; autograd pre-hooks on every node of the
+loss's graph mark where each backward node runs and under which module.
 """
 
 from __future__ import annotations
@@ -68,6 +69,9 @@ class _State:
     phase: str = "forward"
     backward_module: str | None = None
     paused: bool = False  # the capture's own tensors (the output's gradient) are not the model's ops
+    call: tuple[int, str] | None = None  # the top-level torch call running now: (index, function name)
+    calls: int = 0
+    sdpa_backends: list[str] = field(default_factory=list)  # the backend each SDPA call ran, in order
 
     def module(self) -> str:
         if self.phase == "backward":
@@ -122,8 +126,10 @@ def _set_names(st: _State, model: Any, inputs: tuple[Any, ...], torch: Any) -> N
             info.setdefault("name", f"input{i}")
 
 
-def record_step(step: Step, params: Mapping[str, float] | None = None) -> dict[str, Any]:
-    """Run `step` (built on the meta device) once and return its recording."""
+def record_step(step: Step, params: Mapping[str, float] | None = None, *,
+                sdpa_backend: str | None = None) -> dict[str, Any]:
+    """Run `step` (built on the meta device) once and return its recording. SDPA runs the
+    backend PyTorch picks on the GPU for its shapes (lowering.yaml `sdpa`), or `sdpa_backend`."""
     import torch
     from torch.overrides import TorchFunctionMode
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -151,14 +157,21 @@ def record_step(step: Step, params: Mapping[str, float] | None = None) -> dict[s
     class FunctionRecorder(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
-            if func is torch.nn.functional.scaled_dot_product_attention:
-                out = _flash_sdpa(torch, *args, **kwargs)
-            elif func is torch.nn.functional.dropout:
-                out = _fused_dropout(torch, *args, **kwargs)
-            elif func is getattr(torch.nn.functional, "rms_norm", None):
-                out = fused_rms_norm(*args, **kwargs)
-            else:
-                out = func(*args, **kwargs)
+            outer = st.call
+            if outer is None and st.phase != "backward":  # autograd.backward's ops run under their nodes
+                st.calls += 1
+                st.call = (st.calls, str(getattr(func, "__name__", func)))
+            try:
+                if func is torch.nn.functional.scaled_dot_product_attention:
+                    out = _sdpa(torch, st, sdpa_backend, *args, **kwargs)
+                elif func is torch.nn.functional.dropout:
+                    out = _fused_dropout(torch, *args, **kwargs)
+                elif func is getattr(torch.nn.functional, "rms_norm", None):
+                    out = fused_rms_norm(*args, **kwargs)
+                else:
+                    out = func(*args, **kwargs)
+            finally:
+                st.call = outer
             if st.phase == "forward" and torch.is_grad_enabled():
                 tag_nodes(out)
             return out
@@ -175,20 +188,26 @@ def record_step(step: Step, params: Mapping[str, float] | None = None) -> dict[s
             for arg in func._schema.arguments:
                 if arg.alias_info is not None and arg.alias_info.is_write:
                     written.append(arg.name)
-            st.events.append({
+            event = {
                 "type": "op", "aten": str(func), "module": st.module(), "phase": st.phase,
                 "args": flat_in, "kwargs": kw, "arg_names": [a.name for a in func._schema.arguments],
                 "mutates": written, "outputs": _describe(st, out, torch),
-            })
+            }
+            if st.call is not None:
+                event["call"], event["call_name"] = st.call
+            st.events.append(event)
             return out
 
     def synthetic(aten: str, arg_names: list[str], args: list[Any], outputs: list[Any]) -> None:
         """An event for an op that CUDA runs as one kernel but the meta device decomposes."""
-        st.events.append({
+        event = {
             "type": "op", "aten": aten, "module": st.module(), "phase": st.phase,
             "args": _describe(st, args, torch), "kwargs": {}, "arg_names": arg_names, "mutates": [],
             "outputs": _describe(st, outputs, torch),
-        })
+        }
+        if st.call is not None:
+            event["call"], event["call_name"] = st.call
+        st.events.append(event)
 
     class FusedRMSNorm(torch.autograd.Function):
         """F.rms_norm as CUDA runs it (torch >= 2.8): one _fused_rms_norm kernel forward, one
@@ -281,6 +300,7 @@ def record_step(step: Step, params: Mapping[str, float] | None = None) -> dict[s
         "schema": RECORDING_SCHEMA,
         "torch": torch.__version__,
         "params": dict(params or {}),
+        "sdpa": {"table_torch": str(_sdpa_table()["torch"]), "forced": sdpa_backend, "backends": st.sdpa_backends},
         "storages": st.storage_info,
         "events": st.events,
     }
@@ -330,17 +350,81 @@ def _global_module_hooks(torch: Any, pre: Any, post: Any) -> Iterator[None]:
         h2.remove()
 
 
-def _flash_sdpa(torch: Any, query: Any, key: Any, value: Any, attn_mask: Any = None, dropout_p: float = 0.0,
-                is_causal: bool = False, scale: float | None = None, enable_gqa: bool = False) -> Any:
-    """SDPA as a CUDA GPU runs it for bf16/fp16 without a mask: the flash-attention op (the meta
-    device would otherwise take the math path: matmuls and a softmax that no GPU runs)."""
-    if attn_mask is not None or enable_gqa or query.dtype not in (torch.bfloat16, torch.float16):
-        return torch.nn.functional.scaled_dot_product_attention(
-            query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
-            enable_gqa=enable_gqa)
-    out = torch.ops.aten._scaled_dot_product_flash_attention(
-        query, key, value, dropout_p, is_causal, False, scale=scale)
-    return out[0]
+def _sdpa_table() -> dict[str, Any]:
+    from sim.capture.lower import load_table
+
+    table: dict[str, Any] = load_table()["sdpa"]
+    return table
+
+
+def select_sdpa_backend(query: dict[str, Any], key: dict[str, Any], value: dict[str, Any], *, mask: bool,
+                        dropout_p: float, is_causal: bool, table: Mapping[str, Any] | None = None) -> str:
+    """The backend PyTorch's select_sdp_backend picks for these inputs (shapes and dtypes as
+    {shape, dtype}), by the rules in lowering.yaml `sdpa` (its first backend whose checks pass)."""
+    table = table or _sdpa_table()
+    (b, h, s_q, d_qk), s_kv, d_v = query["shape"], key["shape"][-2], value["shape"][-1]
+    dtype = query["dtype"]
+    for name in table["order"]:
+        rules = table["backends"][name]
+        if "dtypes" in rules and dtype not in rules["dtypes"]:
+            continue
+        if mask and not rules.get("mask", True):
+            continue
+        step = rules.get("dropout_step")
+        if step and dropout_p > 0 and (dropout_p / step) != int(dropout_p / step):
+            continue
+        if "max_batch_heads" in rules and max(b, h) > rules["max_batch_heads"]:
+            continue
+        limit = rules.get("max_head_dim")
+        if limit is not None and max(d_qk, d_v) > limit and [d_qk, d_v] not in rules.get("head_dims_also", []):
+            continue
+        multiple = rules.get("head_dim_multiple", {})
+        if isinstance(multiple, Mapping):
+            multiple = multiple.get(dtype, multiple.get("default", 1))
+        if multiple and (d_qk % multiple or d_v % multiple):
+            continue
+        if rules.get("same_head_dim") and not d_qk == key["shape"][-1] == d_v:
+            continue
+        if "min_seq_kv" in rules and s_kv < rules["min_seq_kv"]:
+            continue
+        if rules.get("causal_square_only") and is_causal and s_q != s_kv:
+            continue
+        if rules.get("no_dropout_with_seq_q_1") and dropout_p > 0 and s_q == 1:
+            continue
+        return str(name)
+    return "math"
+
+
+def _sdpa(torch: Any, st: _State, forced: str | None, query: Any, key: Any, value: Any, attn_mask: Any = None,
+          dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
+          enable_gqa: bool = False) -> Any:
+    """SDPA as a CUDA GPU runs it: the fused op of the backend PyTorch picks for these shapes (the
+    meta device would otherwise take the math path: matmuls and a softmax). The math backend
+    (and GQA, which the capture does not route) runs the decomposition, as the GPU would."""
+    def ref(t: Any) -> dict[str, Any]:
+        return {"shape": [int(s) for s in t.shape], "dtype": _dtype(t)}
+
+    grad = torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value))
+    backend = forced or select_sdpa_backend(ref(query), ref(key), ref(value), mask=attn_mask is not None,
+                                            dropout_p=dropout_p, is_causal=is_causal)
+    if enable_gqa and backend != "math":
+        backend = "math"
+    st.sdpa_backends.append(backend)
+    if backend == "cudnn":
+        out = torch.ops.aten._scaled_dot_product_cudnn_attention(
+            query, key, value, attn_mask, grad, dropout_p, is_causal, False, scale=scale)
+        return out[0]
+    if backend == "flash" and attn_mask is None:
+        out = torch.ops.aten._scaled_dot_product_flash_attention(query, key, value, dropout_p, is_causal, False,
+                                                                 scale=scale)
+        return out[0]
+    if backend == "efficient":
+        out = torch.ops.aten._scaled_dot_product_efficient_attention(
+            query, key, value, attn_mask, grad, dropout_p, is_causal, scale=scale)
+        return out[0]
+    return torch.nn.functional.scaled_dot_product_attention(
+        query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
+        enable_gqa=enable_gqa)
 
 
 def _fused_dropout(torch: Any, input: Any, p: float = 0.5, training: bool = True, inplace: bool = False) -> Any:

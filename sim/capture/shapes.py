@@ -18,7 +18,7 @@ from sim.errors import KernelsimError
 
 # op keys that are names, flags or math counts, not sizes
 _FIXED_KEYS = {"name", "kind", "reads", "writes", "phase", "region", "aten", "math", "dtype", "layout", "causal",
-               "direction", "axis", "after", "stream", "library"}
+               "direction", "axis", "after", "stream", "library", "backend", "framework_op"}
 
 
 def _fraction_text(c: Fraction) -> tuple[str, str]:

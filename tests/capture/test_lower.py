@@ -95,12 +95,14 @@ def test_transformer_names_are_module_paths_and_shapes_expressions() -> None:
     by_name = {o["name"]: o for o in wl["ops"]}
     qkv = by_name["attn.qkv.addmm"]
     assert (qkv["m"], qkv["n"], qkv["k"]) == ("batch * seq", 192, 64)
-    attn = by_name["attn._scaled_dot_product_flash_attention"]
+    # bf16, head_dim 32, no mask: PyTorch picks cuDNN on sm90 (lowering.yaml sdpa)
+    attn = by_name["attn._scaled_dot_product_cudnn_attention"]
     assert (attn["batch"], attn["heads"], attn["seq_q"], attn["seq_kv"], attn["head_dim"], attn["causal"]) == (
         "batch", 2, "seq", "seq", 32, True)
+    assert attn["backend"] == "cudnn" and attn["framework_op"] == "aten::scaled_dot_product_attention"
     # q, k, v are thirds of one qkv buffer: each read as its own part, not the whole buffer
     assert len(attn["reads"]) == 3 and all(".part" in r for r in attn["reads"])
-    assert "attn.bwd._scaled_dot_product_flash_attention_backward" in by_name
+    assert by_name["attn.bwd._scaled_dot_product_cudnn_attention_backward"]["backend"] == "cudnn"
     ln = by_name["ln1.native_layer_norm"]
     assert (ln["rows"], ln["cols"], ln["launch"]["grid"]) == ("batch * seq", 64, "batch * seq")
     assert {"ln1.bwd.native_layer_norm_backward.input", "ln1.bwd.native_layer_norm_backward.weight"} <= set(by_name)

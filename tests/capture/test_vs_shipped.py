@@ -1,6 +1,12 @@
 """Acceptance: the captured MLP, transformer block and decode step (tests/fixtures/capture/
 *.captured.yaml, made by make_fixtures.py from sim/capture/examples.py) predict within 3 % of
-the hand-written shipped workloads, over the shipped buckets, on measured and datasheet profiles."""
+the hand-written shipped workloads, over the shipped buckets, on measured and datasheet profiles.
+
+Both sides are priced by the same models: host time by framework op (`framework_op`, the
+profile's host table where it has one), no nn.Module call overhead on either side (the shipped
+files count it inside the table's in-context costs), and attention on the backend the capture
+says PyTorch runs (the shipped training block describes cuDNN's kernels but leaves the backend
+to the profile's default; here it is named on both sides)."""
 
 from __future__ import annotations
 
@@ -35,9 +41,21 @@ def run(workload: Path, tmp_path: Path, hardware: list[str]) -> dict[str, dict[s
 @pytest.mark.parametrize(("captured", "shipped"), PAIRS)
 def test_captured_predicts_within_3_percent_of_shipped(captured: str, shipped: str, tmp_path: Path) -> None:
     cap_path = CAPTURE / f"{captured}.captured.yaml"
-    ship_path = ROOT / "workloads" / shipped
-    assert (yaml.safe_load(cap_path.read_text())["distribution"]
-            == yaml.safe_load(ship_path.read_text())["distribution"])
+    cap_doc = yaml.safe_load(cap_path.read_text())
+    ship_doc = yaml.safe_load((ROOT / "workloads" / shipped).read_text())
+    assert cap_doc["distribution"] == ship_doc["distribution"]
+    assert not any("module_calls" in op for op in cap_doc["ops"])
+    backends = {op["backend"] for op in cap_doc["ops"] if op["kind"] == "attention"}
+    assert len(backends) <= 1
+    named = 0
+    for op in _flat(ship_doc["ops"]):
+        if op["kind"] == "attention" and backends:
+            assert op.get("backend") in (None, *backends)
+            op["backend"] = next(iter(backends))
+            named += 1
+    assert bool(named) == bool(backends)
+    ship_path = tmp_path / shipped
+    ship_path.write_text(yaml.safe_dump(ship_doc, sort_keys=False))
     hardware = ["h200-measured", "h100-sxm"]
     cap = run(cap_path, tmp_path, hardware)
     ref = run(ship_path, tmp_path, hardware)
@@ -45,10 +63,21 @@ def test_captured_predicts_within_3_percent_of_shipped(captured: str, shipped: s
         # the same kernels at the same shapes
         assert cap[hw]["kernels"] == ref[hw]["kernels"]
         assert abs(cap[hw]["kernel"] / ref[hw]["kernel"] - 1) < 0.01, (hw, cap[hw], ref[hw])
-    # the step, host work included, on the measured profile. NB: on the datasheet h100-sxm
-    # profile the decode step is +4 %: the capture counts the aten::t inside each of the 16
-    # Linear calls (the profiler trace shows them), the hand-written file does not.
-    assert abs(cap["h200-measured"]["step"] / ref["h200-measured"]["step"] - 1) < 0.03, (cap, ref)
+    # the step, host work included: the measured profile prices framework calls from its host
+    # table, the datasheet one by op kind (a Linear's t and views are inside its call on both)
+    for hw in hardware:
+        assert abs(cap[hw]["step"] / ref[hw]["step"] - 1) < 0.03, (hw, cap[hw], ref[hw])
+
+
+def _flat(ops: list[dict[str, object]]) -> list[dict[str, object]]:
+    """The ops of a workload, repeat blocks' bodies included (their dicts, editable in place)."""
+    out: list[dict[str, object]] = []
+    for op in ops:
+        if op.get("kind") == "repeat":
+            out.extend(_flat(op["ops"]))  # type: ignore[arg-type]
+        else:
+            out.append(op)
+    return out
 
 
 def test_whatif_on_captured_workload_runs_by_module_path(tmp_path: Path) -> None:
