@@ -85,6 +85,31 @@ def gen_walkthrough_run() -> str:
     return _text_block("kernelsim run my_first.yaml --buckets", out)
 
 
+# The README's path from a model to a prediction. Its capture line runs here on the committed
+# recording that line makes (no torch needed); tests/capture/test_readme_path.py runs the line
+# itself where torch is installed and checks it writes the same workload.
+CAPTURE_PATH = [
+    "pip install -e '.[torch]'",
+    "kernelsim capture sim.capture.examples:gpt --param batch=8 --param seq=512 -o gpt.yaml --scenario gpt_run.yaml",
+    "kernelsim run gpt_run.yaml",
+]
+CAPTURE_PATH_RECORDING = ROOT / "tests" / "fixtures" / "capture" / "readme_gpt.bundle.json.gz"
+
+
+def gen_capture_path() -> str:
+    import gzip
+    import shlex
+
+    with tempfile.TemporaryDirectory() as tmp:
+        bundle = Path(tmp) / "gpt.bundle.json"
+        bundle.write_bytes(gzip.decompress(CAPTURE_PATH_RECORDING.read_bytes()))
+        argv = shlex.split(CAPTURE_PATH[1])[1:]
+        argv[1] = str(bundle)  # the model's recording instead of the model
+        cli_output(argv, cwd=Path(tmp))
+        out = cli_output(shlex.split(CAPTURE_PATH[2])[1:], cwd=Path(tmp))
+    return "```bash\n" + "\n".join(CAPTURE_PATH) + "\n```\n\n" + _text_block(CAPTURE_PATH[2], out)
+
+
 def gen_advise_seed() -> str:
     argv = ["advise", "scenarios/bias_gelu_dropout.yaml", "--hardware", "h200-measured"]
     return _text_block("kernelsim " + " ".join(argv), cli_output(argv))
@@ -275,6 +300,7 @@ class Generator:
 
 BLOCKS: dict[str, Generator] = {
     "run-main": Generator(gen_run_main, slow=False),
+    "capture-path": Generator(gen_capture_path, slow=False),
     "walkthrough-run": Generator(gen_walkthrough_run, slow=False),
     "advise-seed": Generator(gen_advise_seed, slow=True),
     "counter-case": Generator(gen_counter_case, slow=True),

@@ -496,6 +496,12 @@ def cmd_capture(args: argparse.Namespace, console: Console) -> int:
     from sim.outputs import write_text_atomic
 
     write_text_atomic(out, result.yaml())
+    if args.scenario_out is not None:
+        from sim.capture.api import scenario_yaml
+
+        scn = _out_path(args.scenario_out, "--scenario")
+        write_text_atomic(scn, scenario_yaml(result.workload["name"], out, scn,
+                                             args.hardware or ["h200-measured", "h100-sxm"]))
     if args.save_recording is not None and result.bundle:
         write_text_atomic(_out_path(args.save_recording, "--save-recording"), json.dumps(result.bundle))
     kinds: dict[str, int] = {}
@@ -512,6 +518,8 @@ def cmd_capture(args: argparse.Namespace, console: Console) -> int:
         console.print(f"warning: {len(result.unsolved)} sizes vary with the parameters but fit no expression "
                       f"(kept as numbers), e.g. {result.unsolved[0]}")
     console.print(f"wrote {out}")
+    if args.scenario_out is not None:
+        console.print(f"wrote {args.scenario_out} (kernelsim run {args.scenario_out})")
     if args.save_recording is not None and result.bundle:
         console.print(f"wrote {args.save_recording}")
     return EXIT_OK
@@ -537,6 +545,10 @@ def _add_capture_command(sub: argparse._SubParsersAction) -> None:
                    help="run SDPA on this backend (default: the one PyTorch picks by shape, lowering.yaml sdpa)")
     c.add_argument("--strict", action="store_true", help="fail (exit 2) when an aten op has no lowering")
     c.add_argument("--save-recording", metavar="RECORDING.json", help="also write the base recording")
+    c.add_argument("--scenario", dest="scenario_out", metavar="SCENARIO.yaml",
+                   help="also write a scenario that runs the captured workload (kernelsim run SCENARIO.yaml)")
+    c.add_argument("--hardware", action="append", metavar="PROFILE",
+                   help="with --scenario: its profiles (repeatable; default: h200-measured, h100-sxm)")
     c.set_defaults(func=cmd_capture)
 
 

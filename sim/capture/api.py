@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -159,6 +160,14 @@ def from_recordings(base: dict[str, Any], doubled: Mapping[str, dict[str, Any]],
                      f"{', '.join(unsolved[:20])}{' ...' if len(unsolved) > 20 else ''}")
     return CaptureResult(workload=workload, uncosted=lowered.uncosted, unsolved=unsolved, recording=base,
                          notes=notes)
+
+
+def scenario_yaml(name: str, workload: str | Path, scenario: str | Path, hardware: list[str]) -> str:
+    """A scenario that runs the captured workload as it is (its baseline) on `hardware`: what
+    `kernelsim capture --scenario` writes, so `kernelsim run` predicts the model's step."""
+    rel = os.path.relpath(Path(workload).resolve(), Path(scenario).resolve().parent)
+    return yaml.safe_dump({"schema": "kernelsim.scenario/v1", "name": name, "workload": rel,
+                           "hardware": list(hardware)}, sort_keys=False)
 
 
 def _flow(value: Any) -> str:
