@@ -37,9 +37,9 @@ def test_module_paths_phases_and_nodes() -> None:
     ops = [e for e in events if e["type"] == "op"]
     assert {e["phase"] for e in ops} == {"forward", "backward", "optimizer"}
     modules = {e["module"] for e in ops}
-    assert {"layers.1.attn.qkv", "layers.0.mlp.fc2", "tok", "ln_f", "head", "loss", "optimizer"} <= modules
+    assert {"blocks.1.qkv", "blocks.0.fc2", "tok", "ln_f", "head", "loss", "optimizer"} <= modules
     # backward ops run under the module whose forward made them
-    assert any(e["module"] == "layers.1.mlp.fc1" and e["phase"] == "backward" and e["aten"] == "aten.mm.default"
+    assert any(e["module"] == "blocks.1.fc1" and e["phase"] == "backward" and e["aten"] == "aten.mm.default"
                for e in ops)
     nodes = [e for e in events if e["type"] == "autograd_node"]
     assert sum(1 for n in nodes if n["node"] == "AccumulateGrad") == 2 + 2 * 12 + 2 + 1

@@ -13,6 +13,11 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+# B's and C's models live in sim/calibrate/gpu/models.py (the capture's examples use them too)
+from .models import decoder_class, transformer_block_class
+
+__all__ = ["MLP", "decoder_class", "fused_bgd_function", "transformer_block_class"]
+
 _SEEDS = itertools.count(1000)
 
 
@@ -109,84 +114,3 @@ class MLP:
             Fn = fused_bgd_function()
             return lambda h, b1: Fn.apply(h, b1, p, BLOCK, num_warps)
         raise ValueError(f"unknown MLP variant {variant!r}")
-
-
-def transformer_block_class() -> Any:
-    import torch
-    import torch.nn.functional as F
-    from torch import nn
-
-    class TransformerBlock(nn.Module):
-        """Pre-LN block: x + proj(SDPA_causal(qkv(ln1(x)))) then + fc2(gelu_erf(fc1(ln2(.)))).
-        Linear layers have bias; no dropout; bf16 parameters."""
-
-        def __init__(self, d_model: int = 2048, n_heads: int = 16, d_ff: int = 8192) -> None:
-            super().__init__()
-            self.d, self.h, self.dh = d_model, n_heads, d_model // n_heads
-            self.ln1 = nn.LayerNorm(d_model)
-            self.qkv = nn.Linear(d_model, 3 * d_model)
-            self.proj = nn.Linear(d_model, d_model)
-            self.ln2 = nn.LayerNorm(d_model)
-            self.fc1 = nn.Linear(d_model, d_ff)
-            self.fc2 = nn.Linear(d_ff, d_model)
-
-        def forward(self, x: Any) -> Any:
-            B, S, D = x.shape
-            qkv = self.qkv(self.ln1(x)).view(B, S, 3, self.h, self.dh).permute(2, 0, 3, 1, 4)
-            q, k, v = qkv[0], qkv[1], qkv[2]
-            o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            x = x + self.proj(o.transpose(1, 2).reshape(B, S, D))
-            return x + self.fc2(F.gelu(self.fc1(self.ln2(x)), approximate="none"))
-
-    _ = torch
-    return TransformerBlock
-
-
-def decoder_class() -> Any:
-    import torch
-    import torch.nn.functional as F
-    from torch import nn
-
-    class DecoderLayer(nn.Module):
-        def __init__(self, d_model: int, n_heads: int, d_ff: int) -> None:
-            super().__init__()
-            self.d, self.h, self.dh = d_model, n_heads, d_model // n_heads
-            self.ln1 = nn.LayerNorm(d_model)
-            self.qkv = nn.Linear(d_model, 3 * d_model)
-            self.proj = nn.Linear(d_model, d_model)
-            self.ln2 = nn.LayerNorm(d_model)
-            self.fc1 = nn.Linear(d_model, d_ff)
-            self.fc2 = nn.Linear(d_ff, d_model)
-
-        def forward(self, x: Any, k_cache: Any, v_cache: Any, pos: Any, L: int) -> Any:
-            B = x.shape[0]
-            qkv = self.qkv(self.ln1(x)).view(B, 1, 3, self.h, self.dh)
-            q, k, v = (t.transpose(1, 2) for t in qkv.unbind(2))  # [B, h, 1, dh]
-            k_cache.index_copy_(2, pos, k)
-            v_cache.index_copy_(2, pos, v)
-            o = F.scaled_dot_product_attention(q, k_cache[:, :, :L], v_cache[:, :, :L])
-            x = x + self.proj(o.transpose(1, 2).reshape(B, 1, self.d))
-            return x + self.fc2(F.gelu(self.fc1(self.ln2(x)), approximate="none"))
-
-    class Decoder(nn.Module):
-        """n_layers DecoderLayers; KV cache [B, heads, Lmax, head_dim] per layer, preallocated.
-        One step: token x [B, 1, d_model]; its k/v are written at position pos = L-1 with
-        index_copy_; attention (SDPA, q_len 1, no mask) reads cache[:, :, :L]."""
-
-        def __init__(self, n_layers: int = 4, d_model: int = 2048, n_heads: int = 16, d_ff: int = 8192) -> None:
-            super().__init__()
-            self.layers = nn.ModuleList([DecoderLayer(d_model, n_heads, d_ff) for _ in range(n_layers)])
-            self.n_heads, self.dh = n_heads, d_model // n_heads
-
-        def alloc_cache(self, B: int, Lmax: int) -> list[tuple[Any, Any]]:
-            p = next(self.parameters())
-            return [(torch.randn(B, self.n_heads, Lmax, self.dh, device=p.device, dtype=p.dtype),
-                     torch.randn(B, self.n_heads, Lmax, self.dh, device=p.device, dtype=p.dtype))
-                    for _ in self.layers]
-
-        def forward(self, x: Any, caches: list[tuple[Any, Any]], pos: Any, L: int) -> Any:
-            for layer, (kc, vc) in zip(self.layers, caches, strict=True):
-                x = layer(x, kc, vc, pos, L)
-            return x
-
-    return Decoder
