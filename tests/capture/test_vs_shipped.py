@@ -81,7 +81,11 @@ def _flat(ops: list[dict[str, object]]) -> list[dict[str, object]]:
 
 
 def test_whatif_on_captured_workload_runs_by_module_path(tmp_path: Path) -> None:
+    captured = (CAPTURE / "mlp.captured.yaml").read_bytes()
+    scenario = yaml.safe_load((CAPTURE / "mlp_whatif.yaml").read_text())
+    assert scenario["workload"] == "mlp.captured.yaml"  # the captured file as it was written, no edit
     result, _ = run_scenario(load_scenario(CAPTURE / "mlp_whatif.yaml", ["h200-measured"]))
+    assert (CAPTURE / "mlp.captured.yaml").read_bytes() == captured
     variants = {v["name"]: v for v in result["hardware"][0]["variants"]}
     assert set(variants) == {"baseline", "fused_act", "cuda_graph", "compiled"}
     fused = variants["fused_act"]["buckets"][0]
@@ -89,3 +93,7 @@ def test_whatif_on_captured_workload_runs_by_module_path(tmp_path: Path) -> None
     # bias + GELU + dropout forward and their backward each became one kernel
     assert base["kernels"] - fused["kernels"] == 4
     assert fused["hbm_bytes"] < base["hbm_bytes"]
+    # one CUDA graph launch instead of eager dispatch per op; the compiled step fuses `act` both ways
+    graph = variants["cuda_graph"]["buckets"][0]
+    assert graph["kernels"] == base["kernels"] and graph["host_busy_us"] < base["host_busy_us"] / 4
+    assert variants["compiled"]["buckets"][0]["kernels"] == fused["kernels"]
