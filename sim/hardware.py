@@ -107,6 +107,10 @@ class Hardware:
     attention_backends: dict[str, tuple[float, float, float, int]] = field(default_factory=dict)
     attention_default_backend: str = "flash"
     profiler_event_s: dict[str, float] = field(default_factory=dict)
+    # the profiler's cost per event in real steps at the reference host speed, by configuration, and the
+    # reference ops' median traced duration at that speed (us): sim.costmodel.trace_host
+    trace_profiler_event_s: dict[str, float] = field(default_factory=dict)
+    trace_clock_us: dict[str, float] = field(default_factory=dict)
     # framework op -> (host s per call without autograd recording, with it or None)
     framework_op_table_s: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
     corrections: dict[str, tuple[tuple[tuple[float, ...], float], ...]] = field(default_factory=dict)
@@ -200,6 +204,9 @@ class Hardware:
             sync_s=h.sync_us.value * us,
             launch_queue_depth=int(h.launch_queue_depth.value),
             profiler_event_s={cfg: q.value * us for cfg, q in h.profiler_event_us.items()},
+            trace_profiler_event_s={cfg: q.value * us for cfg, q in
+                                    (h.trace_profiler.event_us.items() if h.trace_profiler else ())},
+            trace_clock_us={name: q.value for name, q in (h.trace_profiler.clock_us.items() if h.trace_profiler else ())},
             framework_op_table_s={name: (None if c.us is None else c.us * us,
                                          None if c.grad_us is None else c.grad_us * us)
                             for name, c in h.framework_ops.items()},

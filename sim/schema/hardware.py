@@ -230,6 +230,18 @@ class FrameworkOpCost(Provenance):
         return self
 
 
+class TraceProfilerCost(Strict):
+    """What torch.profiler adds per recorded event in real models' steps (sim.calibrate.host_fit): the
+    cost at a reference host speed by profiler configuration, and the reference speed itself as each
+    reference op's median traced duration then. A trace recorded on a host running s times slower shows
+    those ops s times longer, and its profiler cost per event is s times the reference cost."""
+
+    event_us: dict[Literal["plain", "shapes", "stack"], PositiveQuantity] = Field(
+        description="profiler cost per recorded event (CPU op, runtime/driver call) at the reference speed")
+    clock_us: dict[str, PositiveQuantity] = Field(
+        min_length=1, description="reference op (aten::empty, cudaLaunchKernel) -> median traced duration at that speed")
+
+
 class HostSection(Strict):
     eager_op_us: Quantity = Field(description="framework dispatch per eager op (host)")
     eager_op_us_by_kind: dict[str, Quantity] = Field(
@@ -252,6 +264,11 @@ class HostSection(Strict):
         default_factory=dict,
         description="host time torch.profiler adds per recorded event (CPU op, runtime/driver call, Python frame), "
                     "by profiler configuration: plain, record_shapes (shapes), record_shapes + with_stack (stack)")
+    trace_profiler: TraceProfilerCost | None = Field(
+        default=None,
+        description="the profiler's host cost per recorded event in real models' steps, at a reference host speed, "
+                    "and that speed as the median traced duration of reference ops (replay scales the cost by the "
+                    "trace's own speed)")
     framework_ops: dict[str, FrameworkOpCost] = Field(
         default_factory=dict,
         description="host cost per call by framework op (aten::addmm, aten::view, MmBackward0), measured in real "

@@ -135,20 +135,26 @@ def test_trace_host_predicts_unprofiled_step_better_than_model_host() -> None:
 def test_trace_host_removes_the_profilers_cost_per_event(h200: Hardware) -> None:
     from dataclasses import replace as dc_replace
 
+    from sim.costmodel.trace_host import HostTimeline, trace_host
     from sim.ingest import import_trace
-    from sim.replay import step_graph, trace_host
+    from sim.replay import step_graph
+
+    def run(per_event_s: float) -> tuple[HostTimeline, float, float]:
+        t = trace_host(graph, step, dc_replace(h200, profiler_event_s={"shapes": per_event_s}, trace_clock_us={}))
+        return t, sum(t.carried_s) * 1e6, t.profiler_removed_s * 1e6
 
     path = next(p for p in REAL_TRACES if p.name.startswith("decode_eager"))
     step = import_trace(path, None)
     graph = step_graph(step, path)
-    g0, kept0, removed0 = trace_host(graph, step, dc_replace(h200, profiler_event_s={"shapes": 0.0}))
-    g1, kept1, removed1 = trace_host(graph, step, dc_replace(h200, profiler_event_s={"shapes": 1e-6}))
+    t0, kept0, removed0 = run(0.0)
+    t1, kept1, removed1 = run(1e-6)
     assert removed0 == 0.0 and kept0 == pytest.approx(kept1 + removed1)
+    assert sum(t0.priced_s) == 0.0  # an eager trace's host time is all carried from the trace
     events = sum(o.trace_events for o in step.ops if o.doc["kind"] != "sync")
     assert removed1 == pytest.approx(events * 1.0, rel=1e-6)  # no interval was clamped at 1 us per event
-    assert sum(o.host_s or 0.0 for o in g0.ops) == pytest.approx(kept0 * 1e-6)
-    g2, kept2, removed2 = trace_host(graph, step, dc_replace(h200, profiler_event_s={"shapes": 1.0}))
-    assert all((o.host_s or 0.0) >= 0.0 for o in g2.ops)  # an interval is never shortened below zero
+    assert sum(o.host_s or 0.0 for o in t0.graph.ops) == pytest.approx(kept0 * 1e-6)
+    t2, kept2, removed2 = run(1.0)
+    assert all((o.host_s or 0.0) >= 0.0 for o in t2.graph.ops)  # an interval is never shortened below zero
     with_events = sum(float(o.doc.get("host_us", o.doc.get("duration_us", 0.0))) for o in step.ops
                       if o.trace_events > 0 and o.doc["kind"] != "sync")
     assert removed2 == pytest.approx(with_events) and kept2 == pytest.approx(kept0 - with_events)
@@ -162,8 +168,9 @@ def test_replay_rejects_unknown_host_source(synth_gz: Path, h200: Hardware) -> N
 def test_predicted_host_counts_framework_ops_and_profiler_events(h200: Hardware) -> None:
     from dataclasses import replace as dc_replace
 
+    from sim.costmodel.trace_host import model_host, profiler_config
     from sim.ingest import import_trace
-    from sim.replay import predicted_host, profiler_config, step_graph
+    from sim.replay import step_graph
 
     path = next(p for p in REAL_TRACES if p.name.startswith("decode_eager"))
     step = import_trace(path, None)
@@ -172,8 +179,8 @@ def test_predicted_host_counts_framework_ops_and_profiler_events(h200: Hardware)
     graph = step_graph(step, path)
     without = dc_replace(h200, profiler_event_s={})
     with_events = dc_replace(h200, profiler_event_s={"shapes": 2e-6, "plain": 1.0})
-    a = predicted_host(graph, step, without)
-    b = predicted_host(graph, step, with_events)
+    a = model_host(graph, step, without).graph
+    b = model_host(graph, step, dc_replace(with_events, trace_clock_us={})).graph
     events = sum(o.host_events for o in step.ops if o.family is not None and o.family != "prior_work")
     extra = sum((y.host_s or 0.0) - (x.host_s or 0.0) for x, y in zip(a.ops, b.ops, strict=True))
     assert extra == pytest.approx(events * 2e-6)
@@ -237,3 +244,27 @@ def test_graph_launch_call_is_priced_by_the_profile() -> None:
     res = replay(path, hw, "predict")[0]
     assert res["profiler_removed_us"] >= first.call_us - hw.graph_launch_s * 1e6
     assert res["predicted_time_us"] < kept["predicted_time_us"] - 40.0
+
+
+@pytest.mark.parametrize("prefix", ["decode_eager", "decode_cudagraph", "mlp_compiled"])
+def test_one_account_of_carried_and_priced_host_time(prefix: str) -> None:
+    """measured mode carries all the trace's host time; trace-host predict carries it less the profiler's
+    cost and prices only a CUDA-graph launch call (at graph_launch_us); model-host predict prices all but
+    the long kernel-less work and the user's Python gaps."""
+    from sim.hardware import load_profile
+
+    hw = load_profile("h200-measured")
+    path = next(p for p in REAL_TRACES if p.name.startswith(prefix))
+    meas = replay(path, hw, "measured")[0]
+    recorded = meas["carried_host_us"]
+    assert meas["priced_host_us"] == 0.0 and recorded > 0.0
+    pred = replay(path, hw, "predict")[0]
+    from sim.ingest import import_trace
+
+    graph_calls = sum(1 for o in import_trace(path).ops if o.launch_api == "cudaGraphLaunch" and o.call_us > 0)
+    assert pred["priced_host_us"] == pytest.approx(graph_calls * hw.graph_launch_s * 1e6, abs=1e-3)
+    assert pred["carried_host_us"] + pred["profiler_removed_us"] <= recorded + 1e-3
+    model = replay(path, hw, "predict", host="model")[0]
+    assert model["priced_host_us"] > 0.0 and model["carried_host_us"] < recorded
+    # the kernels' host time between launches is the model's (plus carried long kernel-less work)
+    assert model["priced_host_us"] <= model["host"]["predicted_host_us"] + 1e-3

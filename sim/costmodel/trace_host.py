@@ -1,0 +1,219 @@
+"""Host time of a replayed trace step, and one account of where each part of it came from.
+
+A replayed step's host timeline is built one of three ways, each returning a `HostTimeline`
+(the graph with every op's host time set, and per op the part carried over from the trace as
+measured and the part the profile priced):
+- `measured_host`: the trace's host time as recorded (replay --mode measured);
+- `trace_host`: the trace's host time less what the profiler added to record its events
+  (replay --mode predict, the default `--host trace`); a CUDA-graph launch, which the profiler
+  slows by instrumenting every node, is priced by the profile;
+- `model_host`: host time priced by the profile (`--host model`: for another CPU or framework),
+  keeping only what the profile cannot know (long kernel-less ops, slow runtime calls, Python gaps
+  of the user's own).
+The replay JSON's `carried_host_us` / `priced_host_us` come from that account, never re-derived.
+
+The profiler's cost per recorded event is not a constant: it is host CPU work, so it runs at the
+host's speed when the trace was recorded, like everything else in the trace. `profiler_event_s`
+scales the profile's per-event cost (measured at a reference speed) by the trace's own host speed:
+the median duration of reference framework ops in the trace against their duration at the
+reference speed (`host.trace_clock_us`).
+
+Pure functions of (graph, imported step, profile).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+from sim.costmodel import KernelCost
+from sim.costmodel.host import AUTOGRAD_NODE_PREFIX, GAP_CAP_US, eager_dispatch_s, framework_op_s, host_op_s
+from sim.graph import Graph
+from sim.hardware import Hardware
+from sim.ingest.build import GRAPH_CALLS, PRIOR_FAMILY, TRITON_CALLS, ImportedStep
+
+MIN_CLOCK_SAMPLES = 5  # fewer traced calls of the reference ops: the trace's speed is not measured
+
+
+@dataclass(frozen=True)
+class HostTimeline:
+    """Every op's host time (in `graph`) and, per op, seconds carried from the trace as measured
+    and seconds the profile priced; `profiler_removed_s`: the profiler's cost taken off."""
+
+    graph: Graph
+    carried_s: tuple[float, ...]
+    priced_s: tuple[float, ...]
+    profiler_removed_s: float = 0.0
+    per_event_s: float = 0.0
+    host_speed: float = 1.0
+
+    def totals_us(self) -> dict[str, float]:
+        return {"carried_host_us": round(sum(self.carried_s) * 1e6, 3),
+                "priced_host_us": round(sum(self.priced_s) * 1e6, 3)}
+
+
+def profiler_config(step: ImportedStep) -> str:
+    """How the trace was recorded: 'stack' (Python frames recorded), 'shapes' (record_shapes) or 'plain'."""
+    if step.events.python_ts:
+        return "stack"
+    return "shapes" if step.events.meta.get("record_shapes") else "plain"
+
+
+def trace_host_speed(step: ImportedStep, hw: Hardware) -> float:
+    """How slow the host ran when the trace was recorded, relative to the speed at which the profile's
+    per-event profiler cost was measured: the geometric mean over the reference ops of the profile's
+    `host.trace_clock_us` (median traced duration of each at that speed) of their median duration in
+    this step. 1.0 when the profile has no clock or the step too few calls of its ops."""
+    if not hw.trace_clock_us:
+        return 1.0
+    durations: dict[str, list[float]] = {}
+    for o in step.events.cpu_ops:
+        if o.name in hw.trace_clock_us:
+            durations.setdefault(o.name, []).append(o.end - o.ts)
+    for r in step.events.runtime:
+        if r.name in hw.trace_clock_us:
+            durations.setdefault(r.name, []).append(r.end - r.ts)
+    logs = [math.log(statistics.median(v) / hw.trace_clock_us[name]) for name, v in durations.items()
+            if len(v) >= MIN_CLOCK_SAMPLES and statistics.median(v) > 0]
+    return math.exp(sum(logs) / len(logs)) if logs else 1.0
+
+
+def profiler_event_s(step: ImportedStep, hw: Hardware) -> tuple[float, float]:
+    """(seconds the profiler added per recorded event in this step, the trace's host speed)."""
+    base = hw.profiler_event_s.get(profiler_config(step), 0.0)
+    speed = trace_host_speed(step, hw) if base > 0 else 1.0
+    return base * speed, speed
+
+
+def _traced_host_us(op: Any, imp: Any) -> float:
+    return float(imp.doc.get("duration_us", 0.0)) if op.kind == "host" else float(imp.doc.get("host_us", 0.0))
+
+
+def measured_host(graph: Graph, step: ImportedStep, hw: Hardware) -> HostTimeline:
+    """The trace's host timeline as recorded: every op's host time is the trace's (the graph is kept)."""
+    carried = []
+    for op in graph.ops:
+        if op.host_s is not None:
+            carried.append(op.host_s)
+        elif op.kind == "host":
+            carried.append(host_op_s(op, hw))
+        else:
+            carried.append(0.0)
+    return HostTimeline(graph, tuple(carried), tuple(0.0 for _ in carried))
+
+
+def trace_host(graph: Graph, step: ImportedStep, hw: Hardware, keep_profiler: bool = False) -> HostTimeline:
+    """Keep the trace's own host timeline: every kernel's host time since the previous launch and
+    every host op (Python gaps, waits) take their measured duration, less what the profiler added
+    to record the events in that interval (`profiler_event_s` per event), so the step is predicted as
+    it runs without the profiler; a CUDA-graph launch call, which the profiler slows by instrumenting
+    each node, costs the profile's graph_launch_us instead of its traced time (that part is priced).
+    With `keep_profiler` the profiler's cost stays (the step as it was recorded). An interval is
+    never shortened below zero."""
+    per_event_s, speed = (0.0, 1.0) if keep_profiler else profiler_event_s(step, hw)
+    per_event_us = per_event_s * 1e6
+    removed = 0.0
+    ops, carried, priced = [], [], []
+    for op, imp in zip(graph.ops, step.ops, strict=True):
+        if imp.family == PRIOR_FAMILY or op.kind == "sync":  # earlier steps' GPU work; a wait for the device
+            ops.append(op)
+            carried.append(0.0)
+            priced.append(0.0)
+            continue
+        measured = _traced_host_us(op, imp)
+        events = imp.trace_events
+        graph_call_us = 0.0
+        if imp.launch_api in GRAPH_CALLS and imp.call_us > 0 and not keep_profiler:
+            # CUPTI instruments every node of a launched graph: the traced call is several times its
+            # unprofiled cost (76-80 us against ~25 us for a 52-kernel decode graph on the H200). The
+            # call is priced by the profile (host.graph_launch_us) and its own event is not taken off.
+            removed += max(0.0, imp.call_us - hw.graph_launch_s * 1e6)
+            measured = max(0.0, measured - imp.call_us)
+            graph_call_us = hw.graph_launch_s * 1e6
+            events -= 1
+        cut = min(measured, max(0, events) * per_event_us)
+        removed += cut
+        ops.append(op.with_(host_s=(measured - cut + graph_call_us) * 1e-6))
+        carried.append((measured - cut) * 1e-6)
+        priced.append(graph_call_us * 1e-6)
+    return HostTimeline(graph.with_ops(ops), tuple(carried), tuple(priced), removed * 1e-6, per_event_s, speed)
+
+
+def model_host(graph: Graph, step: ImportedStep, hw: Hardware, keep_profiler: bool = True) -> HostTimeline:
+    """Replace measured per-op host time by the profile's, by how the kernel was launched.
+
+    Each kernel's host time since the previous launch is priced as the sum of
+    - its own launch path: the in-context cost of its top-level framework op from the profile's
+      `host.framework_ops` table, once per call (all its launches, autograd recording in a
+      training step's forward, a backward node's engine cost included); for an op the table does
+      not know: eager dispatch once per launching op, Triton launcher, graph replay, an autograd
+      node's cost when a backward node launched it; a torch.compile region's call (forward or
+      backward) once per call;
+    - the kernel-less top-level ops the trace shows before it: framework ops and autograd
+      nodes at the table's cost, or the profile's flat `framework_op_us` / `autograd_node_us`;
+      one that runs longer than KERNELLESS_WORK_US (and any slow non-launch runtime call:
+      cudaMalloc, cudaFree, initialisation) does work of its own and keeps its measured time
+      (carried);
+    - with `keep_profiler`, what the profiler added to record the events in that interval (the
+      trace was recorded with it; the profile's host costs were measured without).
+    Python between ops longer than GAP_MIN_US is a `host` op and keeps its measured time (carried),
+    unless it is shorter than GAP_CAP_US and the ops after it are priced from the table (their
+    in-context costs include the Python before them)."""
+    per_event = profiler_event_s(step, hw)[0] if keep_profiler else 0.0
+    ops, carried, priced = [], [], []
+    n = len(step.ops)
+    table_top = False  # the current top-level op was priced whole from the table
+    call: float | None = None
+    for k, (op, imp) in enumerate(zip(graph.ops, step.ops, strict=True)):
+        if op.kind == "host" and imp.doc["name"].endswith("_gap") and float(imp.doc["duration_us"]) < GAP_CAP_US:
+            nxt = next((step.ops[j] for j in range(k + 1, n) if step.ops[j].family is not None), None)
+            if nxt is not None and any(framework_op_s(name, hw) is not None or framework_op_s(name, hw, True) is not None
+                                       for name in (nxt.top_op, *nxt.kernelless_ops) if name):
+                op = op.with_(host_s=0.0)  # the Python before a table-priced op is part of its in-context cost
+        if op.is_kernel and imp.family not in (None, PRIOR_FAMILY):
+            grad = step.training and op.phase == "forward"
+            if imp.first_of_cpu_op:
+                call = framework_op_s(imp.top_op, hw, grad) if imp.top_op else None
+                table_top = call is not None and imp.launch_api not in GRAPH_CALLS and not imp.compiled_call
+            if table_top:
+                host = call if imp.first_of_cpu_op and call is not None else 0.0
+            elif imp.launch_api in GRAPH_CALLS:
+                host = hw.graph_launch_s if imp.doc["host_us"] > 0 or imp.first_of_cpu_op else 0.0
+            elif imp.launch_api in TRITON_CALLS and not imp.top_is_autograd_node:
+                host = hw.triton_launch_s
+            else:  # one framework dispatch per launching op; a backward node's engine cost once per node
+                host = (eager_dispatch_s(op, hw) if imp.first_of_launching_op else 0.0) + hw.launch_s
+                if imp.top_is_autograd_node and imp.first_of_cpu_op:
+                    host += hw.autograd_node_s
+            for name in imp.kernelless_ops:
+                node = name.startswith(AUTOGRAD_NODE_PREFIX)
+                fixed = framework_op_s(name, hw, grad and not node)
+                host += fixed if fixed is not None else (hw.autograd_node_s if node else hw.framework_op_s)
+            if imp.compiled_call == "forward":
+                host += hw.compiled_call_s
+            elif imp.compiled_call == "backward":
+                host += hw.compiled_backward_call_s
+            host += imp.host_events * per_event
+            kept = imp.kept_host_us * 1e-6
+            op = op.with_(host_s=host + kept)
+            carried.append(kept)
+            priced.append(host)
+        elif op.kind == "host":  # a Python gap or a wait: measured, unless folded into the next op's cost
+            carried.append(op.host_s if op.host_s is not None else host_op_s(op, hw))
+            priced.append(0.0)
+        else:
+            carried.append(op.host_s or 0.0)
+            priced.append(0.0)
+        ops.append(op)
+    return HostTimeline(graph.with_ops(ops), tuple(carried), tuple(priced), 0.0, per_event)
+
+
+def kernel_account_us(costs: tuple[KernelCost | None, ...]) -> dict[str, float]:
+    """Kernel time carried from the trace (measured durations and stream gaps of kernels kept at
+    their measured time) next to what the cost model priced."""
+    carried = sum(c.time_s for c in costs if c is not None and c.limiter == "measured")
+    priced = sum(c.time_s for c in costs if c is not None and c.limiter != "measured")
+    return {"carried_kernel_us": round(carried * 1e6, 3), "priced_kernel_us": round(priced * 1e6, 3)}
+
