@@ -110,6 +110,7 @@ class Hardware:
     # the profiler's cost per event in real steps at the reference host speed, by configuration, and the
     # reference ops' median traced duration at that speed (us): sim.costmodel.trace_host
     trace_profiler_event_s: dict[str, float] = field(default_factory=dict)
+    trace_kernel_record_s: dict[str, float] = field(default_factory=dict)
     trace_clock_us: dict[str, float] = field(default_factory=dict)
     # framework op -> (host s per call without autograd recording, with it or None)
     framework_op_table_s: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
@@ -206,6 +207,8 @@ class Hardware:
             profiler_event_s={cfg: q.value * us for cfg, q in h.profiler_event_us.items()},
             trace_profiler_event_s={cfg: q.value * us for cfg, q in
                                     (h.trace_profiler.event_us.items() if h.trace_profiler else ())},
+            trace_kernel_record_s={cfg: q.value * us for cfg, q in
+                                   (h.trace_profiler.kernel_record_us.items() if h.trace_profiler else ())},
             trace_clock_us={name: q.value for name, q in (h.trace_profiler.clock_us.items() if h.trace_profiler else ())},
             framework_op_table_s={name: (None if c.us is None else c.us * us,
                                          None if c.grad_us is None else c.grad_us * us)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,13 @@ from sim.costmodel.host import AUTOGRAD_NODE_PREFIX, GAP_CAP_US, op_key
 # CUDA graphs) validates.
 FIT_MODELS = frozenset({"gpt"})
 FIT_MODES = frozenset({"eager"})
+# The profiler's in-context cost (host.trace_profiler) is fitted on the same GPT model, its eager
+# steps (cost per event) and its compiled forward (cost per torch.compile kernel record): the trace
+# rows of those configs are "calibrated", every other model's validate.
+TRACE_FIT_MODES = frozenset({"eager", "compiled"})
+# Reference ops of the trace clock: called in every eager or compiled step, the same host path
+# whatever the model (an allocation; a kernel launch under CUPTI's callback).
+CLOCK_OPS = ("aten::empty", "cudaLaunchKernel")
 SKIP_PREFIXES = ("ProfilerStep#", "Torch-Compiled Region", "CompiledFunction", "cudaGraphLaunch")
 
 
@@ -155,6 +163,75 @@ def fit_host_context(raw: Any, values: list[Any]) -> list[Any]:
                    "../host_context", fit) for name, entry in table.items()]
 
 
+@dataclass(frozen=True)
+class TraceProfilerFit:
+    """host.trace_profiler for one profiler configuration (us), and what it was fitted on."""
+
+    config: str
+    event_us: float
+    kernel_record_us: float | None
+    clock_us: dict[str, float]
+    n_event: int
+    n_record: int
+    configs: tuple[str, ...]
+
+
+def _clock_samples(step: Any) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {}
+    for o in step.events.cpu_ops:
+        if o.name in CLOCK_OPS:
+            out.setdefault(o.name, []).append(o.end - o.ts)
+    for r in step.events.runtime:
+        if r.name in CLOCK_OPS:
+            out.setdefault(r.name, []).append(r.end - r.ts)
+    return out
+
+
+def fit_trace_profiler(host_context: Path) -> TraceProfilerFit | None:
+    """The profiler's in-context cost from the trace-fit configs under `host_context`: every traced
+    step was also timed without the profiler (`enqueue_us`: host time until the step's call returns),
+    so (traced step span - enqueue_us) is what the profiler added there, over the step's recorded
+    events. It runs at the host's speed: each step's difference is divided by its trace clock (the
+    median duration of CLOCK_OPS in it against their median over all fit steps, the reference).
+    event_us: median over the eager steps of difference / (events x speed); kernel_record_us: median
+    over the compiled steps of what is left after event_us / (torch.compile kernel records x speed)."""
+    from sim.costmodel.trace_host import profiler_config, trace_host_speed
+    from sim.ingest import import_trace
+    from sim.validate.host import host_cases
+
+    cases = [c for c in host_cases(host_context) if c.trace_split == "fit" and c.record.get("enqueue_us")]
+    if not cases:
+        return None
+    steps = [(c, import_trace(c.trace)) for c in cases]
+    configs = {profiler_config(st) for _, st in steps}
+    if len(configs) != 1:
+        raise ValueError(f"{host_context}: the fit traces mix profiler configurations {sorted(configs)}")
+    samples: dict[str, list[float]] = {}
+    for _, st in steps:
+        for name, v in _clock_samples(st).items():
+            samples.setdefault(name, []).extend(v)
+    clock = {name: round(statistics.median(v), 3) for name, v in sorted(samples.items())}
+    per_event, per_record = [], []
+    speeds = {c.config: trace_host_speed(st, clock) for c, st in steps}
+    for c, st in steps:
+        if c.record.get("mode") != "eager":
+            continue
+        events = sum(o.trace_events for o in st.ops)
+        added = (st.events.step.end - st.events.step.ts) - float(c.record["enqueue_us"])
+        per_event.append(added / (events * speeds[c.config]))
+    event_us = statistics.median(per_event)
+    for c, st in steps:
+        records = sum(o.kernel_records for o in st.ops)
+        if c.record.get("mode") != "compiled" or records == 0:
+            continue
+        events = sum(o.trace_events for o in st.ops)
+        added = (st.events.step.end - st.events.step.ts) - float(c.record["enqueue_us"])
+        per_record.append((added / speeds[c.config] - event_us * events) / records)
+    record_us = round(statistics.median(per_record), 2) if per_record and statistics.median(per_record) > 0 else None
+    return TraceProfilerFit(configs.pop(), round(event_us, 3), record_us, clock, len(per_event), len(per_record),
+                            tuple(c.config for c in cases))
+
+
 def table_block(table: dict[str, dict[str, float]], device: str, date: str, raw: str, fit: str) -> str:
     """The profile's `  framework_ops:` block (under `host:`), one flow-style line per op."""
     lines = ["  framework_ops:"]
@@ -177,6 +254,39 @@ def write_table(profile_text: str, block: str) -> str:
     return text[:m.end()] + block + text[m.end():]
 
 
+def trace_profiler_block(fit: TraceProfilerFit, device: str, date: str, raw: str) -> str:
+    """The profile's `  trace_profiler:` block (under `host:`)."""
+    prov = f'source: measured, measured_on: "{device}", date: "{date}", raw: "{raw}"'
+    steps = f"{fit.n_event} eager GPT steps"
+    lines = ["  trace_profiler:",
+             "    event_us:",
+             f'      {fit.config}: {{value: {fit.event_us}, {prov}, n: {fit.n_event}, fit: "median over {steps} of '
+             "(traced step span - the same step timed without the profiler) / (recorded events x the trace's host "
+             'speed)"}']
+    if fit.kernel_record_us is not None:
+        lines += ["    kernel_record_us:",
+                  f'      {fit.config}: {{value: {fit.kernel_record_us}, {prov}, n: {fit.n_record}, fit: "median over '
+                  f"{fit.n_record} compiled GPT forward steps of (their profiler cost / host speed - event_us x events) / "
+                  'torch.compile kernel records"}']
+    lines.append("    clock_us:")
+    for name, us in fit.clock_us.items():
+        lines.append(f'      {json.dumps(name)}: {{value: {us}, {prov}, fit: "median traced duration over the '
+                     f'{len(fit.configs)} trace-fit steps (the reference host speed)"}}')
+    return "\n".join(lines) + "\n"
+
+
+def write_block(profile_text: str, key: str, block: str) -> str:
+    """`profile_text` with the host section's `key` block replaced (or added at the end of the host
+    section); every other line is kept."""
+    import re
+
+    text = re.sub(rf"^  {re.escape(key)}:\n(    .*\n)*", "", profile_text, flags=re.M)
+    m = re.search(r"^host:\n((?:  .*\n|    .*\n|\s*#.*\n)*)", text, flags=re.M)
+    if m is None:
+        raise ValueError("profile has no host section")
+    return text[:m.end()] + block + text[m.end():]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Fit the table from a host_context folder and write it into a profile (only that block changes)."""
     import argparse
@@ -186,14 +296,31 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="fit host.framework_ops from real models' traces into a profile")
     ap.add_argument("--host-context", required=True, type=Path, help="folder with host_context.json and traces")
     ap.add_argument("--profile", required=True, type=Path, help="profile YAML to update in place")
+    ap.add_argument("--trace-profiler", action="store_true",
+                    help="write only host.trace_profiler (the profiler's in-context cost), not the table")
     ns = ap.parse_args(argv)
     hw = load_profile(str(ns.profile))
+    import os
+
+    if ns.trace_profiler:
+        fit = fit_trace_profiler(ns.host_context)
+        if fit is None:
+            print(f"error: {ns.host_context}: no trace-fit configs with a trace and enqueue_us", file=sys.stderr)
+            return 2
+        from sim.validate.host import machine_folders
+
+        meta = json.loads((machine_folders(ns.host_context)[0][1] / "host_context.json").read_text()).get("meta", {})
+        device, date = _device(meta)
+        block = trace_profiler_block(fit, device, date, os.path.relpath(ns.host_context, ns.profile.parent))
+        ns.profile.write_text(write_block(ns.profile.read_text(), "trace_profiler", block))
+        load_profile(str(ns.profile))  # the written profile must load
+        print(f"wrote host.trace_profiler ({fit.config}: {fit.event_us} us per event, {fit.kernel_record_us} us per "
+              f"kernel record) into {ns.profile}")
+        return 0
     per_event = {k: v * 1e6 for k, v in hw.profiler_event_s.items()}
     traces, configs, meta = fit_traces(ns.host_context)
     table = fit_table(traces, per_event)
     device, date = _device(meta)
-    import os
-
     raw = os.path.relpath(ns.host_context, ns.profile.parent)
     block = table_block(table, device, date, raw, _fit_text(configs))
     ns.profile.write_text(write_table(ns.profile.read_text(), block))

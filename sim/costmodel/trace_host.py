@@ -13,10 +13,11 @@ measured and the part the profile priced):
 The replay JSON's `carried_host_us` / `priced_host_us` come from that account, never re-derived.
 
 The profiler's cost per recorded event is not a constant: it is host CPU work, so it runs at the
-host's speed when the trace was recorded, like everything else in the trace. `profiler_event_s`
-scales the profile's per-event cost (measured at a reference speed) by the trace's own host speed:
-the median duration of reference framework ops in the trace against their duration at the
-reference speed (`host.trace_clock_us`).
+host's speed when the trace was recorded, like everything else in the trace; and torch.compile's
+per-kernel records (made in Python, with the kernel's arguments) cost several ordinary events.
+`profiler_cost` scales the profile's in-context costs (`host.trace_profiler`, measured at a reference
+speed) by the trace's own host speed: the median duration of reference ops in the trace (aten::empty,
+cudaLaunchKernel) against their duration at the reference speed (`host.trace_profiler.clock_us`).
 
 Pure functions of (graph, imported step, profile).
 """
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,30 +63,48 @@ def profiler_config(step: ImportedStep) -> str:
     return "shapes" if step.events.meta.get("record_shapes") else "plain"
 
 
-def trace_host_speed(step: ImportedStep, hw: Hardware) -> float:
+def trace_host_speed(step: ImportedStep, clock_us: Mapping[str, float]) -> float:
     """How slow the host ran when the trace was recorded, relative to the speed at which the profile's
     per-event profiler cost was measured: the geometric mean over the reference ops of the profile's
-    `host.trace_clock_us` (median traced duration of each at that speed) of their median duration in
-    this step. 1.0 when the profile has no clock or the step too few calls of its ops."""
-    if not hw.trace_clock_us:
+    `host.trace_profiler.clock_us` (`clock_us`: median traced duration of each at that speed) of their
+    median duration in this step. 1.0 without a clock or when the step has too few calls of its ops."""
+    if not clock_us:
         return 1.0
     durations: dict[str, list[float]] = {}
     for o in step.events.cpu_ops:
-        if o.name in hw.trace_clock_us:
+        if o.name in clock_us:
             durations.setdefault(o.name, []).append(o.end - o.ts)
     for r in step.events.runtime:
-        if r.name in hw.trace_clock_us:
+        if r.name in clock_us:
             durations.setdefault(r.name, []).append(r.end - r.ts)
-    logs = [math.log(statistics.median(v) / hw.trace_clock_us[name]) for name, v in durations.items()
+    logs = [math.log(statistics.median(v) / clock_us[name]) for name, v in durations.items()
             if len(v) >= MIN_CLOCK_SAMPLES and statistics.median(v) > 0]
     return math.exp(sum(logs) / len(logs)) if logs else 1.0
 
 
-def profiler_event_s(step: ImportedStep, hw: Hardware) -> tuple[float, float]:
-    """(seconds the profiler added per recorded event in this step, the trace's host speed)."""
-    base = hw.profiler_event_s.get(profiler_config(step), 0.0)
-    speed = trace_host_speed(step, hw) if base > 0 else 1.0
-    return base * speed, speed
+@dataclass(frozen=True)
+class ProfilerCost:
+    """What the profiler added to a traced step, per recorded event and per torch.compile kernel
+    record on top of that (seconds), at the trace's host speed (relative to the reference)."""
+
+    per_event_s: float = 0.0
+    per_kernel_record_s: float = 0.0
+    host_speed: float = 1.0
+
+    def of(self, events: int, kernel_records: int) -> float:
+        return max(0, events) * self.per_event_s + max(0, kernel_records) * self.per_kernel_record_s
+
+
+def profiler_cost(step: ImportedStep, hw: Hardware) -> ProfilerCost:
+    """The profiler's cost in this step: the profile's in-context cost (host.trace_profiler) scaled by
+    the trace's host speed when the profile has it for the trace's configuration, else the tight-loop
+    constant host.profiler_event_us."""
+    cfg = profiler_config(step)
+    ref = hw.trace_profiler_event_s.get(cfg)
+    if ref is None:
+        return ProfilerCost(hw.profiler_event_s.get(cfg, 0.0))
+    speed = trace_host_speed(step, hw.trace_clock_us)
+    return ProfilerCost(ref * speed, hw.trace_kernel_record_s.get(cfg, 0.0) * speed, speed)
 
 
 def _traced_host_us(op: Any, imp: Any) -> float:
@@ -107,13 +127,12 @@ def measured_host(graph: Graph, step: ImportedStep, hw: Hardware) -> HostTimelin
 def trace_host(graph: Graph, step: ImportedStep, hw: Hardware, keep_profiler: bool = False) -> HostTimeline:
     """Keep the trace's own host timeline: every kernel's host time since the previous launch and
     every host op (Python gaps, waits) take their measured duration, less what the profiler added
-    to record the events in that interval (`profiler_event_s` per event), so the step is predicted as
+    to record the events in that interval (`profiler_cost`), so the step is predicted as
     it runs without the profiler; a CUDA-graph launch call, which the profiler slows by instrumenting
     each node, costs the profile's graph_launch_us instead of its traced time (that part is priced).
     With `keep_profiler` the profiler's cost stays (the step as it was recorded). An interval is
     never shortened below zero."""
-    per_event_s, speed = (0.0, 1.0) if keep_profiler else profiler_event_s(step, hw)
-    per_event_us = per_event_s * 1e6
+    prof = ProfilerCost() if keep_profiler else profiler_cost(step, hw)
     removed = 0.0
     ops, carried, priced = [], [], []
     for op, imp in zip(graph.ops, step.ops, strict=True):
@@ -133,12 +152,13 @@ def trace_host(graph: Graph, step: ImportedStep, hw: Hardware, keep_profiler: bo
             measured = max(0.0, measured - imp.call_us)
             graph_call_us = hw.graph_launch_s * 1e6
             events -= 1
-        cut = min(measured, max(0, events) * per_event_us)
+        cut = min(measured, prof.of(events, imp.kernel_records) * 1e6)
         removed += cut
         ops.append(op.with_(host_s=(measured - cut + graph_call_us) * 1e-6))
         carried.append((measured - cut) * 1e-6)
         priced.append(graph_call_us * 1e-6)
-    return HostTimeline(graph.with_ops(ops), tuple(carried), tuple(priced), removed * 1e-6, per_event_s, speed)
+    return HostTimeline(graph.with_ops(ops), tuple(carried), tuple(priced), removed * 1e-6, prof.per_event_s,
+                        prof.host_speed)
 
 
 def model_host(graph: Graph, step: ImportedStep, hw: Hardware, keep_profiler: bool = True) -> HostTimeline:
@@ -161,7 +181,7 @@ def model_host(graph: Graph, step: ImportedStep, hw: Hardware, keep_profiler: bo
     Python between ops longer than GAP_MIN_US is a `host` op and keeps its measured time (carried),
     unless it is shorter than GAP_CAP_US and the ops after it are priced from the table (their
     in-context costs include the Python before them)."""
-    per_event = profiler_event_s(step, hw)[0] if keep_profiler else 0.0
+    prof = profiler_cost(step, hw) if keep_profiler else ProfilerCost()
     ops, carried, priced = [], [], []
     n = len(step.ops)
     table_top = False  # the current top-level op was priced whole from the table
@@ -195,7 +215,7 @@ def model_host(graph: Graph, step: ImportedStep, hw: Hardware, keep_profiler: bo
                 host += hw.compiled_call_s
             elif imp.compiled_call == "backward":
                 host += hw.compiled_backward_call_s
-            host += imp.host_events * per_event
+            host += prof.of(imp.host_events, imp.kernel_records)
             kept = imp.kept_host_us * 1e-6
             op = op.with_(host_s=host + kept)
             carried.append(kept)
@@ -207,7 +227,7 @@ def model_host(graph: Graph, step: ImportedStep, hw: Hardware, keep_profiler: bo
             carried.append(op.host_s or 0.0)
             priced.append(0.0)
         ops.append(op)
-    return HostTimeline(graph.with_ops(ops), tuple(carried), tuple(priced), 0.0, per_event)
+    return HostTimeline(graph.with_ops(ops), tuple(carried), tuple(priced), 0.0, prof.per_event_s, prof.host_speed)
 
 
 def kernel_account_us(costs: tuple[KernelCost | None, ...]) -> dict[str, float]:

@@ -41,6 +41,8 @@ WAIT_CALLS = frozenset({"cudaStreamWaitEvent", "cuStreamWaitEvent"})
 GRAPH_CALLS = frozenset({"cudaGraphLaunch", "cuGraphLaunch"})
 TRITON_CALLS = frozenset({"cuLaunchKernel", "cuLaunchKernelEx"})
 PRIOR_FAMILY = "prior_work"
+# The argument torch.compile's per-kernel profiler record carries (Inductor's _RecordFunctionFast).
+KERNEL_RECORD_ARG = "kernel_backend"
 # Used when the step has no clean sample of a plain kernel launch (e.g. only a CUDA-graph launch).
 DEFAULT_LAUNCH_LATENCY_US = 5.0
 
@@ -65,6 +67,9 @@ class ImportedOp:
     # Every event the profiler recorded in this op's host interval, long kernel-less ops included
     # (what `host_us`, or a host op's `duration_us`, holds of the profiler's own cost):
     trace_events: int = 0
+    # Of those, the records torch.compile's generated code makes around each kernel launch when the
+    # profiler is on (Python-side, with the kernel's arguments: far costlier than a dispatcher event)
+    kernel_records: int = 0
     # Names (host-table keys, sim.costmodel.host.op_key) of the top-level CPU op that launched this
     # kernel, set on its first kernel, and of the kernel-less top-level ops since the previous
     # launch that predict mode prices (framework ops and backward nodes, not kept long ones):
@@ -218,6 +223,7 @@ class _Counts:
 
     def __init__(self, ev: StepEvents) -> None:
         self.times = sorted([o.ts for o in ev.cpu_ops] + [r.ts for r in ev.runtime] + list(ev.python_ts))
+        self.record_times = sorted(o.ts for o in ev.cpu_ops if KERNEL_RECORD_ARG in o.args)
         self.transparent = _transparent(ev.cpu_ops, ev.runtime)
         self.tops = _top_level(ev.cpu_ops, self.transparent)
         self.top_ts = [o.ts for o in self.tops]
@@ -230,6 +236,9 @@ class _Counts:
 
     def events(self, a: float, b: float) -> int:
         return bisect.bisect_right(self.times, b) - bisect.bisect_right(self.times, a)
+
+    def kernel_records(self, a: float, b: float) -> int:
+        return bisect.bisect_right(self.record_times, b) - bisect.bisect_right(self.record_times, a)
 
     def slow(self, a: float, b: float) -> list[RuntimeCall]:
         return self.slow_calls[bisect.bisect_right(self.slow_ts, a):bisect.bisect_right(self.slow_ts, b)]
@@ -396,6 +405,7 @@ def build_step(ev: StepEvents) -> ImportedStep:
                                       first_of_cpu_op=first_of_top and j == 0, first_of_launching_op=first_of_leaf and j == 0,
                                       host_events=max(0, n_events) if j == 0 else 0,
                                       trace_events=all_events if j == 0 else 0,
+                                      kernel_records=counts.kernel_records(cursor, issue) if j == 0 else 0,
                                       framework_ops=n_framework if j == 0 else 0,
                                       kept_host_us=kept_us if j == 0 else 0.0,
                                       compiled_call=compiled if j == 0 else "",

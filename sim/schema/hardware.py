@@ -238,6 +238,10 @@ class TraceProfilerCost(Strict):
 
     event_us: dict[Literal["plain", "shapes", "stack"], PositiveQuantity] = Field(
         description="profiler cost per recorded event (CPU op, runtime/driver call) at the reference speed")
+    kernel_record_us: dict[Literal["plain", "shapes", "stack"], PositiveQuantity] = Field(
+        default_factory=dict,
+        description="extra cost, over event_us, of torch.compile's per-kernel record (Python-side, with the "
+                    "kernel's arguments) at the reference speed")
     clock_us: dict[str, PositiveQuantity] = Field(
         min_length=1, description="reference op (aten::empty, cudaLaunchKernel) -> median traced duration at that speed")
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sim.calibrate.host_fit import FIT_MODELS, FIT_MODES
+from sim.calibrate.host_fit import FIT_MODELS, FIT_MODES, TRACE_FIT_MODES
 from sim.hardware import Hardware
 from sim.validate.core import Row
 from sim.validate.steps import GainRow
@@ -33,10 +33,11 @@ REFERENCE = "sync_us"
 class HostCase:
     config: str
     kind: str  # decode_eager, decode_graph, train_eager, train_compiled, infer_eager, infer_compiled
-    split: str
+    split: str  # for the host model (host.framework_ops was fitted on the "fit" ones)
     measured_us: float
     record: dict[str, Any]
     trace: Path
+    trace_split: str = "held-out"  # for trace predict (host.trace_profiler was fitted on the "fit" ones)
 
 
 def case_kind(rec: dict[str, Any]) -> str:
@@ -75,8 +76,9 @@ def host_cases(folder: Path) -> list[HostCase]:
             if trace is None:
                 continue
             split = "fit" if rec.get("model") in FIT_MODELS and rec.get("mode") in FIT_MODES else "held-out"
+            trace_split = "fit" if rec.get("model") in FIT_MODELS and rec.get("mode") in TRACE_FIT_MODES else "held-out"
             label = f"{machine}/{rec['config']}" if machine else str(rec["config"])
-            out.append(HostCase(label, case_kind(rec), split, float(rec[REFERENCE]), rec, trace))
+            out.append(HostCase(label, case_kind(rec), split, float(rec[REFERENCE]), rec, trace, trace_split))
     return out
 
 
@@ -132,14 +134,15 @@ def _host_rows(folder: Path, hw: Hardware) -> tuple[list[Row], list[GainRow]]:
     rows: list[Row] = []
     for c in cases:
         p = preds[c.config]
-        rows.append(Row(HOST_TABLE, "trace_predict", c.config, c.split, c.measured_us, p["trace"]))
+        rows.append(Row(HOST_TABLE, "trace_predict", c.config, c.trace_split, c.measured_us, p["trace"]))
         rows.append(Row(HOST_TABLE, f"host_model/{c.kind}", c.config, c.split, c.measured_us, p["model"]))
     gains: list[GainRow] = []
     for eager, var, label in _pairs(cases):
         measured = 1.0 - var.measured_us / eager.measured_us
         for path in ("trace", "model"):
             predicted = 1.0 - preds[var.config][path] / preds[eager.config][path]
-            gains.append(GainRow(f"host/{path}", eager.config, f"{label} ({var.split})", measured, predicted))
+            split = var.trace_split if path == "trace" else var.split
+            gains.append(GainRow(f"host/{path}", eager.config, f"{label} ({split})", measured, predicted))
     return rows, gains
 
 

@@ -140,7 +140,7 @@ def test_trace_host_removes_the_profilers_cost_per_event(h200: Hardware) -> None
     from sim.replay import step_graph
 
     def run(per_event_s: float) -> tuple[HostTimeline, float, float]:
-        t = trace_host(graph, step, dc_replace(h200, profiler_event_s={"shapes": per_event_s}, trace_clock_us={}))
+        t = trace_host(graph, step, dc_replace(h200, profiler_event_s={"shapes": per_event_s}, trace_profiler_event_s={}))
         return t, sum(t.carried_s) * 1e6, t.profiler_removed_s * 1e6
 
     path = next(p for p in REAL_TRACES if p.name.startswith("decode_eager"))
@@ -177,10 +177,10 @@ def test_predicted_host_counts_framework_ops_and_profiler_events(h200: Hardware)
     assert profiler_config(step) == "shapes"
     assert sum(o.framework_ops for o in step.ops) > 0 and sum(o.autograd_nodes for o in step.ops) == 0
     graph = step_graph(step, path)
-    without = dc_replace(h200, profiler_event_s={})
+    without = dc_replace(h200, profiler_event_s={}, trace_profiler_event_s={})
     with_events = dc_replace(h200, profiler_event_s={"shapes": 2e-6, "plain": 1.0})
     a = model_host(graph, step, without).graph
-    b = model_host(graph, step, dc_replace(with_events, trace_clock_us={})).graph
+    b = model_host(graph, step, dc_replace(with_events, trace_profiler_event_s={})).graph
     events = sum(o.host_events for o in step.ops if o.family is not None and o.family != "prior_work")
     extra = sum((y.host_s or 0.0) - (x.host_s or 0.0) for x, y in zip(a.ops, b.ops, strict=True))
     assert extra == pytest.approx(events * 2e-6)

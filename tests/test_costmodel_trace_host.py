@@ -1,0 +1,76 @@
+"""The profiler's cost in a traced step (sim/costmodel/trace_host.py): per event at the trace's own host
+speed, torch.compile's kernel records, and the fit of host.trace_profiler from committed data."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from sim.costmodel.trace_host import profiler_cost, trace_host_speed
+from sim.hardware import load_profile
+from sim.ingest import import_trace
+from tests.conftest import ROOT
+
+CONTEXT = ROOT / "calibration" / "h200" / "host_context"
+
+
+def _trace(machine: str, config: str) -> Path:
+    return CONTEXT / machine / "traces" / f"{config}.json.gz"
+
+
+def test_trace_speed_is_relative_to_the_reference_clock() -> None:
+    step = import_trace(_trace("A", "decode_b8_inference"))
+    own = {"aten::empty": statistics.median(o.end - o.ts for o in step.events.cpu_ops if o.name == "aten::empty")}
+    assert trace_host_speed(step, own) == pytest.approx(1.0)
+    assert trace_host_speed(step, {"aten::empty": own["aten::empty"] / 2}) == pytest.approx(2.0)
+    assert trace_host_speed(step, {}) == 1.0
+    assert trace_host_speed(step, {"aten::no_such_op": 1.0}) == 1.0  # nothing to time the trace with
+
+
+def test_slower_host_same_work_slower_profiler() -> None:
+    """decode at batch 8 under inference_mode and no_grad is the same work; on machine A the no_grad
+    step was measured 55 % slower without the profiler (2106 vs 1357 us: the VM's host ran slower then).
+    The trace clock sees it, and the profiler's cost per event follows."""
+    hw = load_profile("h200-measured")
+    fast = profiler_cost(import_trace(_trace("A", "decode_b8_inference")), hw)
+    slow = profiler_cost(import_trace(_trace("A", "decode_b8_nograd")), hw)
+    assert slow.host_speed > 1.3 * fast.host_speed
+    assert slow.per_event_s / fast.per_event_s == pytest.approx(slow.host_speed / fast.host_speed)
+    assert fast.per_event_s == pytest.approx(hw.trace_profiler_event_s["shapes"] * fast.host_speed)
+
+
+def test_profile_without_in_context_cost_keeps_the_constant() -> None:
+    hw = load_profile("h200-measured")
+    step = import_trace(_trace("A", "decode_b8_inference"))
+    plain = profiler_cost(step, replace(hw, trace_profiler_event_s={}))
+    assert plain.per_event_s == hw.profiler_event_s["shapes"] and plain.per_kernel_record_s == 0.0
+    assert plain.host_speed == 1.0
+
+
+def test_compiled_steps_count_kernel_records() -> None:
+    compiled = import_trace(_trace("B", "gpt_infer_b1_s128_compiled"))
+    eager = import_trace(_trace("B", "gpt_infer_b1_s128"))
+    assert sum(o.kernel_records for o in eager.ops) == 0
+    records = sum(o.kernel_records for o in compiled.ops)
+    triton = sum(1 for o in compiled.events.cpu_ops if o.name.startswith("triton_"))
+    assert records == triton > 0  # one per Triton kernel the compiled graph launched
+
+
+def test_profile_trace_profiler_is_the_fit_of_committed_data() -> None:
+    """h200-measured's host.trace_profiler is what `python -m sim.calibrate.host_fit --trace-profiler`
+    fits from calibration/h200/host_context (GPT steps only: the other models validate)."""
+    from sim.calibrate.host_fit import fit_trace_profiler
+
+    fit = fit_trace_profiler(CONTEXT)
+    assert fit is not None and fit.config == "shapes"
+    assert all(c.split("/")[1].startswith("gpt_") for c in fit.configs)
+    hw = load_profile("h200-measured")
+    assert hw.trace_profiler_event_s["shapes"] == pytest.approx(fit.event_us * 1e-6)
+    assert fit.kernel_record_us is not None
+    assert hw.trace_kernel_record_s["shapes"] == pytest.approx(fit.kernel_record_us * 1e-6)
+    assert hw.trace_clock_us == pytest.approx(fit.clock_us)
+    # a Python-side record with the kernel's arguments costs several dispatcher events
+    assert fit.kernel_record_us > 3 * fit.event_us
