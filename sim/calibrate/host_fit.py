@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import statistics
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -159,8 +158,30 @@ def fit_host_context(raw: Any, values: list[Any]) -> list[Any]:
         return []
     table = fit_table(traces, per_event)
     fit = f"{_fit_text(configs)}; traces recorded {_device(meta)[1]} on the host_context machines"
-    return [Fitted("host.framework_ops", name, {k: (int(v) if k == "calls" else v) for k, v in entry.items()},
-                   "../host_context", fit) for name, entry in table.items()]
+    out = [Fitted("host.framework_ops", name, {k: (int(v) if k == "calls" else v) for k, v in entry.items()},
+                  "../host_context", fit) for name, entry in table.items()]
+    return out + trace_profiler_values(folder)
+
+
+def trace_profiler_values(folder: Path) -> list[Any]:
+    """host.trace_profiler (the profiler's cost in real steps at a reference host speed) as fitted values."""
+    from sim.calibrate.fit import Fitted
+
+    tp = fit_trace_profiler(folder)
+    if tp is None:
+        return []
+    steps = len(tp.configs)
+    out = [Fitted("host.trace_profiler.event_us", tp.config, tp.event_us, "../host_context",
+                  f"median over {tp.n_event} eager GPT steps of (traced step span - the same step's host time without "
+                  "the profiler, enqueue_us) / (recorded events x the trace's host speed)", n=tp.n_event)]
+    if tp.kernel_record_us is not None:
+        out.append(Fitted("host.trace_profiler.kernel_record_us", tp.config, tp.kernel_record_us, "../host_context",
+                          f"median over {tp.n_record} compiled GPT forward steps of (their profiler cost / host speed - "
+                          "event_us x events) / torch.compile kernel records", n=tp.n_record))
+    out += [Fitted("host.trace_profiler.clock_us", name, us, "../host_context",
+                   f"median traced duration over the {steps} trace-fit GPT steps (the reference host speed)", n=steps)
+            for name, us in tp.clock_us.items()]
+    return out
 
 
 @dataclass(frozen=True)
@@ -254,39 +275,6 @@ def write_table(profile_text: str, block: str) -> str:
     return text[:m.end()] + block + text[m.end():]
 
 
-def trace_profiler_block(fit: TraceProfilerFit, device: str, date: str, raw: str) -> str:
-    """The profile's `  trace_profiler:` block (under `host:`)."""
-    prov = f'source: measured, measured_on: "{device}", date: "{date}", raw: "{raw}"'
-    steps = f"{fit.n_event} eager GPT steps"
-    lines = ["  trace_profiler:",
-             "    event_us:",
-             f'      {fit.config}: {{value: {fit.event_us}, {prov}, n: {fit.n_event}, fit: "median over {steps} of '
-             "(traced step span - the same step timed without the profiler) / (recorded events x the trace's host "
-             'speed)"}']
-    if fit.kernel_record_us is not None:
-        lines += ["    kernel_record_us:",
-                  f'      {fit.config}: {{value: {fit.kernel_record_us}, {prov}, n: {fit.n_record}, fit: "median over '
-                  f"{fit.n_record} compiled GPT forward steps of (their profiler cost / host speed - event_us x events) / "
-                  'torch.compile kernel records"}']
-    lines.append("    clock_us:")
-    for name, us in fit.clock_us.items():
-        lines.append(f'      {json.dumps(name)}: {{value: {us}, {prov}, fit: "median traced duration over the '
-                     f'{len(fit.configs)} trace-fit steps (the reference host speed)"}}')
-    return "\n".join(lines) + "\n"
-
-
-def write_block(profile_text: str, key: str, block: str) -> str:
-    """`profile_text` with the host section's `key` block replaced (or added at the end of the host
-    section); every other line is kept."""
-    import re
-
-    text = re.sub(rf"^  {re.escape(key)}:\n(    .*\n)*", "", profile_text, flags=re.M)
-    m = re.search(r"^host:\n((?:  .*\n|    .*\n|\s*#.*\n)*)", text, flags=re.M)
-    if m is None:
-        raise ValueError("profile has no host section")
-    return text[:m.end()] + block + text[m.end():]
-
-
 def main(argv: list[str] | None = None) -> int:
     """Fit the table from a host_context folder and write it into a profile (only that block changes)."""
     import argparse
@@ -296,27 +284,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="fit host.framework_ops from real models' traces into a profile")
     ap.add_argument("--host-context", required=True, type=Path, help="folder with host_context.json and traces")
     ap.add_argument("--profile", required=True, type=Path, help="profile YAML to update in place")
-    ap.add_argument("--trace-profiler", action="store_true",
-                    help="write only host.trace_profiler (the profiler's in-context cost), not the table")
     ns = ap.parse_args(argv)
     hw = load_profile(str(ns.profile))
     import os
 
-    if ns.trace_profiler:
-        fit = fit_trace_profiler(ns.host_context)
-        if fit is None:
-            print(f"error: {ns.host_context}: no trace-fit configs with a trace and enqueue_us", file=sys.stderr)
-            return 2
-        from sim.validate.host import machine_folders
-
-        meta = json.loads((machine_folders(ns.host_context)[0][1] / "host_context.json").read_text()).get("meta", {})
-        device, date = _device(meta)
-        block = trace_profiler_block(fit, device, date, os.path.relpath(ns.host_context, ns.profile.parent))
-        ns.profile.write_text(write_block(ns.profile.read_text(), "trace_profiler", block))
-        load_profile(str(ns.profile))  # the written profile must load
-        print(f"wrote host.trace_profiler ({fit.config}: {fit.event_us} us per event, {fit.kernel_record_us} us per "
-              f"kernel record) into {ns.profile}")
-        return 0
     per_event = {k: v * 1e6 for k, v in hw.profiler_event_s.items()}
     traces, configs, meta = fit_traces(ns.host_context)
     table = fit_table(traces, per_event)

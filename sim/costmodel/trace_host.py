@@ -186,6 +186,7 @@ def model_host(graph: Graph, step: ImportedStep, hw: Hardware, keep_profiler: bo
     n = len(step.ops)
     table_top = False  # the current top-level op was priced whole from the table
     call: float | None = None
+    extern_kind = _extern_kinds(graph, step)
     for k, (op, imp) in enumerate(zip(graph.ops, step.ops, strict=True)):
         if op.kind == "host" and imp.doc["name"].endswith("_gap") and float(imp.doc["duration_us"]) < GAP_CAP_US:
             nxt = next((step.ops[j] for j in range(k + 1, n) if step.ops[j].family is not None), None)
@@ -201,6 +202,10 @@ def model_host(graph: Graph, step: ImportedStep, hw: Hardware, keep_profiler: bo
                 host = call if imp.first_of_cpu_op and call is not None else 0.0
             elif imp.launch_api in GRAPH_CALLS:
                 host = hw.graph_launch_s if imp.doc["host_us"] > 0 or imp.first_of_cpu_op else 0.0
+            elif imp.extern_op:  # a framework op a compiled graph's wrapper calls: one line of the wrapper
+                # (compiled_kernel_us, as for a Triton kernel) and the op's own dispatch, once per call
+                host = hw.compiled_kernel_s + (extern_dispatch_s(imp.extern_op, extern_kind[k], hw)
+                                               if imp.first_of_extern else 0.0)
             elif imp.launch_api in TRITON_CALLS and not imp.top_is_autograd_node:
                 host = hw.triton_launch_s
             else:  # one framework dispatch per launching op; a backward node's engine cost once per node
@@ -228,6 +233,35 @@ def model_host(graph: Graph, step: ImportedStep, hw: Hardware, keep_profiler: bo
             priced.append(0.0)
         ops.append(op)
     return HostTimeline(graph.with_ops(ops), tuple(carried), tuple(priced), 0.0, prof.per_event_s, prof.host_speed)
+
+
+EXTERN_KIND_ORDER = ("attention", "gemm", "reduction", "elementwise", "copy")
+
+
+def _extern_kinds(graph: Graph, step: ImportedStep) -> dict[int, str]:
+    """Per first kernel of a framework op a compiled graph calls: the kind of its main kernel (an
+    attention call launches a memset first; its dispatch is the attention op's)."""
+    out: dict[int, str] = {}
+    first: int | None = None
+    kinds: set[str] = set()
+    for k, (op, imp) in enumerate(zip(graph.ops, step.ops, strict=True)):
+        if not imp.extern_op or imp.first_of_extern:
+            if first is not None:
+                out[first] = next((x for x in EXTERN_KIND_ORDER if x in kinds), graph.ops[first].kind)
+            first, kinds = (k, {op.kind}) if imp.first_of_extern else (None, set())
+        elif first is not None:
+            kinds.add(op.kind)
+    if first is not None:
+        out[first] = next((x for x in EXTERN_KIND_ORDER if x in kinds), graph.ops[first].kind)
+    return out
+
+
+def extern_dispatch_s(name: str, kind: str, hw: Hardware) -> float:
+    """Host time of a framework op called from a compiled graph's wrapper (no autograd recording: the
+    graph handles it): the table's in-context cost of the op by that name when the profile has it,
+    else eager dispatch for its main kernel's kind; the driver launch is inside both."""
+    call = framework_op_s(name, hw)
+    return call if call is not None else hw.eager_op_by_kind_s.get(kind, hw.eager_op_s) + hw.launch_s
 
 
 def kernel_account_us(costs: tuple[KernelCost | None, ...]) -> dict[str, float]:

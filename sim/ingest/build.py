@@ -70,6 +70,11 @@ class ImportedOp:
     # Of those, the records torch.compile's generated code makes around each kernel launch when the
     # profiler is on (Python-side, with the kernel's arguments: far costlier than a dispatcher event)
     kernel_records: int = 0
+    # Inside a compiled graph (forward region or compiled backward node): the framework op its wrapper
+    # called for this kernel (aten::addmm, aten::_scaled_dot_product_cudnn_attention: an "extern" kernel,
+    # dispatched like an eager op); "" for Triton kernels and outside compiled graphs.
+    extern_op: str = ""
+    first_of_extern: bool = False  # the first kernel of that op's call
     # Names (host-table keys, sim.costmodel.host.op_key) of the top-level CPU op that launched this
     # kernel, set on its first kernel, and of the kernel-less top-level ops since the previous
     # launch that predict mode prices (framework ops and backward nodes, not kept long ones):
@@ -301,6 +306,7 @@ def build_step(ev: StepEvents) -> ImportedStep:
     cursor = t0
     last_top: int | None = None
     last_leaf: int | None = None
+    last_extern: int | None = None
 
     for stream, busy_end in sorted(ev.prior_busy.items()):
         name = f"prior_work_s{stream}"
@@ -339,6 +345,11 @@ def build_step(ev: StepEvents) -> ImportedStep:
             leaf = stack[-1].index if stack else None
             first_of_leaf = leaf is None or leaf != last_leaf
             last_leaf = leaf
+            extern = None
+            if framed and (framed[0].name.startswith(COMPILED_REGION_PREFIX) or "CompiledFunctionBackward" in framed[0].name):
+                extern = next((o for o in framed[1:] if o.name.startswith("aten::")), None)
+            first_of_extern = extern is not None and extern.index != last_extern
+            last_extern = extern.index if extern is not None else last_extern
             kernelless = [o for o in counts.top_ops(cursor, issue) if o.index != top]
             n_nodes = sum(1 for o in kernelless if o.name.startswith(AUTOGRAD_NODE_PREFIX))
             n_events = all_events = counts.events(cursor, issue)
@@ -406,6 +417,8 @@ def build_step(ev: StepEvents) -> ImportedStep:
                                       host_events=max(0, n_events) if j == 0 else 0,
                                       trace_events=all_events if j == 0 else 0,
                                       kernel_records=counts.kernel_records(cursor, issue) if j == 0 else 0,
+                                      extern_op=extern.name if extern is not None else "",
+                                      first_of_extern=first_of_extern and j == 0,
                                       framework_ops=n_framework if j == 0 else 0,
                                       kept_host_us=kept_us if j == 0 else 0.0,
                                       compiled_call=compiled if j == 0 else "",
