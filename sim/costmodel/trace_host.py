@@ -31,7 +31,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from sim.costmodel import KernelCost
-from sim.costmodel.host import AUTOGRAD_NODE_PREFIX, GAP_CAP_US, eager_dispatch_s, framework_op_s, host_op_s
+from sim.costmodel.host import (
+    AUTOGRAD_NODE_PREFIX,
+    GAP_CAP_US,
+    eager_dispatch_s,
+    framework_op_s,
+    host_op_s,
+)
 from sim.graph import Graph
 from sim.hardware import Hardware
 from sim.ingest.build import GRAPH_CALLS, PRIOR_FAMILY, TRITON_CALLS, ImportedStep
