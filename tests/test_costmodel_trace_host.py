@@ -60,7 +60,7 @@ def test_compiled_steps_count_kernel_records() -> None:
 
 
 def test_profile_trace_profiler_is_the_fit_of_committed_data() -> None:
-    """h200-measured's host.trace_profiler is what `python -m sim.calibrate.host_fit --trace-profiler`
+    """h200-measured's host.trace_profiler is what the calibration (sim.calibrate.host_fit.trace_profiler_values)
     fits from calibration/h200/host_context (GPT steps only: the other models validate)."""
     from sim.calibrate.host_fit import fit_trace_profiler
 
