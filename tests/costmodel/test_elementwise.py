@@ -124,3 +124,55 @@ def test_a_thread_with_part_of_a_vector_pays_the_vector_instructions_over_fewer_
     assert issue_s(1) / issue_s(8) == pytest.approx((4 + 16 * 7 / 8) / 4)
     assert issue_s(4) / issue_s(8) == pytest.approx((4 + 16 * 1 / 8) / 4)
     assert math.isfinite(issue_s(1))
+
+
+# -- whole kernels on the round-number test profile (tests/fixtures/profiles/testgpu.yaml) ----------
+# 2^24 bf16 elements read and written: PyTorch's default 128 threads x 8 elements (one 16-byte
+# vector), 24 + 3 x 8 = 48 registers -> 10 blocks per SM by registers, grid 2^24 / 1024 = 16384:
+# 16 full waves of 1000 blocks and a last one of 384 (3.84 blocks per SM).
+NUMEL = 2**24
+BYTES = NUMEL * 2 * 2  # read x, write y
+PER_BLOCK = BYTES / 16384
+
+
+def _bf16_copy_like(testgpu: Hardware, math_ops: dict[str, float]):  # type: ignore[no-untyped-def]
+    from tests.costmodel.conftest import one_op_graph
+
+    op, graph = one_op_graph("elementwise", {"math": MappingProxyType(math_ops)},
+                             {"x": ((NUMEL,), "bf16"), "y": ((NUMEL,), "bf16")}, reads=("x",), writes=("y",))
+    return kernel_cost(op, graph, testgpu)
+
+
+def _memory_s() -> float:
+    # full waves: 10 x 128 x 16 B in flight per SM on 100 SMs / 500 ns = 4.096 TB/s, held to 4000 GB/s;
+    # the last wave: 3.84 x 128 x 16 B per SM -> 1.572864 TB/s; then one 500 ns round trip.
+    return 16 * 1000 * PER_BLOCK / 4000e9 + 384 * PER_BLOCK / (100 * 3.84 * 128 * 16 / 500e-9) + 500e-9
+
+
+def test_plain_elementwise_kernel_is_bandwidth_bound(testgpu: Hardware) -> None:
+    cost = _bf16_copy_like(testgpu, {})
+    assert cost.memory_s == pytest.approx(_memory_s(), rel=1e-9)
+    # 4 issue slots per element on 4 schedulers x 32 lanes at 1 GHz on 100 SMs (10 warps per scheduler:
+    # latency fully hidden): 2^24 x 4 / 1.28e13 = 5.24 us, under the 17.9 us of memory
+    assert cost.compute_s == pytest.approx(NUMEL * 4 / (4 * 32 * 1e9 * 100), rel=1e-12)
+    assert cost.time_s == pytest.approx(2e-6 + _memory_s(), rel=1e-9)
+    assert (cost.limiter, cost.category, cost.hbm_bytes) == ("hbm", "memory", BYTES)
+
+
+def test_gelu_makes_it_compute_bound_and_units_add_up(testgpu: Hardware) -> None:
+    # gelu in the test profile: 17 FP32 + 1 SFU per element; FP32 128 lanes, SFU 16 lanes per SM
+    fp32 = NUMEL * 17 / (128 * 1e9 * 100)
+    sfu = NUMEL * 1 / (16 * 1e9 * 100)
+    issue = NUMEL * 4 / (4 * 32 * 1e9 * 100)
+    cost = _bf16_copy_like(testgpu, {"gelu": 1})
+    assert cost.compute_s == pytest.approx(fp32 + sfu + issue, rel=1e-12)
+    assert cost.time_s == pytest.approx(2e-6 + fp32 + sfu + issue, rel=1e-12)
+    assert (cost.limiter, cost.category) == ("fp32", "compute")
+    assert cost.flops == NUMEL * 2 * 17
+
+
+def test_unknown_math_op_is_an_error(testgpu: Hardware) -> None:
+    from sim.errors import KernelsimError
+
+    with pytest.raises(KernelsimError, match="math op 'no_such_op' has no cost"):
+        _bf16_copy_like(testgpu, {"no_such_op": 1})

@@ -1,0 +1,47 @@
+"""sim.costmodel.layout by hand on the test profile: copies over PCIe and the copy engine, and
+transposes at the profile's 0.7 of a copy's bandwidth."""
+
+from __future__ import annotations
+
+import pytest
+
+from sim.costmodel import kernel_cost
+from sim.hardware import Hardware
+from tests.costmodel.conftest import one_op_graph
+
+FIXED, LATENCY = 2e-6, 500e-9
+
+
+def test_host_to_device_copy_runs_over_pcie(testgpu: Hardware) -> None:
+    # 64 MB at the profile's 64 GB/s PCIe, no SMs taken
+    op, graph = one_op_graph("copy", {"bytes": 64e6, "direction": "h2d"})
+    cost = kernel_cost(op, graph, testgpu)
+    assert cost.time_s == pytest.approx(FIXED + 64e6 / 64e9, rel=1e-12)
+    assert (cost.limiter, cost.sm_demand) == ("link", 0.0)
+
+
+def test_device_copy_on_the_copy_engine_moves_half_the_bytes_each_way(testgpu: Hardware) -> None:
+    # `bytes` counts read + written; the copy engine moves the payload once at 4000 GB/s
+    op, graph = one_op_graph("copy", {"bytes": 8e6, "engine": "copy_engine"})
+    cost = kernel_cost(op, graph, testgpu)
+    assert cost.time_s == pytest.approx(FIXED + 4e6 / 4000e9, rel=1e-12)
+    assert cost.limiter == "hbm"
+
+
+def _layout(hw: Hardware, transform: str):  # type: ignore[no-untyped-def]
+    n = 4096
+    op, graph = one_op_graph("layout", {"transform": transform}, {"x": ((n, n), "bf16"), "y": ((n, n), "bf16")},
+                             reads=("x",), writes=("y",))
+    return kernel_cost(op, graph, hw)
+
+
+def test_contiguous_streams_like_a_copy_and_transpose_at_its_bandwidth_factor(testgpu: Hardware) -> None:
+    # 2^24 bf16 elements as in the elementwise test: 16 full waves of 1000 blocks at 4000 GB/s and 384
+    # blocks at 1.572864 TB/s, 4096 bytes per block; a transpose streams the same bytes / 0.7.
+    per_block = 2**24 * 4 / 16384
+    streaming = 16 * 1000 * per_block / 4000e9 + 384 * per_block / (100 * 3.84 * 128 * 16 / LATENCY)
+    contiguous, transpose = _layout(testgpu, "contiguous"), _layout(testgpu, "transpose")
+    assert contiguous.memory_s == pytest.approx(streaming + LATENCY, rel=1e-9)
+    assert transpose.memory_s == pytest.approx(streaming / 0.7 + LATENCY, rel=1e-9)
+    assert transpose.time_s == pytest.approx(FIXED + streaming / 0.7 + LATENCY, rel=1e-9)
+    assert contiguous.category == transpose.category == "layout"
