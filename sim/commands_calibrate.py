@@ -10,10 +10,7 @@ sweep, advise and serve read; --measure re-measures the validation workloads on 
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
-import json
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -96,26 +93,12 @@ def cmd_calibrate(args: Any, console: Console) -> int:
 
 
 def cmd_validate(args: Any, console: Console) -> int:
-    from sim.hardware import load_profile, resolve_profile
-    from sim.validate.bands import (
-        BAND_FILE_HEADER,
-        DEFAULT_BANDS_FILE,
-        HOST_BOUND_GPU_IDLE_SHARE,
-        Sample,
-        band_document,
-        load_bands,
-        loo_coverage,
-    )
-    from sim.validate.core import (
-        check,
-        kernel_rows,
-        load_thresholds,
-        markdown,
-        measured_quantities,
-        summarize,
-    )
-    from sim.validate.host import gain_groups, host_gain_lines, host_rows
-    from sim.validate.steps import gains_markdown, step_rows
+    from sim.validate.bands import BAND_FILE_HEADER, DEFAULT_BANDS_FILE, band_document
+    from sim.validate.comm import contention_lines
+    from sim.validate.core import markdown
+    from sim.validate.host import host_gain_lines
+    from sim.validate.steps import gains_markdown
+    from sim.validate.suite import run_validation, validation_document
 
     cases = Path(args.cases)
     if args.measure:
@@ -126,56 +109,9 @@ def cmd_validate(args: Any, console: Console) -> int:
         console.print(f"[bold]measuring:[/bold] {escape(' '.join(cmd))}")
         if subprocess.run(cmd).returncode != 0:
             raise RuntimeError("validation measurement failed")
-    thresholds_path = Path(args.thresholds)
-    thresholds = load_thresholds(thresholds_path)
-    current = load_bands()
-    idle = current.idle_threshold if current else HOST_BOUND_GPU_IDLE_SHARE
-    hw = load_profile(args.profile, Path.cwd(), path="--profile")
-    base = resolve_profile(args.base, Path.cwd(), path="--base")
-    with busy("validating: predicting every measured kernel, step and collective"):
-        rows = kernel_rows(Path(args.raw), hw, base)
-        steps = step_rows(cases, args.profile, idle)
-        rows += steps.rows
-        # issue 15: host time in real models; the configs the host fit may use are "calibrated"
-        hrows, hgains = host_rows(Path(args.raw).parent / "host_context", hw)
-        rows += [dataclasses.replace(r, split="calibrated" if r.split == "fit" else "unseen") for r in hrows]
-        # second measurement wave: held-out kernels (issue 18) and collectives on two GPUs (issue 20)
-        from sim.validate.wave2 import wave2_rows
-
-        rows += wave2_rows(hw, Path(args.raw).parent.parent.parent)
-    gains, ranks = steps.gains, steps.ranks
-    summaries = summarize(rows)
-    measured = measured_quantities(summaries)
-    gain_stats: dict[str, tuple[int, float, int]] = {}
-    for split in ("calibrated", "unseen"):
-        errs = [abs(g.error_pp) for g in gains if g.split == split]
-        if errs:
-            wrong = sum(1 for g in gains if g.split == split and not g.sign_ok and abs(g.measured_gain) > 0.03)
-            gain_stats[split] = (len(errs), statistics.median(errs), wrong)
-            measured[f"gains/{split}"] = {"median_abs_pp": statistics.median(errs), "max_abs_pp": max(errs),
-                                          "sign_wrong": float(wrong), "n": float(len(errs))}
-        rk = [r for r in ranks if r.split == split]
-        if rk:
-            measured[f"ranking/{split}"] = {"wrong_buckets": float(sum(1 for r in rk if not r.ok)), "n": float(len(rk))}
-    for key, grp in gain_groups(hgains).items():
-        errs = [abs(g.error_pp) for g in grp]
-        measured[f"host_gains/{key}"] = {"median_abs_pp": statistics.median(errs), "n": float(len(errs))}
-    # issue 20: slowdowns of a load and all-reduces on two streams of two GPUs, in percentage points
-    from sim.validate.comm import contention_lines, contention_quantities
-    from sim.validate.wave2 import contention_validation
-
-    slowdowns = contention_validation(Path(args.raw).parent.parent.parent)
-    measured.update(contention_quantities(slowdowns))
-    time_samples = [Sample(r.regime, r.split, r.error, r.group, r.label) for r in rows if r.table == "step"]
-    gain_samples = [Sample(g.regime, g.split, g.error_pp, g.case, f"{g.case} {g.variant} {g.bucket}") for g in gains]
-    coverage: dict[str, Any] = {}
-    for kind, samples in (("time", time_samples), ("gain", gain_samples)):
-        for how, by_group in (("leave_one_out", False), ("leave_case_out", True)):
-            c = loo_coverage(samples, "unseen", by_group=by_group)
-            coverage[f"{kind}/{how}"] = {"n": c.n, "inside": c.inside, "share": round(c.share, 4) if c.n else None}
-            if c.n:
-                measured[f"bands/{kind}/{how}"] = {"coverage": c.share, "n": float(c.n)}
-    report = check(measured, thresholds, str(thresholds_path))
+    v = run_validation(args.profile, args.base, Path(args.raw), cases, Path(args.thresholds), busy=busy)
+    hw, rows, steps, summaries, measured, report = v.hw, v.rows, v.steps, v.summaries, v.measured, v.report
+    gains, ranks, coverage = steps.gains, steps.ranks, v.coverage
 
     print_table(console, f"validation against measurements ({hw.name}) — headline: the unseen split", [
         Col("level", lambda s: s.table, numeric=False), Col("family", lambda s: s.family, numeric=False),
@@ -184,13 +120,13 @@ def cmd_validate(args: Any, console: Console) -> int:
         Col("max |err|", lambda s: f"{s.max_abs:.1%}"), Col("median err", lambda s: f"{s.median_signed:+.1%}")],
         summaries, keys=3)
     gain_lines = []
-    for split, (n, med, wrong) in gain_stats.items():
+    for split, (n, med, wrong) in v.gain_stats.items():
         rank = measured.get(f"ranking/{split}", {})
         gain_lines.append(f"gains ({split} shapes): {n} variant×bucket pairs, median |error| {med:.1f} pp; sign wrong "
                           f"where |measured gain| > 3%: {wrong}; ranking wrong in {int(rank.get('wrong_buckets', 0))} of "
                           f"{int(rank.get('n', 0))} buckets")
-    gain_lines += host_gain_lines(hgains)
-    gain_lines += contention_lines(slowdowns)
+    gain_lines += host_gain_lines(v.host_gains)
+    gain_lines += contention_lines(v.slowdowns)
     for line in gain_lines:
         console.print(escape(line))
     for key, c in coverage.items():
@@ -207,7 +143,7 @@ def cmd_validate(args: Any, console: Console) -> int:
     for name in report.stale:
         console.print(f"note: gate {name} matches no validated group", highlight=False)
     if getattr(args, "write_bands", None):  # sim.calibrate.repro calls this without it
-        doc = band_document(time_samples, gain_samples, hw.name, idle, coverage)
+        doc = band_document(v.time_samples, v.gain_samples, hw.name, v.idle, coverage)
         out = Path(args.write_bands)
         write_text_atomic(out, BAND_FILE_HEADER + yaml.safe_dump(doc, sort_keys=False, width=120))
         console.print(f"wrote {out}" + ("" if out.resolve() == DEFAULT_BANDS_FILE else
@@ -220,19 +156,7 @@ def cmd_validate(args: Any, console: Console) -> int:
         write_text_atomic(Path(args.markdown), keep_generated_section(Path(args.markdown), text))
         console.print(f"wrote {args.markdown}", markup=False)
     if args.json:
-        doc = {"schema": "kernelsim.validation/v2", "profile": hw.name,
-               "summaries": [s.__dict__ for s in summaries],
-               "rows": [{**r.__dict__, "error": r.error} for r in rows],
-               "gains": [{**g.__dict__, "error_pp": g.error_pp} for g in gains],
-               "ranking": [{"case": r.case, "bucket": r.bucket, "split": r.split, "measured": list(r.measured_order),
-                            "predicted": list(r.predicted_order), "wrong_pairs": r.wrong_pairs()} for r in ranks],
-               "cases": [c.__dict__ for c in steps.cases],
-               "band_coverage": coverage,
-               "gates": {"tripwires_exceeded": report.tripwires_exceeded, "goals_not_met": report.goals_not_met,
-                         "goals_met": report.goals_met,
-                         "ungated": [{"group": n, "reason": r} for n, r in report.ungated]},
-               "violations": report.tripwires_exceeded}
-        write_text_atomic(Path(args.json), dumps(json.loads(json.dumps(doc))))
+        write_text_atomic(Path(args.json), dumps(validation_document(v)))
     if report.failed:
         for p in report.tripwires_exceeded:
             console.print(f"[red]tripwire exceeded:[/red] {escape(p)}", highlight=False)

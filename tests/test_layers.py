@@ -26,11 +26,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 # Upward imports not yet removed: (importer, imported) -> why, and what removes it.
-ALLOWED_UPWARD: dict[tuple[str, str], str] = {
-    # The reproduction check runs `kernelsim validate` through its command function; stage 2 of
-    # issue 24 moves the command's body into sim.validate, called by both.
-    ("sim.calibrate.repro", "sim.commands_calibrate"): "validate command body not yet in sim.validate",
-}
+ALLOWED_UPWARD: dict[tuple[str, str], str] = {}
 
 
 def layer_of(module: str) -> int:

@@ -15,7 +15,6 @@ Exit 0 when every limit holds, 3 when one does not, 2 on bad input.
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import re
 import statistics
@@ -28,7 +27,7 @@ from typing import Any
 import yaml
 
 from sim.errors import InputError
-from sim.outputs import write_text_atomic
+from sim.outputs import dumps, write_text_atomic
 
 STEP_LIMIT = 0.03  # predictions of two calibrations on a step case: within 3 % of each other
 KERNEL_LIMIT = 0.05  # ... on a kernel case: within 5 %
@@ -75,15 +74,12 @@ def spread(values: list[float]) -> float:
 
 
 def _validate(profile: Path, base: str, validation_raw: str, cases: str, thresholds: str, out: Path) -> dict[str, Any]:
-    """`kernelsim validate --profile P --json OUT`, read back (the same rows and thresholds)."""
-    from rich.console import Console
+    """What `kernelsim validate --profile P --json OUT` writes (the same rows and thresholds), also written to `out`."""
+    from sim.validate.suite import run_validation, validation_document
 
-    from sim.commands_calibrate import cmd_validate
-
-    args = argparse.Namespace(measure=False, profile=str(profile), base=base, raw=validation_raw, cases=cases,
-                              traces_out="tests/fixtures/traces", thresholds=thresholds, markdown=None, json=str(out))
-    cmd_validate(args, Console(file=io.StringIO(), width=200))  # its tables are not wanted here
-    doc: dict[str, Any] = json.loads(out.read_text())
+    v = run_validation(str(profile), base, Path(validation_raw), Path(cases), Path(thresholds))
+    write_text_atomic(out, dumps(validation_document(v)))
+    doc: dict[str, Any] = json.loads(out.read_text())  # as the command's file reads back
     return doc
 
 
