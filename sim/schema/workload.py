@@ -5,7 +5,7 @@ Shapes and sizes are numbers or expressions of the parameters (sim.expr, never e
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -239,8 +239,15 @@ Entry = Annotated[
     Field(discriminator="kind"),
 ]
 RepeatBlock.model_rebuild()
-OP_KINDS = ("gemm", "elementwise", "reduction", "attention", "copy", "layout", "collective", "host", "sync", "sort",
-            "scan", "unique", "repeat")
+
+
+def _union_kinds(entry: object) -> tuple[str, ...]:
+    """The `kind` literals of a discriminated union's models, in union order."""
+    models = get_args(get_args(entry)[0])
+    return tuple(kind for model in models for kind in get_args(model.model_fields["kind"].annotation))
+
+
+OP_KINDS = _union_kinds(Entry)  # from the union itself: a new op model is listed once, there
 
 
 class WorkloadFile(Strict):

@@ -1,0 +1,28 @@
+"""Op kinds are listed in one place per layer and the lists agree: the schema's union (OP_KINDS is
+derived from it), the graph's kernel / host split, the cost model's registry, the reference
+examples. Adding a kind that misses one of them fails here, with the kind named."""
+
+from __future__ import annotations
+
+from sim.costmodel import registered_kinds
+from sim.graph import HOST_KINDS, KERNEL_KINDS
+from sim.reference import OP_EXAMPLES
+from sim.schema.workload import OP_KINDS
+
+BLOCK_KINDS = {"repeat"}  # structure, not an op
+
+
+def test_schema_kinds_are_the_graph_kinds() -> None:
+    schema = set(OP_KINDS) - BLOCK_KINDS
+    assert schema == KERNEL_KINDS | HOST_KINDS, f"schema only: {schema - KERNEL_KINDS - HOST_KINDS}; " \
+        f"graph only: {(KERNEL_KINDS | HOST_KINDS) - schema}"
+    assert not KERNEL_KINDS & HOST_KINDS
+
+
+def test_every_kernel_kind_has_a_cost_function_and_nothing_else_does() -> None:
+    assert set(registered_kinds()) == KERNEL_KINDS, f"no cost function: {KERNEL_KINDS - set(registered_kinds())}; " \
+        f"not a kernel kind: {set(registered_kinds()) - KERNEL_KINDS}"
+
+
+def test_every_kind_has_a_reference_example() -> None:
+    assert list(OP_EXAMPLES) == list(OP_KINDS)  # the reference lists kinds in the schema's order
