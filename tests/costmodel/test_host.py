@@ -1,0 +1,64 @@
+"""sim.costmodel.host by hand: the host prices the engine is given (HostCosts) and the per-op
+eager, host-op and compiled-call prices, on the test profile with round host numbers."""
+
+from __future__ import annotations
+
+import dataclasses
+from types import MappingProxyType
+
+import pytest
+
+from sim.costmodel.host import compiled_call_s, eager_dispatch_s, host_costs, host_op_s, op_key
+from sim.graph import Op
+from sim.hardware import Hardware
+
+
+@pytest.fixture(scope="module")
+def hw(testgpu: Hardware) -> Hardware:
+    return dataclasses.replace(
+        testgpu, launch_s=2e-6, framework_op_table_s={"aten::addmm": (8e-6, 12e-6), "MmBackward0": (15e-6, None)},
+        eager_op_by_kind_s={"gemm": 7e-6}, framework_op_s=1e-6, backward_call_s=5e-6, autograd_node_s=4e-6,
+        python_function_s=3e-6, module_call_s=0.5e-6, compiled_backward_call_s=30e-6)
+
+
+def op(kind: str, **attrs: object) -> Op:
+    phase = str(attrs.pop("phase", "forward"))
+    library = str(attrs.pop("library", "torch"))
+    return Op(name="o", kind=kind, phase=phase, library=library, attrs=MappingProxyType(attrs))
+
+
+def test_host_costs_carry_the_profile_numbers(testgpu: Hardware) -> None:
+    # testgpu.yaml: launch 0, launch latency 5 us, sync 5 us, compiled kernel 3 us, graph launch 8 us,
+    # graph kernel 1 us, 1024 queued launches per stream
+    h = host_costs(testgpu)
+    assert (h.profile_name, h.launch_queue_depth) == ("testgpu", 1024)
+    assert (h.launch_s, h.launch_latency_s, h.sync_s) == pytest.approx((0.0, 5e-6, 5e-6))
+    assert (h.compiled_kernel_s, h.graph_launch_s, h.graph_kernel_s) == pytest.approx((3e-6, 8e-6, 1e-6))
+    assert h.eager_dispatch_s(op("elementwise")) == pytest.approx(10e-6)  # the profile's eager_op_us
+
+
+def test_eager_dispatch(hw: Hardware) -> None:
+    assert eager_dispatch_s(op("elementwise"), hw) == pytest.approx(10e-6)  # by default: eager_op_us
+    assert eager_dispatch_s(op("gemm"), hw) == pytest.approx(7e-6)  # by kind
+    assert eager_dispatch_s(op("gemm", library="triton"), hw) == pytest.approx(3e-6)  # a Triton launcher
+    assert eager_dispatch_s(op("elementwise", follow_on=True), hw) == 0.0  # 2nd kernel of one op
+    # a framework op in the table: its measured call less the 2 us driver launch (paid separately)
+    assert eager_dispatch_s(op("gemm", framework_op="aten::addmm"), hw) == pytest.approx(8e-6 - 2e-6)
+    assert eager_dispatch_s(op("gemm", framework_op="aten::addmm", requires_grad=True), hw) == pytest.approx(10e-6)
+    # measured only without autograd recording: that figure stands for both
+    assert eager_dispatch_s(op("gemm", framework_op="MmBackward0", requires_grad=True), hw) == pytest.approx(13e-6)
+    assert op_key("autograd::engine::evaluate_function: MmBackward0") == "MmBackward0"
+
+
+def test_host_op_adds_its_parts(hw: Hardware) -> None:
+    # 40 us + 3 framework ops x 1 + 1 backward call x 5 + 2 autograd nodes x 4 + 1 function x 3 + 4 modules x 0.5
+    o = op("host", duration_us=40, framework_ops=3, backward_calls=1, autograd_nodes=2, function_calls=1,
+           module_calls=4)
+    assert host_op_s(o, hw) == pytest.approx(61e-6)
+    # framework ops named in the table cost the table's call each
+    assert host_op_s(op("host", framework_ops=2, framework_op="aten::addmm"), hw) == pytest.approx(16e-6)
+
+
+def test_compiled_call_backward_costs_more(hw: Hardware) -> None:
+    assert compiled_call_s(op("elementwise"), hw) == pytest.approx(20e-6)
+    assert compiled_call_s(op("elementwise", phase="backward"), hw) == pytest.approx(30e-6)
