@@ -139,9 +139,6 @@ class RelayoutArgs(Strict):
     name: str | None = None
 
 
-TRANSFORM_KEYS = ("fuse", "mode", "set_launch", "insert", "remove", "dispatch", "specialize", "swap", "relayout")
-
-
 class TransformSpec(Strict):
     """Exactly one key: the transform's name, mapping to its arguments."""
 
@@ -178,6 +175,9 @@ class TransformSpec(Strict):
 
 
 DispatchArgs.model_rebuild()
+
+
+TRANSFORM_KEYS = tuple(TransformSpec.model_fields)  # one field per transform, in this order
 
 
 class ChooseArgs(Strict):

@@ -46,6 +46,10 @@ def register(key: str) -> Callable[[TransformFn], TransformFn]:
     return deco
 
 
+def registered_transforms() -> tuple[str, ...]:
+    return tuple(sorted(_REGISTRY))
+
+
 def under(op_name: str, module: str) -> bool:
     """Whether an op is under a module path: its name is MODULE or starts with 'MODULE.'."""
     return op_name == module or op_name.startswith(module + ".")

@@ -1,13 +1,16 @@
-"""Op kinds are listed in one place per layer and the lists agree: the schema's union (OP_KINDS is
+"""Op kinds and transforms are listed in one place per layer and the lists agree. Op kinds: the schema's union (OP_KINDS is
 derived from it), the graph's kernel / host split, the cost model's registry, the reference
-examples. Adding a kind that misses one of them fails here, with the kind named."""
+examples. Transforms: the scenario schema's TransformSpec fields (TRANSFORM_KEYS is derived from
+them), the transforms registry, the reference examples. Adding one that misses a list fails here."""
 
 from __future__ import annotations
 
 from sim.costmodel import registered_kinds
 from sim.graph import HOST_KINDS, KERNEL_KINDS
-from sim.reference import OP_EXAMPLES
+from sim.reference import OP_EXAMPLES, TRANSFORM_EXAMPLES
+from sim.schema.scenario import TRANSFORM_KEYS
 from sim.schema.workload import OP_KINDS
+from sim.transforms import registered_transforms
 
 BLOCK_KINDS = {"repeat"}  # structure, not an op
 
@@ -26,3 +29,10 @@ def test_every_kernel_kind_has_a_cost_function_and_nothing_else_does() -> None:
 
 def test_every_kind_has_a_reference_example() -> None:
     assert list(OP_EXAMPLES) == list(OP_KINDS)  # the reference lists kinds in the schema's order
+
+
+def test_every_transform_key_is_implemented_and_documented() -> None:
+    assert set(registered_transforms()) == set(TRANSFORM_KEYS), \
+        f"no function: {set(TRANSFORM_KEYS) - set(registered_transforms())}; " \
+        f"not in the schema: {set(registered_transforms()) - set(TRANSFORM_KEYS)}"
+    assert list(TRANSFORM_EXAMPLES) == list(TRANSFORM_KEYS)
