@@ -125,3 +125,11 @@ def test_checker_sees_upward_imports() -> None:
     assert found == {"sim.trace", "sim.engine", "sim.expr", "sim.costmodel.gemm"}
     assert layer_of("sim.engine") > layer_of("sim.costmodel.probe")  # so the test above would fail on it
     assert imports_in("from sim.api import run\n", "sim.cli", is_package=False) == {"sim.api"}
+
+
+def test_the_engine_reads_no_profile() -> None:
+    """The engine schedules with the kernel costs and host prices it is given (issue 24): it imports
+    neither the profile (sim.hardware) nor any pricing beyond the HostCosts type."""
+    imported = imports_of(SIM / "engine.py")
+    assert "sim.hardware" not in imported
+    assert {m for m in imported if m.startswith("sim.costmodel")} <= {"sim.costmodel.host"}
