@@ -44,7 +44,7 @@ failed or the budget ran out). NVLink multicast stays off in every process it st
 (NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1, NVSHMEM_DISABLE_NVLS=1): NCCL's
 NVLS all-reduce is therefore not measured. Never changes GPU settings: it only reads them.
 torch is imported inside functions only; from ``sim`` it imports only nccl-tests' bus-bandwidth factor
-(sim.costmodel.nccl.busbw_factor, the one the model uses), itself free of torch.
+(sim.busbw.busbw_factor, the one the model uses; that module imports nothing).
 """
 
 from __future__ import annotations
