@@ -11,7 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 #: Top-level folders copied into the package at build time (setup.py reads this list).
-SHIPPED_DIRS = ("hardware_profiles", "scenarios", "workloads", "validation", "calibration/h200/raw")
+SHIPPED_DIRS = ("hardware_profiles", "scenarios", "workloads", "validation", "calibration/h200/raw",
+                # validate's host-time rows (real-model steps and traces) and collectives on two GPUs
+                "calibration/h200/host_context", "calibration/h200x2/comm")
 
 _PACKAGE = Path(__file__).resolve().parent
 

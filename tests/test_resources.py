@@ -77,3 +77,5 @@ def test_installed_wheel_runs_from_any_folder(tmp_path: Path) -> None:
     # 0 (thresholds met) or 3 (exceeded) both mean it found and compared its data; 2 would be missing input
     assert validate.returncode in (0, 3), validate.stdout[-2000:] + validate.stderr
     assert "error" not in validate.stderr
+    # every gated group found its measurements (host_context and the two-GPU collectives ship too)
+    assert "matches no validated group" not in validate.stdout, validate.stdout[-2000:]
