@@ -15,27 +15,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from sim.capture.compare import captured_backends, compare, flat_ops, name_backend
 from sim.run import load_scenario, run_scenario
 from tests.capture.conftest import CAPTURE
 
 ROOT = Path(__file__).resolve().parents[2]
 PAIRS = [("mlp", "mlp_bias_gelu_dropout.yaml"), ("transformer_block", "transformer_block.yaml"),
          ("decode", "decode_step.yaml")]
-
-
-def run(workload: Path, tmp_path: Path, hardware: list[str]) -> dict[str, dict[str, float]]:
-    """Per profile: weighted step time, weighted kernel time, kernels per step (first bucket)."""
-    scn = tmp_path / f"{workload.stem}.scn.yaml"
-    scn.write_text(yaml.safe_dump({"schema": "kernelsim.scenario/v1", "name": "cmp", "workload": str(workload),
-                                   "hardware": hardware}))
-    result, _ = run_scenario(load_scenario(scn))
-    out = {}
-    for hw in result["hardware"]:
-        v = hw["variants"][0]
-        out[hw["name"]] = {"step": v["weighted_time_us"],
-                           "kernel": sum(b["kernel_time_us"] * b["weight"] for b in v["buckets"]),
-                           "kernels": v["buckets"][0]["kernels"]}
-    return out
 
 
 @pytest.mark.parametrize(("captured", "shipped"), PAIRS)
@@ -45,20 +31,13 @@ def test_captured_predicts_within_3_percent_of_shipped(captured: str, shipped: s
     ship_doc = yaml.safe_load((ROOT / "workloads" / shipped).read_text())
     assert cap_doc["distribution"] == ship_doc["distribution"]
     assert not any("module_calls" in op for op in cap_doc["ops"])
-    backends = {op["backend"] for op in cap_doc["ops"] if op["kind"] == "attention"}
+    backends = captured_backends(cap_doc)
     assert len(backends) <= 1
-    named = 0
-    for op in _flat(ship_doc["ops"]):
-        if op["kind"] == "attention" and backends:
-            assert op.get("backend") in (None, *backends)
-            op["backend"] = next(iter(backends))
-            named += 1
-    assert bool(named) == bool(backends)
-    ship_path = tmp_path / shipped
-    ship_path.write_text(yaml.safe_dump(ship_doc, sort_keys=False))
+    # the shipped files leave the backend to the profile's default (None) or name the captured one
+    assert all(op.get("backend") in (None, *backends) for op in flat_ops(ship_doc["ops"]) if op["kind"] == "attention")
+    assert bool(name_backend(ship_doc, backends)) == bool(backends)
     hardware = ["h200-measured", "h100-sxm"]
-    cap = run(cap_path, tmp_path, hardware)
-    ref = run(ship_path, tmp_path, hardware)
+    cap, ref = compare(cap_path, ROOT / "workloads" / shipped, hardware, tmp_path)
     for hw in hardware:
         # the same kernels at the same shapes
         assert cap[hw]["kernels"] == ref[hw]["kernels"]
@@ -69,15 +48,11 @@ def test_captured_predicts_within_3_percent_of_shipped(captured: str, shipped: s
         assert abs(cap[hw]["step"] / ref[hw]["step"] - 1) < 0.03, (hw, cap[hw], ref[hw])
 
 
-def _flat(ops: list[dict[str, object]]) -> list[dict[str, object]]:
-    """The ops of a workload, repeat blocks' bodies included (their dicts, editable in place)."""
-    out: list[dict[str, object]] = []
-    for op in ops:
-        if op.get("kind") == "repeat":
-            out.extend(_flat(op["ops"]))  # type: ignore[arg-type]
-        else:
-            out.append(op)
-    return out
+def test_compare_leaves_the_shipped_file_alone(tmp_path: Path) -> None:
+    shipped = ROOT / "workloads" / "decode_step.yaml"
+    before = shipped.read_bytes()
+    compare(CAPTURE / "decode.captured.yaml", shipped, ["h100-sxm"], tmp_path)
+    assert shipped.read_bytes() == before and (tmp_path / "decode_step.yaml").exists()
 
 
 def test_whatif_on_captured_workload_runs_by_module_path(tmp_path: Path) -> None:
