@@ -1,0 +1,281 @@
+"""Issue 18, fourth wave: the held-out GEMMs, copies and sums re-measured in three L2 states, and
+new held-out shapes (docs/gemm_small_m.md says why).
+
+The third wave's held-out kernels (sim.calibrate.gpu.wave3_gpu, table heldout_w3) were profiled after
+an L2 flush that *writes* a 256 MB buffer: the next kernel starts with an L2 full of dirty lines whose
+write-back it pays for (+3..8 us on a small-M GEMM, validation/h200/wave3/gemm_l2). A real decode or
+training step reads its weights with L2 holding other, clean data. This measures every shape in:
+
+- ``clean``: a 256 MB buffer *read* (summed into a scalar) before each call: cold and clean L2;
+- ``dirty``: a 256 MB buffer written before each call (common.flush_l2, the earlier held-out sets);
+- ``warm``: nothing between calls (operands stay L2-resident where they fit).
+
+Kernels are timed device-side with torch.profiler (median per kernel position over the calls); the
+flush's own kernels are dropped by count (the flush is profiled alone first), so sums being measured
+are never confused with the flush's reduction.
+
+    python3 -m sim.calibrate.gpu.heldout_l2 --out DIR [--budget-s S] [--parts LIST] [--smoke] [--dry-run]
+
+Parts (in this order; the budget stops starting new cases, the file stays valid JSON):
+- gemm_w3 / copy_w3 / sum_w3: exactly the third wave's shapes (wave3_gpu.run_gemm / run_copy / run_reduction);
+- gemm_cal / sum_cal / copy_cal: calibration-split shapes (``set: cal``; a fit may use them, no held-out
+  set has them): what a cold-L2 parameter is fitted on;
+- gemm_new / copy_new / sum_new: shapes no fit, no correction table and no earlier held-out set uses;
+- fused_new: the Triton bias+GELU+dropout forward at a hidden size (6144), token counts and
+  warps per block (2, 16) no earlier set used, clean L2 only.
+
+Writes DIR/heldout_l2.json (records as wave3_gpu's, plus ``l2_state`` and ``set``). stdlib + torch
+(+ triton for fused_new); never changes GPU settings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from . import common
+
+STATES = ("clean", "dirty", "warm")
+CALLS = 7
+
+W3_GEMM = ([(m, 2048, 2048) for m in (1, 3, 8, 24, 48)] + [(m, 8192, 2048) for m in (2, 12, 40)]
+           + [(m, 2048, 8192) for m in (2, 12, 40, 96)] + [(m, 6144, 4096) for m in (4, 32)]
+           + [(2048, 2049, 2048), (2048, 2048, 2052), (1536, 3000, 2048), (4096, 6000, 1000)])
+# off the calibration grid (M 1/8/16/64/128/256/512/1024.., N,K powers of two 1024..16384, the
+# misaligned set at M 1000/3000/4096) and off the earlier held-out sets
+NEW_GEMM = ([(m, 5120, 5120) for m in (1, 4, 24, 96)] + [(m, 13824, 5120) for m in (2, 12)]
+            + [(m, 5120, 13824) for m in (2, 12)] + [(m, 3072, 3072) for m in (6, 40)]
+            + [(5, 12288, 3072), (20, 3072, 12288), (192, 4096, 4096), (320, 2048, 8192)]
+            + [(512, 3000, 2048), (2500, 4100, 1500), (1200, 1200, 1200), (3072, 5120, 2560)])
+W3_COPY_KIB = [12, 48, 96, 384, 768, 1536, 3072, 6144]
+NEW_COPY_KIB = [2, 24, 200, 640, 2560, 10240, 20480]
+W3_SUM = [(r, c) for r in (24, 48, 96, 192, 384, 768, 3072, 12288) for c in (2048, 6144)]
+NEW_SUM = [(r, c) for r in (32, 128, 512, 2048, 6144) for c in (1024, 3072, 8192)]
+# calibration-split shapes (a fit may use these; no held-out set has them): the GEMM grid's small-M
+# points, the copy fit's sizes, sums at row counts and widths no held-out set uses
+CAL_GEMM = [(1, 8192, 4096), (16, 8192, 4096), (1, 4096, 8192), (16, 4096, 8192), (1, 16384, 2048),
+            (16, 2048, 16384), (1, 2048, 2048), (16, 8192, 8192), (64, 8192, 8192), (8, 16384, 4096),
+            (16, 1024, 16384), (1, 16384, 16384)]
+CAL_COPY_KIB = [8, 16, 32, 64, 65536, 131072]
+CAL_SUM = [(r, 4096) for r in (12, 40, 160, 640, 2560, 10240)] + [(r, 1024) for r in (20, 80, 320, 1280, 5120)]
+
+_CLEAN_BUF: Any = None
+_SINK: Any = None
+
+
+def _prep(state: str) -> Callable[[], None]:
+    """What runs before each profiled call in `state`."""
+    import torch
+
+    global _CLEAN_BUF, _SINK
+    if state == "dirty":
+        return common.flush_l2
+    if state == "clean":
+        if _CLEAN_BUF is None:
+            _CLEAN_BUF = torch.ones(common.FLUSH_BYTES // 4, dtype=torch.float32, device="cuda")
+            _SINK = torch.empty((), dtype=torch.float32, device="cuda")
+
+        def clean() -> None:
+            torch.sum(_CLEAN_BUF, dim=0, out=_SINK)
+        return clean
+    return lambda: None
+
+
+def _events(fn: Callable[[], None]) -> list[dict[str, Any]]:
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from .trace_utils import export_trace, gpu_events
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return gpu_events(export_trace(prof))  # in start order
+
+
+_FLUSH_COUNT: dict[str, int] = {}
+
+
+def profiled_state(fn: Callable[[], Any], state: str, calls: int = CALLS) -> dict[str, Any]:
+    """Kernels of one call of fn after `state`'s preparation: median duration per kernel position."""
+    import torch
+
+    prep = _prep(state)
+    if state not in _FLUSH_COUNT:
+        prep()
+        _FLUSH_COUNT[state] = len(_events(prep))
+    nf = _FLUSH_COUNT[state]
+    fn()  # warm-up (cuBLAS heuristics, Triton compile, allocator)
+
+    def loop() -> None:
+        for _ in range(calls):
+            prep()
+            torch.cuda.synchronize()
+            fn()
+    ev = _events(loop)
+    group = len(ev) // calls
+    np_ = group - nf
+    if np_ <= 0 or len(ev) != calls * group:
+        return {"kernels": [{"name": str(e.get("name") or "")[:160], "duration_us": e["duration_us"]} for e in ev],
+                "uneven_calls": True, "flush_kernels": nf}
+    out = []
+    for j in range(np_):
+        grp = [ev[i * group + nf + j] for i in range(calls)]
+        e = grp[0]
+        out.append({"name": str(e.get("name") or "")[:160],
+                    "duration_us": statistics.median(float(g["duration_us"]) for g in grp),
+                    "duration_samples_us": [round(float(g["duration_us"]), 3) for g in grp], "grid": e.get("grid"),
+                    "block": e.get("block"), "registers_per_thread": e.get("registers_per_thread"),
+                    "shared_memory_bytes": e.get("shared_memory_bytes"), "kind": e.get("kind")})
+    return {"kernels": out, "flush_kernels": nf}
+
+
+class L2Ctx:
+    def __init__(self, out: str, smoke: bool, budget_s: float) -> None:
+        self.smoke = smoke
+        self.rf = common.ResultFile(os.path.join(out, "heldout_l2.json"), "heldout_l2",
+                                    common.collect_meta({"mode": "smoke" if smoke else "full",
+                                                         "states": list(STATES), "calls": CALLS}))
+        self.deadline = time.time() + budget_s
+
+    def attempt(self, where: str, fn: Callable[[], Any]) -> Any:
+        if time.time() > self.deadline:
+            self.rf.doc["truncated"] = True
+            return None
+        return common.guarded(self.rf, where, fn)
+
+
+def _gemm(c: L2Ctx, shapes: list[tuple[int, int, int]], tag: str) -> None:
+    import torch
+
+    for m, n, k in shapes[:1] if c.smoke else shapes:
+        def one(m: int = m, n: int = n, k: int = k) -> None:
+            a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+            b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+            o = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+            for st in STATES:
+                r = profiled_state(lambda: torch.mm(a, b, out=o), st)
+                c.rf.add({"bench": "gemm", "set": tag, "l2_state": st, "m": m, "n": n, "k": k, "dtype": "bfloat16",
+                          "layout": "nn", "flops": 2.0 * m * n * k, **r})
+            common.log(f"gemm {tag} {m}x{n}x{k}: " + " ".join(
+                f"{rec['l2_state']} {sum(x['duration_us'] for x in rec['kernels']):.2f}"
+                for rec in c.rf.doc["records"][-len(STATES):]))
+        c.attempt(f"gemm {tag} {m}x{n}x{k}", one)
+
+
+def _copy(c: L2Ctx, kibs: list[int], tag: str) -> None:
+    import torch
+
+    for kib in kibs[:1] if c.smoke else kibs:
+        def one(kib: int = kib) -> None:
+            n = kib * 1024 // 2
+            src = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+            dst = torch.empty_like(src)
+            for st in STATES:
+                c.rf.add({"bench": "copy", "set": tag, "l2_state": st, "impl": "torch_copy_", "numel": n,
+                          "bytes": 2 * n * 2, "dtype": "bfloat16", "tensor_bytes": 2 * n,
+                          **profiled_state(lambda: dst.copy_(src), st)})
+        c.attempt(f"copy {tag} {kib} KiB", one)
+
+
+def _sum(c: L2Ctx, cases: list[tuple[int, int]], tag: str) -> None:
+    import torch
+
+    for rows, cols in cases[:1] if c.smoke else cases:
+        def one(rows: int = rows, cols: int = cols) -> None:
+            x = torch.randn(rows, cols, device="cuda", dtype=torch.bfloat16)
+            for dim in (0, 1):
+                for st in STATES:
+                    c.rf.add({"bench": "sum", "set": tag, "l2_state": st, "dim": dim, "rows": rows, "cols": cols,
+                              "dtype": "bfloat16", **profiled_state(functools.partial(x.sum, dim), st)})
+        c.attempt(f"sum {tag} {rows}x{cols}", one)
+
+
+def _fused(c: L2Ctx) -> None:
+    import torch
+
+    from . import triton_kernels as K
+
+    hidden, p = 6144, 0.1
+    for tokens in ([32] if c.smoke else [32, 512, 2048]):
+        numel = hidden * tokens
+        h = torch.randn(numel, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(hidden, device="cuda", dtype=torch.bfloat16)
+        y = torch.empty_like(h)
+        for BLOCK in ([1024] if c.smoke else [1024, 4096, 8192, 16384]):
+            for num_warps in ((2,) if c.smoke else (2, 16)):
+                def one(BLOCK: int = BLOCK, num_warps: int = num_warps, tokens: int = tokens, h: Any = h,
+                        b: Any = b, y: Any = y, numel: int = numel) -> None:
+                    ck, grid = K.launch_bgd_fwd(h, b, y, p, 7, BLOCK=BLOCK, num_warps=num_warps)
+                    r = profiled_state(lambda: K.launch_bgd_fwd(h, b, y, p, 7, BLOCK=BLOCK, num_warps=num_warps),
+                                       "clean")
+                    t = sum(float(x["duration_us"]) for x in r["kernels"])
+                    c.rf.add({"bench": "fused_bgd", "set": "new", "l2_state": "clean", "timing": "profiled",
+                              "kernel": "bias_gelu_dropout_fwd", "tokens": tokens, "hidden": hidden, "numel": numel,
+                              "dtype": "bfloat16", "p": p, "BLOCK": BLOCK, "num_warps": num_warps,
+                              "elements_per_thread": BLOCK / (32 * num_warps), "grid": list(grid),
+                              "bytes": 4 * numel + 2 * hidden, "time_us": t, **common.triton_kernel_info(ck), **r})
+                    common.log(f"fused T={tokens} B={BLOCK} w={num_warps}: {t:.2f} us")
+                c.attempt(f"fused T={tokens} B={BLOCK} w={num_warps}", one)
+    common.log("fused done")
+
+
+PARTS: dict[str, Callable[[L2Ctx], None]] = {
+    "gemm_w3": lambda c: _gemm(c, W3_GEMM, "w3"),
+    "copy_w3": lambda c: _copy(c, W3_COPY_KIB, "w3"),
+    "sum_w3": lambda c: _sum(c, W3_SUM, "w3"),
+    "gemm_cal": lambda c: _gemm(c, CAL_GEMM, "cal"),
+    "sum_cal": lambda c: _sum(c, CAL_SUM, "cal"),
+    "copy_cal": lambda c: _copy(c, CAL_COPY_KIB, "cal"),
+    "gemm_new": lambda c: _gemm(c, NEW_GEMM, "new"),
+    "copy_new": lambda c: _copy(c, NEW_COPY_KIB, "new"),
+    "sum_new": lambda c: _sum(c, NEW_SUM, "new"),
+    "fused_new": _fused,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--smoke", action="store_true", help="one case per part")
+    ap.add_argument("--budget-s", type=float, default=150.0, help="no new case starts after this many seconds")
+    ap.add_argument("--parts", default=",".join(PARTS))
+    ap.add_argument("--dry-run", action="store_true", help="parse the arguments and print the plan; no GPU")
+    ns = ap.parse_args(argv)
+    parts = [p for p in ns.parts.split(",") if p]
+    unknown = [p for p in parts if p not in PARTS]
+    if unknown:
+        print(f"error: --parts: unknown part '{unknown[0]}' (expected some of {', '.join(PARTS)})")
+        return 2
+    if ns.budget_s <= 0:
+        print(f"error: --budget-s: {ns.budget_s} (expected a positive number of seconds)")
+        return 2
+    if ns.dry_run:
+        n = {"gemm_w3": len(W3_GEMM), "copy_w3": len(W3_COPY_KIB), "sum_w3": 2 * len(W3_SUM),
+             "gemm_new": len(NEW_GEMM), "copy_new": len(NEW_COPY_KIB), "sum_new": 2 * len(NEW_SUM), "fused_new": 24,
+             "gemm_cal": len(CAL_GEMM), "copy_cal": len(CAL_COPY_KIB), "sum_cal": 2 * len(CAL_SUM)}
+        print(f"parts {parts}; cases {sum(n[p] for p in parts)} x states {list(STATES)}; "
+              f"budget {ns.budget_s} s; out {ns.out}")
+        return 0
+    os.makedirs(ns.out, exist_ok=True)
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    c = L2Ctx(ns.out, ns.smoke, ns.budget_s)
+    common.warm_gpu(1.0)
+    for name in parts:
+        t0 = time.time()
+        c.attempt(name, functools.partial(PARTS[name], c))
+        common.log(f"part {name}: {time.time() - t0:.1f} s")
+    c.rf.close("truncated" if c.rf.doc.get("truncated") else "complete")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
