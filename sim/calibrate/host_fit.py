@@ -208,6 +208,20 @@ def _clock_samples(step: Any) -> dict[str, list[float]]:
     return out
 
 
+# trace path -> the imported step, read once per process: the bootstrap refits the profile fifteen
+# times and the traces do not change between refits (the fit reads the steps, never edits them)
+_STEPS: dict[str, Any] = {}
+
+
+def _imported_step(path: Path) -> Any:
+    from sim.ingest import import_trace
+
+    key = str(Path(path).resolve())
+    if key not in _STEPS:
+        _STEPS[key] = import_trace(path)
+    return _STEPS[key]
+
+
 def fit_trace_profiler(host_context: Path) -> TraceProfilerFit | None:
     """The profiler's in-context cost from the trace-fit configs under `host_context`: every traced
     step was also timed without the profiler (`enqueue_us`: host time until the step's call returns),
@@ -217,13 +231,12 @@ def fit_trace_profiler(host_context: Path) -> TraceProfilerFit | None:
     event_us: median over the eager steps of difference / (events x speed); kernel_record_us: median
     over the compiled steps of what is left after event_us / (torch.compile kernel records x speed)."""
     from sim.costmodel.trace_host import profiler_config, trace_host_speed
-    from sim.ingest import import_trace
     from sim.validate.host import host_cases
 
     cases = [c for c in host_cases(host_context) if c.trace_split == "fit" and c.record.get("enqueue_us")]
     if not cases:
         return None
-    steps = [(c, import_trace(c.trace)) for c in cases]
+    steps = [(c, _imported_step(c.trace)) for c in cases]
     configs = {profiler_config(st) for _, st in steps}
     if len(configs) != 1:
         raise ValueError(f"{host_context}: the fit traces mix profiler configurations {sorted(configs)}")
