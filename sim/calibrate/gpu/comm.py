@@ -313,104 +313,37 @@ def _stage_channels(ctx: _Ctx) -> None:
 
 
 def _stage_contention(ctx: _Ctx) -> None:
-    """A load on one stream while all-reduces run on another: each alone, then together."""
-    torch, dist, cfg = ctx.torch, ctx.dist, ctx.cfg
-    bf = torch.bfloat16
+    """A load on one stream while all-reduces run on another: each alone, then together (the bf16
+    GEMM 8192^3 and a 1 GiB copy against one all-reduce size, both ranks loaded). Timed by the grid's
+    cell (_contention_cell), kept in this stage's record format ("contention")."""
+    torch, cfg = ctx.torch, ctx.cfg
     ar_bytes = cfg["contention_ar_bytes"]
-    x = torch.ones(ar_bytes // 4, device="cuda")
-    a = torch.randn(8192, 8192, device="cuda", dtype=bf)
-    b = torch.randn(8192, 8192, device="cuda", dtype=bf)
-    c = torch.empty(8192, 8192, device="cuda", dtype=bf)
-    src = torch.randn(GIB // 2, device="cuda", dtype=bf)  # 1 GiB
-    dst = torch.empty_like(src)
-    loads = {"gemm_8192_bf16": (lambda: torch.mm(a, b, out=c), 2 * 8192**3, "flops"),
-             "copy_1GiB_bf16": (lambda: dst.copy_(src), 2 * GIB, "bytes")}
-    s_load, s_comm = torch.cuda.Stream(), torch.cuda.Stream()
-
-    def ar() -> None:
-        dist.all_reduce(x)
-
-    def timed(stream: Any, fn: Any, n: int) -> tuple[Any, Any]:
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        with torch.cuda.stream(stream):
-            s.record(stream)
-            for _ in range(n):
-                fn()
-            e.record(stream)
-        return s, e
-
-    window_ms = cfg["contention_window_ms"]
-    # the all-reduce alone: calls per window agreed over ranks
-    ar()
-    torch.cuda.synchronize()
-    s0, e0 = timed(s_comm, ar, 3)
-    torch.cuda.synchronize()
-    n_ar = int(max(1, min(5000, window_ms / ctx.agree_max(s0.elapsed_time(e0) / 3))))
-    for name, (fn, work, unit) in loads.items():
+    loads = {"gemm_8192_bf16": lambda: _gemm_load(torch, 8192, 8192, 8192),
+             "copy_1GiB_bf16": lambda: _copy_load(torch, GIB)}
+    for name, make in loads.items():
         if ctx.expired():
             ctx.add({"bench": "contention", "world_size": ctx.world, "load": name, "skipped": "budget"})
             continue
         try:
-            fn()
-            torch.cuda.synchronize()
-            s1, e1 = timed(s_load, fn, 3)
-            torch.cuda.synchronize()
-            n_load = int(max(1, min(5000, window_ms / max(s1.elapsed_time(e1) / 3, 1e-3))))
-            alone_load, alone_ar, conc_load, conc_ar, overlap = [], [], [], [], []
-            for _ in range(cfg["contention_reps"]):
-                torch.cuda.synchronize()
-                ls, le = timed(s_load, fn, n_load)
-                torch.cuda.synchronize()
-                alone_load.append(ls.elapsed_time(le) * 1e3)
-                dist.barrier()
-                ms, me = timed(s_comm, ar, n_ar)
-                torch.cuda.synchronize()
-                alone_ar.append(ms.elapsed_time(me) * 1e3)
-                dist.barrier()
-                ref = torch.cuda.Event(enable_timing=True)
-                ref.record()
-                s_comm.wait_stream(torch.cuda.current_stream())
-                s_load.wait_stream(torch.cuda.current_stream())
-                ms, me, ls, le = (torch.cuda.Event(enable_timing=True) for _ in range(4))
-                ms.record(s_comm)
-                ls.record(s_load)
-                # issue the two streams' work interleaved so both start together
-                for i in range(max(n_ar, n_load)):
-                    if i < n_ar:
-                        with torch.cuda.stream(s_comm):
-                            ar()
-                    if i < n_load:
-                        with torch.cuda.stream(s_load):
-                            fn()
-                me.record(s_comm)
-                le.record(s_load)
-                torch.cuda.synchronize()
-                conc_ar.append(ms.elapsed_time(me) * 1e3)
-                conc_load.append(ls.elapsed_time(le) * 1e3)
-                a0, a1 = ref.elapsed_time(ms), ref.elapsed_time(me)
-                b0, b1 = ref.elapsed_time(ls), ref.elapsed_time(le)
-                overlap.append(max(0.0, min(a1, b1) - max(a0, b0)) * 1e3)
-            med = statistics.median
-            per_rank = ctx.gather({"load_slowdown": med(conc_load) / med(alone_load),
-                                   "comm_slowdown": med(conc_ar) / med(alone_ar)})
-            rec = {"bench": "contention", "world_size": ctx.world, "load": name, "load_calls": n_load,
+            fn, work, unit, _shape = make()
+            cell = _contention_cell(ctx, name, fn, ar_bytes, load_ranks=list(range(ctx.world)),
+                                    window_ms=cfg["contention_window_ms"], reps=cfg["contention_reps"], keep_calls=0)
+            rec = {"bench": "contention", "world_size": ctx.world, "load": name, "load_calls": cell["load_calls"],
                    "load_work_per_call": work, "load_work_unit": unit, "allreduce_bytes": ar_bytes,
-                   "allreduce_calls": n_ar, "load_alone_us": med(alone_load), "load_concurrent_us": med(conc_load),
-                   "comm_alone_us": med(alone_ar), "comm_concurrent_us": med(conc_ar), "overlap_us": med(overlap),
-                   "load_slowdown": med(conc_load) / med(alone_load), "comm_slowdown": med(conc_ar) / med(alone_ar),
-                   "load_slowdown_ranks": [p["load_slowdown"] for p in per_rank],
-                   "comm_slowdown_ranks": [p["comm_slowdown"] for p in per_rank],
-                   "comm_alone_busbw_gbps": busbw_factor("all_reduce", ctx.world) * ar_bytes * n_ar
-                   / (med(alone_ar) * 1e-6) / 1e9,
-                   "samples": {"load_alone_us": alone_load, "load_concurrent_us": conc_load,
-                               "comm_alone_us": alone_ar, "comm_concurrent_us": conc_ar, "overlap_us": overlap}}
+                   "allreduce_calls": cell["allreduce_calls"],
+                   **{k: cell[k] for k in ("load_alone_us", "load_concurrent_us", "comm_alone_us", "comm_concurrent_us",
+                                           "overlap_us", "load_slowdown", "comm_slowdown", "comm_alone_busbw_gbps",
+                                           "samples")},
+                   "load_slowdown_ranks": [p["load_slowdown"] for p in cell["per_rank"]],
+                   "comm_slowdown_ranks": [p["comm_slowdown"] for p in cell["per_rank"]]}
             ctx.add(rec)
             if ctx.rank == 0:
                 common.log(f"world {ctx.world} contention {name}: load x{rec['load_slowdown']:.3f}, "
                            f"all-reduce x{rec['comm_slowdown']:.3f}, overlap {rec['overlap_us']:.0f} us")
+            del fn
         except Exception as exc:  # noqa: BLE001
             ctx.error(f"contention {name}", exc)
-    loads.clear()
+        torch.cuda.empty_cache()
     ctx.flush()
 
 
@@ -435,7 +368,7 @@ def _contention_cell(ctx: _Ctx, name: str, fn: Any, ar_bytes: int, *, load_ranks
     """One load x one all-reduce size: the load alone, the all-reduce alone, both at once (on the
     ranks in load_ranks; the other ranks run only the all-reduces). The first concurrent repetition
     keeps every call's start and end (CUDA events between calls, us from the window's start) of both
-    streams, so how the two interleave can be read back."""
+    streams, so how the two interleave can be read back (keep_calls = 0: only each window's ends)."""
     torch, dist = ctx.torch, ctx.dist
     x = torch.ones(ar_bytes // 4, device="cuda")
     s_load, s_comm = torch.cuda.Stream(), torch.cuda.Stream()
@@ -466,7 +399,7 @@ def _contention_cell(ctx: _Ctx, name: str, fn: Any, ar_bytes: int, *, load_ranks
     alone_load, alone_ar, conc_load, conc_ar, overlap = [], [], [], [], []
     calls: dict[str, Any] = {}
     for rep in range(reps):
-        keep = rep == 0
+        keep = rep == 0 and keep_calls > 0
         if has_load:
             torch.cuda.synchronize()
             s, e = ev(), ev()
@@ -611,6 +544,36 @@ def _kernel_timeline(prof: Any, keep: int) -> list[dict[str, Any]]:
     return out[:keep]
 
 
+def _time_step_pair(ctx: _Ctx, step: Any, step_nosync: Any, n_steps: int) -> tuple[list[float], ...]:
+    """DDP's step and the same step under no_sync(), alternated n_steps times after 3 warm-ups of
+    each: (device us with communication, device us without, host enqueue us with, host enqueue us
+    without). Each step starts from a barrier and an idle GPU; device time between two events on
+    the default stream, host time until the step's calls return."""
+    torch, dist = ctx.torch, ctx.dist
+    for _ in range(3):
+        step()
+        step_nosync()
+    torch.cuda.synchronize()
+    with_comm: list[float] = []
+    without: list[float] = []
+    cpu_with: list[float] = []
+    cpu_without: list[float] = []
+    for _ in range(n_steps):
+        for fn, dev_out, cpu_out in ((step, with_comm, cpu_with), (step_nosync, without, cpu_without)):
+            dist.barrier()
+            torch.cuda.synchronize()
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            t0 = time.perf_counter()
+            s.record()
+            fn()
+            e.record()
+            t1 = time.perf_counter()
+            torch.cuda.synchronize()
+            dev_out.append(s.elapsed_time(e) * 1e3)
+            cpu_out.append((t1 - t0) * 1e6)
+    return with_comm, without, cpu_with, cpu_without
+
+
 def _ddp_variant(ctx: _Ctx, var: dict[str, Any]) -> None:
     """One DDP workload: `layers` blocks (Linear H->F, GELU, Linear F->H, bf16), a bucket cap, whether
     gradients are bucket views; per token count the step with and without communication; one
@@ -655,24 +618,7 @@ def _ddp_variant(ctx: _Ctx, var: dict[str, Any]) -> None:
                 for p in params:
                     p.grad = None
 
-            for _ in range(3):
-                step()
-                step_nosync()
-            torch.cuda.synchronize()
-            with_comm, without, cpu_with, cpu_without = [], [], [], []
-            for _ in range(cfg["ddp_steps"]):
-                for fn, dev_out, cpu_out in ((step, with_comm, cpu_with), (step_nosync, without, cpu_without)):
-                    dist.barrier()
-                    torch.cuda.synchronize()
-                    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    t0 = time.perf_counter()
-                    s.record()
-                    fn()
-                    e.record()
-                    t1 = time.perf_counter()
-                    torch.cuda.synchronize()
-                    dev_out.append(s.elapsed_time(e) * 1e3)
-                    cpu_out.append((t1 - t0) * 1e6)
+            with_comm, without, cpu_with, cpu_without = _time_step_pair(ctx, step, step_nosync, cfg["ddp_steps"])
             med = statistics.median
             step_us = sum(ctx.gather(med(with_comm))) / ctx.world
             nosync_us = sum(ctx.gather(med(without))) / ctx.world
@@ -754,24 +700,7 @@ def _stage_ddp(ctx: _Ctx) -> None:
                 for p in params:
                     p.grad = None
 
-            for _ in range(3):
-                step()
-                step_nosync()
-            torch.cuda.synchronize()
-            with_comm, without, cpu_with, cpu_without = [], [], [], []
-            for _ in range(cfg["ddp_steps"]):
-                for fn, dev_out, cpu_out in ((step, with_comm, cpu_with), (step_nosync, without, cpu_without)):
-                    dist.barrier()
-                    torch.cuda.synchronize()
-                    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    t0 = time.perf_counter()
-                    s.record()
-                    fn()
-                    e.record()
-                    t1 = time.perf_counter()
-                    torch.cuda.synchronize()
-                    dev_out.append(s.elapsed_time(e) * 1e3)
-                    cpu_out.append((t1 - t0) * 1e6)
+            with_comm, without, cpu_with, cpu_without = _time_step_pair(ctx, step, step_nosync, cfg["ddp_steps"])
             med = statistics.median
             step_us = sum(ctx.gather(med(with_comm))) / ctx.world
             nosync_us = sum(ctx.gather(med(without))) / ctx.world

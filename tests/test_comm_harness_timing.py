@@ -1,0 +1,109 @@
+"""The two-GPU harness's timing helpers run without a GPU on a fake torch whose clock advances
+with each call: the contention stage (timed by the grid's cell) writes the record validate reads,
+and DDP's step pair is timed by one helper."""
+
+from __future__ import annotations
+
+import contextlib
+import types
+from typing import Any
+
+from sim.calibrate.gpu import comm
+
+LOAD_MS, AR_MS = 2.0, 1.0
+
+
+class _Clock:
+    now_ms = 0.0
+
+
+class _Event:
+    def __init__(self, enable_timing: bool = False) -> None:
+        self.t = 0.0
+
+    def record(self, stream: Any = None) -> None:
+        self.t = _Clock.now_ms
+
+    def elapsed_time(self, other: _Event) -> float:
+        return other.t - self.t
+
+
+class _Stream:
+    def wait_stream(self, other: Any) -> None:
+        pass
+
+
+class _Tensor:
+    def __init__(self, value: Any = None) -> None:
+        self.value = value
+
+    def copy_(self, other: Any) -> None:
+        _Clock.now_ms += LOAD_MS
+
+    def item(self) -> float:
+        return float(self.value[0])
+
+
+def _fake_torch() -> Any:
+    cuda = types.SimpleNamespace(
+        Event=_Event, Stream=_Stream, stream=lambda s: contextlib.nullcontext(),
+        synchronize=lambda: None, empty_cache=lambda: None, current_stream=_Stream)
+
+    def mm(a: Any, b: Any, out: Any = None) -> None:
+        _Clock.now_ms += LOAD_MS
+
+    def make(*shape: Any, **kw: Any) -> _Tensor:
+        return _Tensor(shape[0] if shape and isinstance(shape[0], list) else None)
+
+    return types.SimpleNamespace(cuda=cuda, bfloat16="bf16", float64="f64", mm=mm, randn=make, empty=make,
+                                 ones=make, empty_like=make, tensor=make)
+
+
+def _fake_dist() -> Any:
+    def all_reduce(t: Any, op: Any = None) -> None:
+        if op is None:
+            _Clock.now_ms += AR_MS
+
+    return types.SimpleNamespace(all_reduce=all_reduce, barrier=lambda: None, ReduceOp=types.SimpleNamespace(MAX="max"),
+                                 all_gather_object=lambda out, v: out.__setitem__(slice(None), [v] * len(out)))
+
+
+def _ctx(cfg: dict[str, Any]) -> Any:
+    ctx = comm._Ctx.__new__(comm._Ctx)
+    ctx.torch, ctx.dist = _fake_torch(), _fake_dist()
+    ctx.rank, ctx.world, ctx.cfg, ctx.result_path = 0, 2, {"deadline": 1e18, **cfg}, "/nonexistent"
+    ctx.records, ctx.errors = [], []
+    ctx.flush = lambda: None  # type: ignore[method-assign]
+    return ctx
+
+
+def test_contention_stage_writes_the_record_validate_reads() -> None:
+    ctx = _ctx({"contention_ar_bytes": 1 << 20, "contention_window_ms": 20.0, "contention_reps": 2})
+    comm._stage_contention(ctx)
+    assert ctx.errors == []
+    assert [r["load"] for r in ctx.records] == ["gemm_8192_bf16", "copy_1GiB_bf16"]
+    for rec in ctx.records:
+        assert rec["bench"] == "contention"
+        assert (rec["load_calls"], rec["allreduce_calls"]) == (10, 20)  # window / call time alone
+        assert rec["load_alone_us"] == 10 * LOAD_MS * 1e3 and rec["comm_alone_us"] == 20 * AR_MS * 1e3
+        # one fake clock: interleaved, each stream's window holds the other's calls too
+        assert rec["load_slowdown"] > 1 and rec["comm_slowdown"] > 1
+        assert rec["load_slowdown_ranks"] == [rec["load_slowdown"]] * 2
+
+
+def test_ddp_step_pair_alternates_and_times_each_step() -> None:
+    ctx = _ctx({})
+    calls: list[str] = []
+
+    def step() -> None:
+        calls.append("sync")
+        _Clock.now_ms += 3.0
+
+    def nosync() -> None:
+        calls.append("no_sync")
+        _Clock.now_ms += 2.0
+
+    with_comm, without, cpu_with, cpu_without = comm._time_step_pair(ctx, step, nosync, 4)
+    assert calls == ["sync", "no_sync"] * 7  # 3 warm-ups, then 4 timed pairs
+    assert with_comm == [3000.0] * 4 and without == [2000.0] * 4
+    assert len(cpu_with) == len(cpu_without) == 4
