@@ -110,6 +110,8 @@ class Hardware:
     # the profiler's cost per event in real steps at the reference host speed, by configuration, and the
     # reference ops' median traced duration at that speed (us): sim.costmodel.trace_host
     trace_profiler_event_s: dict[str, float] = field(default_factory=dict)
+    ddp_forward_s: float | None = None  # DDP's host work per step beyond the listed ops (None: not measured)
+    ddp_hook_s: float | None = None  # the Reducer's host work per synchronized gradient (None: not measured)
     trace_kernel_record_s: dict[str, float] = field(default_factory=dict)
     trace_clock_us: dict[str, float] = field(default_factory=dict)
     # framework op -> (host s per call without autograd recording, with it or None)
@@ -205,6 +207,8 @@ class Hardware:
             sync_s=h.sync_us.value * us,
             launch_queue_depth=int(h.launch_queue_depth.value),
             profiler_event_s={cfg: q.value * us for cfg, q in h.profiler_event_us.items()},
+            ddp_forward_s=h.ddp.forward_us.value * us if h.ddp is not None else None,
+            ddp_hook_s=h.ddp.hook_us.value * us if h.ddp is not None else None,
             trace_profiler_event_s={cfg: q.value * us for cfg, q in
                                     (h.trace_profiler.event_us.items() if h.trace_profiler else ())},
             trace_kernel_record_s={cfg: q.value * us for cfg, q in

@@ -137,6 +137,8 @@ KEY_NOTES: dict[tuple[str, str], str] = {
     ("HostOp", "duration_us"): "explicit host time", ("HostOp", "framework_ops"): "kernel-less framework ops (views...)",
     ("HostOp", "backward_calls"): "`.backward()` calls", ("HostOp", "autograd_nodes"): "autograd nodes run",
     ("HostOp", "function_calls"): "`torch.autograd.Function` calls", ("HostOp", "module_calls"): "`nn.Module` calls",
+    ("HostOp", "ddp_steps"): "DDP steps (the DDP module's own host work)",
+    ("HostOp", "ddp_hooks"): "gradients DDP's reducer synchronizes (its hook per gradient)",
     ("RepeatBlock", "count"): "copies (an expression, e.g. `layers`)", ("RepeatBlock", "ops"): "the ops of one copy",
     ("ScenarioFile", "schema"): "file format and version", ("ScenarioFile", "name"): "the scenario's name in results",
     ("ScenarioFile", "workload"): "workload file, relative to this file",

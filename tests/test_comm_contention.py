@@ -8,12 +8,16 @@ from pathlib import Path
 import pytest
 
 from sim.calibrate.comm_contention import (
+    CALIBRATED_DDP,
     cell_workload,
     ddp_buckets,
     ddp_exposed_us,
     ddp_workload,
     simulate_cell,
 )
+from sim.calibrate.comm_fit import ddp_listed_host_us, fit_ddp_host, load_comm
+from sim.costmodel.host import host_op_s
+from sim.errors import InputError
 from sim.hardware import load_profile
 from sim.validate.comm import contention_quantities, contention_rows, ddp_rows
 
@@ -49,6 +53,43 @@ def test_ddp_exposes_communication_and_fewer_copies_expose_less() -> None:
     view_comm, view_without = ddp_exposed_us(hw, 2048, 8192, 1, 25, 4096, gradient_as_bucket_view=True)
     assert with_comm > without and view_without == pytest.approx(without)
     assert 0 < view_comm - view_without < with_comm - without
+
+
+def test_ddp_host_work_is_the_profiles_per_step_and_per_gradient_cost() -> None:
+    hw = load_profile("h200-nvl2")
+    assert hw.ddp_forward_s is not None and hw.ddp_hook_s is not None
+    sync, nosync = (ddp_workload(1024, 4096, 2, 5, 2048, sync=s).build({"ranks": 2}) for s in (True, False))
+    for graph in (sync, nosync):  # a share after each of the model's 19 kernels (6 forward, 13 backward), both modes
+        shares = [host_op_s(o, hw) for o in graph.ops if o.name.startswith("ddp_step_share_")]
+        assert len(shares) == 19 and sum(shares) == pytest.approx(hw.ddp_forward_s)
+    hooks = [o for o in sync.ops if o.name.startswith("ddp_hook_")]
+    assert len(hooks) == 8 and not any(o.name.startswith("ddp_hook_") for o in nosync.ops)
+    assert host_op_s(hooks[0], hw) == pytest.approx(hw.ddp_hook_s)
+    # each hook runs before its gradient's bucket copy
+    names = [o.name for o in sync.ops]
+    assert names.index("ddp_hook_w2_1") + 1 == names.index("bucket_in_w2_1")
+
+
+def test_a_profile_without_ddp_host_costs_cannot_price_ddp_hooks() -> None:
+    hw = load_profile("h200-measured")
+    assert hw.ddp_forward_s is None
+    op = next(o for o in ddp_workload(1024, 4096, 1, 5, 2048).build({"ranks": 2}).ops if o.name.startswith("ddp_hook_"))
+    with pytest.raises(InputError, match="host.ddp"):
+        host_op_s(op, hw)
+
+
+def test_ddp_host_fit_is_the_calibrated_steps_host_less_the_listed_ops() -> None:
+    doc = load_comm(COMM / "B" / "comm.json")
+    base = load_profile("h200-measured")
+    fit = fit_ddp_host(doc, base, 50.0, CALIBRATED_DDP)
+    assert fit is not None
+    fwd_us, hook_us, n = fit
+    assert n == 3  # the three 2-rank steps of run B; world-1 steps and other workloads are not used
+    rec = next(r for r in doc["records"] if r.get("bench") == "ddp_step" and r["world_size"] == 2 and r["tokens"] == 4096)
+    listed_nosync, _ = ddp_listed_host_us(4096, 16384, 1, 25, 4096, sync=False, hw=base, collective_host_us=50.0)
+    assert fwd_us == pytest.approx(rec["cpu_enqueue_no_comm_us"] - listed_nosync)  # 4096 tokens is the median
+    assert fit_ddp_host(doc, base, 50.0, set()) is None
+    assert 0 < hook_us < fwd_us
 
 
 def test_cell_issues_the_harness_calls_interleaved() -> None:

@@ -295,6 +295,57 @@ def host_call_us(doc: dict[str, Any], ranks: int) -> float | None:
     return None
 
 
+def ddp_listed_host_us(hidden: int, ffn: int, layers: int, bucket_cap_mb: float, tokens: int, *, sync: bool,
+                       hw: Any, collective_host_us: float) -> tuple[float, int]:
+    """(host us of the ops the DDP workload lists, DDP's own per-step and per-hook work left out;
+    the gradients whose hooks run) for one DDP step on 2 ranks: each op's dispatch and launch
+    summed, a collective at `collective_host_us` (the host thread's work when it never waits)."""
+    from sim.calibrate.comm_contention import ddp_workload
+    from sim.costmodel.host import eager_dispatch_s, host_op_s
+
+    wl = ddp_workload(hidden, ffn, layers, bucket_cap_mb, tokens, sync=sync)
+    graph = wl.build(wl.params_for(wl.buckets()[0]))
+    total, hooks = 0.0, 0
+    for op in graph.ops:
+        if op.kind == "host":
+            if op.attrs.get("ddp_hooks") or op.attrs.get("ddp_steps"):
+                hooks += int(op.attrs.get("ddp_hooks", 0))
+                continue
+            total += host_op_s(op, hw)
+        elif op.kind == "collective":
+            total += collective_host_us * 1e-6 + hw.launch_s
+        else:
+            total += eager_dispatch_s(op, hw) + hw.launch_s
+    return total * 1e6, hooks
+
+
+def fit_ddp_host(doc: dict[str, Any], hw: Any, collective_host_us: float,
+                 workloads: set[tuple[int, int, int, float, bool]]) -> tuple[float, float, int] | None:
+    """DDP's own host work (host.ddp) from the 2-rank DDP steps of `workloads` (the calibrated ones):
+    the harness's host time per step (until the step's calls return) with and without gradient sync,
+    less what the listed ops cost on `hw`. forward_us = median(no-sync host - listed ops); hook_us =
+    median((sync host - no-sync host) - (listed sync ops - listed no-sync ops)) / gradients. Returns
+    (forward_us, hook_us, steps used), or None without such steps."""
+    fwd, hook = [], []
+    for r in doc["records"]:
+        if r.get("bench") not in ("ddp_step", "ddp_variant") or int(r.get("world_size", 0)) != 2:
+            continue
+        if r.get("cpu_enqueue_us") is None or r.get("cpu_enqueue_no_comm_us") is None:
+            continue
+        key = (int(r["hidden"]), int(r["ffn"]), int(r.get("layers", 1)), float(r["bucket_cap_mb"]),
+               bool(r.get("gradient_as_bucket_view", False)))
+        if key not in workloads or key[4]:
+            continue
+        listed = {sync: ddp_listed_host_us(*key[:4], int(r["tokens"]), sync=sync, hw=hw,
+                                           collective_host_us=collective_host_us) for sync in (True, False)}
+        fwd.append(float(r["cpu_enqueue_no_comm_us"]) - listed[False][0])
+        extra = float(r["cpu_enqueue_us"]) - float(r["cpu_enqueue_no_comm_us"]) - (listed[True][0] - listed[False][0])
+        hook.append(extra / listed[True][1])
+    if not fwd:
+        return None
+    return statistics.median(fwd), statistics.median(hook), len(fwd)
+
+
 def fit_collectives(doc: dict[str, Any], hw: Any, ranks: int = 2) -> dict[str, dict[str, Any]]:
     """Per collective, from the fit sizes only: the host time of one call (median time of the
     host-bound sizes <= 256 KiB, where the device needs a few us) and the bus bandwidth of the
@@ -395,6 +446,10 @@ def nvl2_profile_yaml(doc: dict[str, Any], base: Any, raw_ref: str, base_name: s
     if host is None or ch_gbps is None or channels is None or bcast is None:
         raise InputError("raw comm file lacks what the 2-GPU profile needs", file=raw_ref,
                          expected="dist_host, channels, nccl_init and broadcast records at world size 2")
+    from sim.calibrate.comm_contention import CALIBRATED_DDP
+
+    # the all-reduce's host price as the profile will give it (its collective fit, else the call's)
+    ddp = fit_ddp_host(doc, base, float(fits.get("all_reduce", {}).get("host_us", host)), CALIBRATED_DDP)
     lines = [
         "# Two NVIDIA H200 of one host on NVLink 4 through NVSwitch (the workplace's nvidia-h200-x2 kind),",
         "# NVLink multicast (NVLS) off. An overlay on the measured single-GPU profile: every number below",
@@ -407,6 +462,15 @@ def nvl2_profile_yaml(doc: dict[str, Any], base: Any, raw_ref: str, base_name: s
         "host:",
         "  eager_op_us_by_kind:",
         f"    collective: {measured(round(host, 2), 'host time per torch.distributed.all_reduce call, 4 KiB, back to back, mean of the ranks (dist_host); per collective: topology.collective_fits')}",
+    ]
+    if ddp is not None:
+        fwd_us, hook_us, n_steps = ddp
+        lines += [
+            "  ddp:",
+            f"    forward_us: {measured(round(fwd_us, 1), f'host time of a DDP step under no_sync (the harness step until its calls return, median of rank 0) less the listed ops priced on {base_name}; median of the {n_steps} 2-rank steps of the calibrated DDP workload (sim.calibrate.comm_contention.CALIBRATED_DDP)')}",
+            f"    hook_us: {measured(round(hook_us, 1), 'per gradient: (host time with sync - under no_sync) less the listed ops difference (bucket copies, all-reduce calls), divided by the gradients; median of the same steps')}",
+        ]
+    lines += [
         "links:",
         f"  comm_efficiency: {measured(round(bcast / 450.0, 3), 'broadcast bus bandwidth at 1 GiB / NVLink 450 GB/s per direction')}",
         "topology:",

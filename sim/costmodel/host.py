@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sim.errors import InputError
 from sim.graph import Op
 from sim.hardware import Hardware
 
@@ -66,7 +67,9 @@ def host_op_s(op: Op, hw: Hardware) -> float:
     """A `host` op: an explicit duration, `framework_ops` kernel-less framework ops (each at the
     table's cost of its `framework_op` when the profile has it),
     `backward_calls` starts of the autograd engine, `autograd_nodes` backward nodes and
-    `function_calls` torch.autograd.Function calls and `module_calls` nn.Module calls."""
+    `function_calls` torch.autograd.Function calls, `module_calls` nn.Module calls, `ddp_steps` DDP
+    steps' own host work and `ddp_hooks` DDP reducer hooks (a profile without DDP's measured costs
+    cannot price those: an error, not a zero)."""
     seconds = float(op.attrs.get("duration_us", 0.0)) * 1e-6
     name = op.attrs.get("framework_op")
     call = framework_op_s(str(name), hw, bool(op.attrs.get("requires_grad"))) if name else None
@@ -75,6 +78,13 @@ def host_op_s(op: Op, hw: Hardware) -> float:
     seconds += float(op.attrs.get("autograd_nodes", 0.0)) * hw.autograd_node_s
     seconds += float(op.attrs.get("function_calls", 0.0)) * hw.python_function_s
     seconds += float(op.attrs.get("module_calls", 0.0)) * hw.module_call_s
+    for attr, price in (("ddp_steps", hw.ddp_forward_s), ("ddp_hooks", hw.ddp_hook_s)):
+        count = float(op.attrs.get(attr, 0.0))
+        if count:
+            if price is None:
+                raise InputError(f"op {op.name!r} counts {attr}, which profile {hw.name!r} cannot price", path=attr,
+                                 value=count, expected="a profile with host.ddp (DDP's host costs measured on >= 2 GPUs)")
+            seconds += count * price
     return seconds
 
 

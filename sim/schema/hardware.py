@@ -246,6 +246,18 @@ class TraceProfilerCost(Strict):
         min_length=1, description="reference op (aten::empty, cudaLaunchKernel) -> median traced duration at that speed")
 
 
+class DdpHostCost(Strict):
+    """DistributedDataParallel's own host work (torch's Reducer and the DDP module's forward), per
+    step and per gradient, beyond the ops a workload lists."""
+
+    forward_us: Quantity = Field(
+        description="one DDP step's host work beyond its listed ops, with or without gradient sync: the DDP "
+                    "module's forward (pre/post-forward hooks) and the step's Python around it")
+    hook_us: Quantity = Field(
+        description="the Reducer's work per gradient when gradients are synchronized: its autograd hook "
+                    "(mark_variable_ready, the bucket copy's dispatch) and the copy back after the all-reduce")
+
+
 class HostSection(Strict):
     eager_op_us: Quantity = Field(description="framework dispatch per eager op (host)")
     eager_op_us_by_kind: dict[str, Quantity] = Field(
@@ -268,6 +280,8 @@ class HostSection(Strict):
         default_factory=dict,
         description="host time torch.profiler adds per recorded event (CPU op, runtime/driver call, Python frame), "
                     "by profiler configuration: plain, record_shapes (shapes), record_shapes + with_stack (stack)")
+    ddp: DdpHostCost | None = Field(
+        default=None, description="DistributedDataParallel's own host work (measured on a multi-GPU machine)")
     trace_profiler: TraceProfilerCost | None = Field(
         default=None,
         description="the profiler's host cost per recorded event in real models' steps, at a reference host speed, "

@@ -189,6 +189,8 @@ class HostOp(OpBase):
     autograd_nodes: Expr = 0
     function_calls: Expr = 0
     module_calls: Expr = 0
+    ddp_steps: Expr = 0
+    ddp_hooks: Expr = 0
 
 
 class SyncOp(OpBase):

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sim.calibrate.comm_contention import CALIBRATED_DDP
 from sim.calibrate.comm_fit import HeldOutRow, heldout_rows, load_comm
 
 MIB = 1 << 20
@@ -56,7 +57,6 @@ def summarize_comm(rows: list[HeldOutRow]) -> list[CommSummary]:
 # "calibrated" in any run (a repeat is the same shape), every other one "unseen".
 OVERLAP_RUNS = ("B", "r2", "r3", "w3")
 CALIBRATED_CELLS = {("gemm", 8192, 8192, 8192, 256 * MIB), ("copy", 1 << 30, 256 * MIB)}
-CALIBRATED_DDP = {(4096, 16384, 1, 25.0, False)}
 
 
 @dataclass(frozen=True)
