@@ -309,6 +309,8 @@ BLOCKS: dict[str, Generator] = {
     "sweep-gains": Generator(gen_sweep_gains, slow=True),
     "traces-predict": Generator(gen_traces_predict, slow=False),  # moves with the host model
     "traces-host-context": Generator(lambda: gen_traces_host_context(), slow=True),  # kernelsim validate
+    "comm-contention": Generator(lambda: gen_comm_contention(), slow=True),  # the engine replays the cells
+    "comm-ddp": Generator(lambda: gen_comm_ddp(), slow=True),
 }
 
 
@@ -611,7 +613,142 @@ def fig_comm(family: str, stat: str) -> Generator:
     return Generator(make, slow=True)
 
 
+# -- docs/communication.md: contention and DDP on two H200s (issue 20) --------------------------------
+COMM_DIR = ROOT / "calibration" / "h200x2" / "comm"
+
+
+@functools.cache
+def _contention_rows() -> tuple[Any, ...]:
+    from sim.validate.comm import contention_rows
+
+    return tuple(contention_rows(COMM_DIR))
+
+
+@functools.cache
+def _ddp_rows() -> tuple[Any, ...]:
+    from sim.validate.comm import ddp_rows
+
+    return tuple(ddp_rows(COMM_DIR))
+
+
+def gen_comm_contention() -> str:
+    """docs/communication.md: the contention cells' |predicted - measured| slowdowns per regime and split."""
+    from sim.validate.comm import contention_quantities
+
+    names = {"device_bound": "device-bound", "host_bound": "host-bound (a call alone shorter than two "
+             "torch.distributed calls' host time)"}
+    lines = ["| cells (pp = predicted − measured slowdown) | n | median | max |", "|---|---|---:|---:|"]
+    for key, q in contention_quantities(list(_contention_rows())).items():
+        _, regime, split = key.split("/")
+        lines.append(f"| {names[regime]}, {split} | {int(q['n'])} | {q['median_abs_pp']:.1f} pp | {q['max_abs_pp']:.1f} pp |")
+    return "\n".join(lines) + "\n"
+
+
+def _cell(load: str, ar_mib: int, run: str) -> tuple[Any, Any]:
+    rows = [r for r in _contention_rows() if r.label == f"{load} x all-reduce {ar_mib} MiB [{run}]"]
+    if len(rows) != 2:
+        raise RuntimeError(f"no contention cell {load} x {ar_mib} MiB in run {run}: rewrite docs/communication.md")
+    return rows[0], rows[1]
+
+
+def fig_comm_cell(load: str, ar_mib: int, run: str) -> Generator:
+    """One cell: load / all-reduce slowdowns, predicted vs measured."""
+    def make() -> str:
+        ld, ar = _cell(load, ar_mib, run)
+        return (f"{ld.predicted_pct:+.1f} % / {ar.predicted_pct:+.1f} % predicted vs "
+                f"{ld.measured_pct:+.1f} % / {ar.measured_pct:+.1f} % measured")
+    return Generator(make, slow=True)
+
+
+def fig_comm_knife_edge() -> str:
+    """The all-reduce slowdown beside GEMM 4096x16384x4096 when the GEMM's call alone is 2 % shorter
+    or longer than measured (the cell w3, replayed as validate does)."""
+    import json
+
+    from sim.calibrate.comm_contention import simulate_cell
+    from sim.hardware import load_profile
+
+    hw = load_profile("h200-nvl2")
+    doc = json.loads((COMM_DIR / "w3" / "comm.json").read_text())
+    rec = next(r for r in doc["records"] if r.get("bench") == "contention_grid" and r.get("load") == "gemm_4096x16384x4096_bf16"
+               and r["allreduce_bytes"] == 256 << 20 and len(r["load_ranks"]) == 2)
+    load_us = rec["load_alone_us"] / rec["load_calls"]
+    ar_us = rec["comm_alone_us"] / rec["allreduce_calls"]
+    out = []
+    for f in (0.98, 1.02):
+        p = simulate_cell(hw, dict(rec["load_shape"]), rec["allreduce_bytes"], rec["load_calls"], rec["allreduce_calls"],
+                          load_us * f, ar_us)
+        out.append(f"{100 * (p.comm_slowdown - 1):+.1f} %")
+    return f"{out[0]} with the GEMM's call 2 % shorter, {out[1]} with it 2 % longer"
+
+
+def gen_comm_ddp() -> str:
+    """docs/communication.md: DDP's exposed communication per workload and token count, measured vs predicted."""
+    lines = ["| DDP workload [run] | split | measured | predicted | error |", "|---|---|---:|---:|---:|"]
+    for r in _ddp_rows():
+        err = r.predicted_us / r.measured_us - 1
+        lines.append(f"| {r.label} | {r.split} | {r.measured_us:.0f} µs | {r.predicted_us:.0f} µs | {err * 100:+.1f} % |")
+    return "\n".join(lines) + "\n"
+
+
+def fig_comm_ddp(split: str) -> Generator:
+    """DDP's exposed communication: median and max |error| of one split."""
+    def make() -> str:
+        import statistics
+
+        errs = [abs(r.predicted_us / r.measured_us - 1) for r in _ddp_rows() if r.split == split]
+        return f"median {statistics.median(errs) * 100:.1f} %, max {max(errs) * 100:.1f} %"
+    return Generator(make, slow=True)
+
+
+def fig_ddp_host(field_name: str) -> str:
+    """A host.ddp value of the h200-nvl2 profile, in µs."""
+    from sim.hardware import load_profile
+
+    value = getattr(load_profile("h200-nvl2"), field_name)
+    return f"{value * 1e6:.0f} µs"
+
+
+def fig_ddp_host_unseen() -> str:
+    """The DDP replay's host time per step against the measured one (cpu_enqueue, rank 0) on the 2-rank DDP
+    steps of workloads no fit uses: median |error| with and without sync."""
+    import json
+    import statistics
+
+    from sim.calibrate.comm_contention import CALIBRATED_DDP
+    from sim.calibrate.comm_fit import ddp_listed_host_us
+    from sim.hardware import load_profile
+
+    hw = load_profile("h200-nvl2")
+    coll_us = (hw.fabric.collective_host_s("all_reduce") or 0.0) * 1e6
+    errs: dict[bool, list[float]] = {True: [], False: []}
+    for run in sorted(p.name for p in COMM_DIR.iterdir() if (p / "comm.json").is_file()):
+        for r in json.loads((COMM_DIR / run / "comm.json").read_text())["records"]:
+            if r.get("bench") not in ("ddp_step", "ddp_variant") or r.get("world_size") != 2 or r.get("cpu_enqueue_us") is None:
+                continue
+            key = (r["hidden"], r["ffn"], r.get("layers", 1), float(r["bucket_cap_mb"]), bool(r.get("gradient_as_bucket_view")))
+            if key in CALIBRATED_DDP:
+                continue
+            for sync, measured in ((True, r["cpu_enqueue_us"]), (False, r["cpu_enqueue_no_comm_us"])):
+                listed, hooks = ddp_listed_host_us(*key[:4], r["tokens"], sync=sync, hw=hw, collective_host_us=coll_us)
+                model = listed + (hw.ddp_forward_s + hooks * hw.ddp_hook_s) * 1e6
+                errs[sync].append(abs(model / measured - 1))
+    n = len(errs[True])
+    return (f"{n} steps, median |error| {statistics.median(errs[True]) * 100:.0f} % with sync, "
+            f"{statistics.median(errs[False]) * 100:.0f} % under no_sync")
+
+
 PROSE: dict[str, Generator] = {
+    "comm-gemm8192-ar256": fig_comm_cell("gemm_8192x8192x8192_bf16", 256, "w3"),
+    "comm-gemm4096-ar256": fig_comm_cell("gemm_4096x4096x4096_bf16", 256, "w3"),
+    "comm-knife-edge-cell": fig_comm_cell("gemm_4096x16384x4096_bf16", 256, "w3"),
+    "comm-knife-edge-shifted": Generator(fig_comm_knife_edge, slow=True),
+    "comm-host-bound-2048": fig_comm_cell("gemm_2048x2048x2048_bf16", 4, "w3"),
+    "comm-ddp-calibrated": fig_comm_ddp("calibrated"),
+    "comm-ddp-unseen": fig_comm_ddp("unseen"),
+    "comm-ddp-host-forward": Generator(lambda: fig_ddp_host("ddp_forward_s"), slow=False),
+    "comm-ddp-host-hook": Generator(lambda: fig_ddp_host("ddp_hook_s"), slow=False),
+    "comm-ddp-host-unseen": Generator(fig_ddp_host_unseen, slow=False),
     "seed-b8192-loss": Generator(fig_seed_b8192_loss, slow=False),
     "seed-compiled-wins": Generator(fig_seed_compiled_wins, slow=False),
     "seed-compiled-worst-tokens": Generator(fig_seed_compiled_worst_tokens, slow=False),
