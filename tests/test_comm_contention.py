@@ -92,6 +92,19 @@ def test_ddp_host_fit_is_the_calibrated_steps_host_less_the_listed_ops() -> None
     assert 0 < hook_us < fwd_us
 
 
+def test_a_cell_on_a_phase_knife_edge_is_the_mean_over_the_load_calls_spread() -> None:
+    # GEMM 4096x16384x4096 (778 us a call alone) vs 256 MiB all-reduces (949 us): whether each
+    # all-reduce waits for a whole GEMM flips with a 2 % change of the GEMM's call
+    hw = load_profile("h200-nvl2")
+    load = {"m": 4096, "n": 16384, "k": 4096}
+    runs = [simulate_cell(hw, load, 256 * MIB, 12, 10, 778.0 * f, 949.0).comm_slowdown for f in (0.98, 1.0)]
+    assert runs[0] > 1.2 and runs[1] < 1.05
+    averaged = simulate_cell(hw, load, 256 * MIB, 12, 10, 778.0, 949.0, phase_spread=0.02)
+    assert runs[1] < averaged.comm_slowdown < runs[0]
+    assert simulate_cell(hw, load, 256 * MIB, 12, 10, 778.0, 949.0, phase_spread=0.0) == \
+        simulate_cell(hw, load, 256 * MIB, 12, 10, 778.0, 949.0)
+
+
 def test_cell_issues_the_harness_calls_interleaved() -> None:
     names = [o.name for o in cell_workload({"m": 256, "n": 256, "k": 256}, 4 * MIB, 2, 3).build({"ranks": 2}).ops]
     assert names == ["ar0", "load0", "ar1", "load1", "ar2"]

@@ -91,6 +91,16 @@ def _runs(comm_dir: Path) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
+def _load_spread(rec: dict[str, Any]) -> float:
+    """The relative spread (population standard deviation / mean) of a cell's load windows alone,
+    0 where the record keeps no samples."""
+    samples = (rec.get("samples") or {}).get("load_alone_us") or []
+    values = [float(x) for x in samples]
+    if len(values) < 2:
+        return 0.0
+    return statistics.pstdev(values) / statistics.mean(values)
+
+
 def contention_rows(comm_dir: Path, profile: str = "h200-nvl2", split: str | None = None) -> list[SlowdownRow]:
     """Every two-rank contention cell with the load on both ranks (of one split, if given), measured
     vs the engine replaying the harness's program (load kernels anchored at their measured time alone)."""
@@ -124,8 +134,11 @@ def contention_rows(comm_dir: Path, profile: str = "h200-nvl2", split: str | Non
             # tested, not the GEMM, copy or collective model); host-bound: the all-reduce alone is the
             # issue loop's pace, so it keeps its modeled device time
             ar_call_us = float(rec["comm_alone_us"]) / int(rec["allreduce_calls"]) if regime == "device" else None
+            # device-bound: averaged over the load call's measured spread (the windows alone), since
+            # the order in which the two streams' calls end decides the sharing (simulate_cell)
+            spread = _load_spread(rec) if regime == "device" else 0.0
             pred = simulate_cell(hw, load, ar_bytes, int(rec["load_calls"]), int(rec["allreduce_calls"]),
-                                 float(rec["load_alone_us"]) / int(rec["load_calls"]), ar_call_us)
+                                 float(rec["load_alone_us"]) / int(rec["load_calls"]), ar_call_us, spread)
             rows.append(SlowdownRow(run, label, "load", cell_split, 100 * (float(rec["load_slowdown"]) - 1),
                                     100 * (pred.load_slowdown - 1), regime))
             rows.append(SlowdownRow(run, label, "all-reduce", cell_split, 100 * (float(rec["comm_slowdown"]) - 1),
