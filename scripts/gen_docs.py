@@ -311,6 +311,8 @@ BLOCKS: dict[str, Generator] = {
     "traces-host-context": Generator(lambda: gen_traces_host_context(), slow=True),  # kernelsim validate
     "comm-contention": Generator(lambda: gen_comm_contention(), slow=True),  # the engine replays the cells
     "comm-ddp": Generator(lambda: gen_comm_ddp(), slow=True),
+    "host-validation": Generator(lambda: gen_host_validation(), slow=True),  # kernelsim validate (issue 15)
+    "host-config-spread": Generator(lambda: gen_host_config_spread(), slow=True),
 }
 
 
@@ -494,6 +496,90 @@ def gen_traces_host_context() -> str:
             raise RuntimeError(f"no held-out host-context rows for {path} {what}: rewrite docs/traces.md")
         n, med, top = cells(groups)
         lines.append(f"| {path} | {what} ({n}) | {med} | {top} |")
+    return "\n".join(lines) + "\n"
+
+
+def _host_machine_rows() -> tuple[list[Any], list[Any], list[Any], list[Any]]:
+    """`kernelsim validate`'s host rows and gains: fitted machines (A/B/C), held-out machine (F)."""
+    from sim.hardware import load_profile
+    from sim.validate.host import heldout_machine_rows, host_rows
+
+    validation_run()  # host_rows caches per process: validate has replayed these traces already
+    hw = load_profile("h200-measured", ROOT, path="hardware")
+    rows, gains = host_rows(ROOT / "calibration" / "h200" / "host_context", hw)
+    mrows, mgains = heldout_machine_rows(ROOT, hw)
+    return rows, gains, mrows, mgains
+
+
+def gen_host_validation() -> str:
+    """docs/host.md: per prediction path and kind of step, |error| on the fitted machines' held-out configs
+    and on the machine held out by machine (its held-out configs, and the configs fitted elsewhere)."""
+    import statistics
+
+    from sim.validate.host import HELDOUT_MACHINE, HELDOUT_MACHINE_FIT_CONFIG, gain_groups
+
+    rows, gains, mrows, mgains = _host_machine_rows()
+
+    def cell(errs: list[float]) -> str:
+        if not errs:
+            return "— | — | —"
+        return f"{len(errs)} | {statistics.median(errs) * 100:.1f} % | {max(errs) * 100:.1f} %"
+
+    def errs(rs: list[Any], family: str, split: str) -> list[float]:
+        return [abs(r.error) for r in rs if r.family == family and r.split == split]
+
+    lines = ["| path / kind | A–C held-out n | median | max | F held-out n | median | max | "
+             "F fit-config n | median | max |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for fam in sorted({r.family for r in rows}, key=lambda f: (f != "trace_predict", f)):
+        lines.append(f"| {fam} | {cell(errs(rows, fam, 'held-out'))} | {cell(errs(mrows, fam, HELDOUT_MACHINE))} | "
+                     f"{cell(errs(mrows, fam, HELDOUT_MACHINE_FIT_CONFIG))} |")
+    lines += ["", "| gain over eager (held-out pairs) | A–C pairs | median |error| | F pairs | median |error| |",
+              "| --- | ---: | ---: | ---: | ---: |"]
+    abc, f = gain_groups(gains), gain_groups(mgains)
+    def g(grp: dict[str, list[Any]], key: str) -> str:
+        if key not in grp:
+            return "— | —"
+        return f"{len(grp[key])} | {statistics.median(abs(x.error_pp) for x in grp[key]):.1f} pp"
+
+    for key in sorted(set(abc) | set(f)):
+        lines.append(f"| {key} | {g(abc, key)} | {g(f, key)} |")
+    return "\n".join(lines) + "\n"
+
+
+def gen_host_config_spread() -> str:
+    """docs/host.md: trace predict's signed error of every traced config on each machine, and the
+    spread of the traced steps' host span within one trace (max/min − 1 of its ProfilerStep spans)."""
+    import gzip
+
+    rows, _, mrows, _ = _host_machine_rows()
+    by: dict[str, dict[str, float]] = {}
+    for r in [*rows, *mrows]:
+        if r.family == "trace_predict":
+            machine, config = r.label.split("/", 1)
+            by.setdefault(config, {})[machine] = r.error
+    machines = sorted({m for v in by.values() for m in v})
+
+    def step_spread(machine: str, config: str) -> float | None:
+        base = ROOT / "calibration" / "h200" / "host_context" / machine / "traces"
+        if not base.is_dir():
+            base = ROOT / "validation" / "h200" / f"machine_{machine}" / "host_context" / "traces"
+        p = base / f"{config}.json.gz"
+        if not p.is_file():
+            return None
+        doc = json.loads(gzip.open(p).read())
+        spans = [float(e["dur"]) for e in doc.get("traceEvents", [])
+                 if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith("ProfilerStep#")]
+        return max(spans) / min(spans) - 1.0 if len(spans) > 1 and min(spans) > 0 else None
+
+    head = " | ".join(machines)
+    lines = [f"| config | {head} | spread of errors | traced steps' span spread (max over machines) |",
+             "| --- | " + " | ".join("---:" for _ in machines) + " | ---: | ---: |"]
+    for config in sorted(by, key=lambda c: -max(abs(e) for e in by[c].values())):
+        e = by[config]
+        cells = " | ".join(f"{e[m] * 100:+.1f} %" if m in e else "—" for m in machines)
+        spreads = [x for x in (step_spread(m, config) for m in machines) if x is not None]
+        spread = f"{max(spreads) * 100:.0f} %" if spreads else "—"
+        lines.append(f"| {config} | {cells} | {(max(e.values()) - min(e.values())) * 100:.1f} pp | {spread} |")
     return "\n".join(lines) + "\n"
 
 

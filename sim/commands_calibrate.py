@@ -126,6 +126,7 @@ def cmd_validate(args: Any, console: Console) -> int:
                           f"where |measured gain| > 3%: {wrong}; ranking wrong in {int(rank.get('wrong_buckets', 0))} of "
                           f"{int(rank.get('n', 0))} buckets")
     gain_lines += host_gain_lines(v.host_gains)
+    gain_lines += [line.replace('host gains ', 'host gains (held-out machine) ', 1) for line in host_gain_lines(v.machine_gains)]
     gain_lines += contention_lines(v.slowdowns)
     for line in gain_lines:
         console.print(escape(line))

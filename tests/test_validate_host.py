@@ -110,3 +110,37 @@ def test_nll_loss_reads_one_value_per_row() -> None:
     _, trace = replay(path, load_profile("h200-measured"), "predict")
     nll = [c.time_s for op, c in zip(trace.graph.ops, trace.costs, strict=True) if c is not None and "nll_loss" in op.name]
     assert len(nll) == 2 and max(nll) < 50e-6
+
+
+def test_trace_predict_reads_every_traced_step() -> None:
+    """One traced step is one sample of a drifting host: trace predict reads all of a trace's
+    ProfilerSteps (last first), and a CUDA-graph trace keeps at least its last one."""
+    from sim.validate.host import traced_steps
+
+    host = ROOT / "calibration" / "h200" / "host_context" / "B" / "traces"
+    steps = traced_steps(host / "mlp_train_t8192.json.gz")
+    assert [s.events.step.name for s in steps] == ["ProfilerStep#4", "ProfilerStep#3", "ProfilerStep#2"]
+    assert len({round(s.measured_time_us) for s in steps}) == 3  # the steps differ (6.8 / 5.6 / 5.6 ms spans)
+    graph = traced_steps(host / "decode_b64_graph.json.gz")
+    assert graph and graph[0].events.step.name == "ProfilerStep#4"
+
+
+def test_heldout_machine_rows_have_their_own_splits(folder: Path, tmp_path: Path) -> None:
+    """A machine held out by machine (validation/h200/machine_F) validates under its own splits:
+    `heldout_machine` for configs no fit used, `heldout_machine_fitcfg` for the fit's configs; labels
+    name the machine, and its gains are grouped like the fitted machines' held-out pairs."""
+    from sim.validate.host import (
+        HELDOUT_MACHINE,
+        HELDOUT_MACHINE_FIT_CONFIG,
+        gain_groups,
+        heldout_machine_rows,
+    )
+
+    shutil.copytree(folder, tmp_path / "validation" / "h200" / "machine_F" / "host_context")
+    rows, gains = heldout_machine_rows(tmp_path, load_profile("h200-measured"))
+    assert len(rows) == 10 and all(r.label.startswith("F/") for r in rows)
+    splits = {r.label: r.split for r in rows}
+    assert splits["F/gpt_train_b4_s1024"] == HELDOUT_MACHINE_FIT_CONFIG
+    assert splits["F/decode_b8_nograd"] == HELDOUT_MACHINE
+    assert "trace/cuda_graph" in gain_groups(gains)
+    assert heldout_machine_rows(tmp_path / "nothing", load_profile("h200-measured")) == ([], [])

@@ -27,6 +27,13 @@ from sim.validate.steps import GainRow
 
 HOST_TABLE = "host"
 REFERENCE = "sync_us"
+# Machines held out by machine: the same steps and traces recorded on an H200 VM that no fit,
+# correction or threshold before validation v10 saw (validation/h200/machine_<X>/host_context).
+# Their rows get their own splits: a config no fit used ("unseen" on the fitted machines) is
+# HELDOUT_MACHINE; a config the fits used on the other machines is HELDOUT_MACHINE_FIT_CONFIG.
+HELDOUT_MACHINE_DIRS = ("validation/h200/machine_F/host_context",)
+HELDOUT_MACHINE = "heldout_machine"
+HELDOUT_MACHINE_FIT_CONFIG = "heldout_machine_fitcfg"
 
 
 @dataclass(frozen=True)
@@ -82,22 +89,49 @@ def host_cases(folder: Path) -> list[HostCase]:
     return out
 
 
-def predict(case: HostCase, hw: Hardware) -> dict[str, float]:
-    """Predicted step time (us) of one case on both paths."""
+MAX_TRACED_STEPS = 8  # traced steps a trace predict median reads, counting back from the last
+
+
+def traced_steps(path: Path) -> list[Any]:
+    """Every traced step of `path` the importer reads, last first (`ProfilerStep#N` markers; a
+    CUDA-graph trace's earlier steps, whose graph launch the importer cannot link, are left out)."""
+    from sim.errors import InputError
     from sim.ingest import import_trace
+
+    key = str(path.resolve())
+    if key not in _IMPORTED:
+        steps = []
+        for k in range(1, MAX_TRACED_STEPS + 1):
+            try:
+                steps.append(import_trace(path, str(-k)))
+            except InputError as e:
+                if "no such step" in str(e) or "no ProfilerStep# markers" in str(e):
+                    break
+                if k == 1:
+                    raise
+        _IMPORTED[key] = steps
+    return _IMPORTED[key]
+
+
+def predict(case: HostCase, hw: Hardware) -> dict[str, float]:
+    """Predicted step time (us) of one case on both paths. The reference `sync_us` is a median over
+    many unprofiled steps, and one traced step is one sample of a host whose speed varies from step
+    to step (the three traced steps of one trace differ in span by up to ~25 %, docs/host.md): trace
+    predict is the median of the predictions of every traced step. `--host model` prices the host
+    itself and replays the last step only."""
+    import statistics
+
     from sim.replay import replay
 
-    key = str(case.trace.resolve())
-    step = _IMPORTED.get(key)
-    if step is None:
-        step = _IMPORTED[key] = import_trace(case.trace)
-    trace = replay(case.trace, hw, "predict", idle_start=True, imported=step)[0]["predicted_time_us"]
-    model = replay(case.trace, hw, "predict", host="model", idle_start=True, imported=step)[0]["predicted_time_us"]
+    steps = traced_steps(case.trace)
+    trace = statistics.median(float(replay(case.trace, hw, "predict", idle_start=True, imported=s)[0]["predicted_time_us"])
+                              for s in steps)
+    model = replay(case.trace, hw, "predict", host="model", idle_start=True, imported=steps[0])[0]["predicted_time_us"]
     return {"trace": float(trace), "model": float(model)}
 
 
 _CACHE: dict[tuple[str, str, str], tuple[list[Row], list[GainRow]]] = {}
-_IMPORTED: dict[str, Any] = {}  # trace path -> its imported last step (a trace's import does not depend on the profile)
+_IMPORTED: dict[str, list[Any]] = {}  # trace path -> its imported steps, last first (independent of the profile)
 
 
 def _pairs(cases: list[HostCase]) -> list[tuple[HostCase, HostCase, str]]:
@@ -143,6 +177,27 @@ def _host_rows(folder: Path, hw: Hardware) -> tuple[list[Row], list[GainRow]]:
             predicted = 1.0 - preds[var.config][path] / preds[eager.config][path]
             split = var.trace_split if path == "trace" else var.split
             gains.append(GainRow(f"host/{path}", eager.config, f"{label} ({split})", measured, predicted))
+    return rows, gains
+
+
+def heldout_machine_rows(root: Path, hw: Hardware) -> tuple[list[Row], list[GainRow]]:
+    """Rows and gains of the machines held out by machine (HELDOUT_MACHINE_DIRS under `root`), labelled
+    `<machine>/<config>` and split HELDOUT_MACHINE / HELDOUT_MACHINE_FIT_CONFIG; gains keep their variant
+    (`compiled (held-out)`), so `gain_groups` picks the held-out-config pairs."""
+    import dataclasses
+
+    rows: list[Row] = []
+    gains: list[GainRow] = []
+    for rel in HELDOUT_MACHINE_DIRS:
+        folder = root / rel
+        if not folder.is_dir():
+            continue
+        machine = folder.parent.name.removeprefix("machine_")
+        r, g = host_rows(folder, hw)
+        rows += [dataclasses.replace(x, label=f"{machine}/{x.label}",
+                                     split=HELDOUT_MACHINE if x.split == "held-out" else HELDOUT_MACHINE_FIT_CONFIG)
+                 for x in r]
+        gains += [dataclasses.replace(x, bucket=f"{machine}/{x.bucket}") for x in g]
     return rows, gains
 
 

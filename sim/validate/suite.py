@@ -27,7 +27,7 @@ from sim.validate.core import (
     measured_quantities,
     summarize,
 )
-from sim.validate.host import gain_groups, host_rows
+from sim.validate.host import HELDOUT_MACHINE, gain_groups, heldout_machine_rows, host_rows
 from sim.validate.steps import GainRow, StepResults, step_rows
 from sim.validate.wave2 import contention_validation, wave2_rows
 
@@ -49,6 +49,7 @@ class Validation:
     coverage: dict[str, Any]
     report: GateReport
     slowdowns: Any  # the contention validation's rows (sim.validate.wave2.contention_validation)
+    machine_gains: list[GainRow] = dataclasses.field(default_factory=list)  # host gains on machines held out by machine
 
 
 def _quiet(text: str) -> AbstractContextManager[Any]:
@@ -71,6 +72,9 @@ def run_validation(profile: str, base: str, raw: Path, cases: Path, thresholds_p
         # issue 15: host time in real models; the configs the host fit may use are "calibrated"
         hrows, hgains = host_rows(raw.parent / "host_context", hw)
         rows += [dataclasses.replace(r, split="calibrated" if r.split == "fit" else "unseen") for r in hrows]
+        # the same steps on a machine held out by machine (never fitted; validation/h200/machine_F)
+        mrows, mgains = heldout_machine_rows(raw.parent.parent.parent, hw)
+        rows += mrows
         # second measurement wave: held-out kernels (issue 18) and collectives on two GPUs (issue 20)
         rows += wave2_rows(hw, raw.parent.parent.parent)
     gains, ranks = steps.gains, steps.ranks
@@ -90,6 +94,10 @@ def run_validation(profile: str, base: str, raw: Path, cases: Path, thresholds_p
     for key, grp in gain_groups(hgains).items():
         errs = [abs(g.error_pp) for g in grp]
         measured[f"host_gains/{key}"] = {"median_abs_pp": statistics.median(errs), "n": float(len(errs))}
+    for key, grp in gain_groups(mgains).items():
+        errs = [abs(g.error_pp) for g in grp]
+        measured[f"host_gains/{key}/{HELDOUT_MACHINE}"] = {"median_abs_pp": statistics.median(errs),
+                                                            "n": float(len(errs))}
     # issue 20: slowdowns of a load and all-reduces on two streams of two GPUs, in percentage points
     slowdowns = contention_validation(raw.parent.parent.parent)
     measured.update(contention_quantities(slowdowns))
@@ -104,7 +112,7 @@ def run_validation(profile: str, base: str, raw: Path, cases: Path, thresholds_p
                 measured[f"bands/{kind}/{how}"] = {"coverage": c.share, "n": float(c.n)}
     report = check(measured, thresholds, str(thresholds_path))
     return Validation(hw, idle, rows, steps, hgains, summaries, measured, gain_stats, time_samples, gain_samples,
-                      coverage, report, slowdowns)
+                      coverage, report, slowdowns, mgains)
 
 
 def validation_document(v: Validation) -> dict[str, Any]:
