@@ -53,7 +53,7 @@ def json_schema_text(kind: str) -> str:
 
 # -- examples (checked by tests/test_reference.py against the models) ------------------------------
 
-OP_EXAMPLES: dict[str, str] = {
+_BUILTIN_EXAMPLES: dict[str, str] = {  # op kinds defined as plugins carry their own (sim.ops)
     "gemm": "{name: fc1, kind: gemm, m: tokens, n: ffn, k: hidden, reads: [x, w1], writes: [h]}",
     "elementwise": "{name: gelu, kind: elementwise, reads: [h], writes: [g], math: {gelu: 1}}",
     "reduction": "{name: bias_grad, kind: reduction, rows: tokens, cols: ffn, axis: rows, reads: [dg], "
@@ -66,12 +66,18 @@ OP_EXAMPLES: dict[str, str] = {
                   "group: data, stream: 1}",
     "host": "{name: optimizer_py, kind: host, duration_us: 40, framework_ops: 12}",
     "sync": "{name: step_end, kind: sync}",
-    "sort": "{name: sort_ids, kind: sort, numel: tokens, key_bits: 17, reads: [ids, pos], writes: [ids_sorted, perm]}",
-    "scan": "{name: offsets, kind: scan, numel: tokens, reads: [counts], writes: [offs]}",
-    "unique": "{name: uniq_ids, kind: unique, numel: tokens, reads: [ids_sorted], writes: [uniq]}",
     "repeat": "{kind: repeat, name: layer, count: layers, ops: [{name: mm, kind: gemm, m: tokens, n: hidden, "
               "k: hidden, reads: [x], writes: [x]}]}",
 }
+
+
+def op_examples() -> dict[str, str]:
+    """One example entry per op kind, in the workload schema's order (plugins' examples from sim.ops)."""
+    from sim.ops import examples
+    from sim.schema.workload import op_kinds
+
+    known = {**_BUILTIN_EXAMPLES, **examples()}
+    return {kind: known[kind] for kind in op_kinds()}
 
 TRANSFORM_EXAMPLES: dict[str, str] = {
     "fuse": "{fuse: {ops: [bias, gelu, dropout], name: bgd, launch: {block: 128, elems_per_thread: 8}}}",
@@ -279,7 +285,7 @@ def _op_models() -> dict[tuple[str, ...], type[BaseModel]]:
     from sim.schema import workload as w
 
     models: dict[tuple[str, ...], type[BaseModel]] = {}
-    for m in get_args(get_args(w.Entry)[0]):
+    for m in w.op_models():
         models[tuple(get_args(m.model_fields["kind"].annotation))] = m
     return models
 
@@ -321,6 +327,7 @@ def reference_markdown() -> str:
     from sim.schema.workload import OpBase, RepeatBlock
 
     ops = _op_models()
+    examples = op_examples()
     transforms = _transform_models()
     out = [
         "# File reference",
@@ -359,7 +366,7 @@ def reference_markdown() -> str:
         if _doc(m):
             out += [_doc(m), ""]
         out += _fields_table(m, skip=common if m is not RepeatBlock else set()) + ["", "```yaml"]
-        out += [f"- {OP_EXAMPLES[k]}" for k in kinds] + ["```", ""]
+        out += [f"- {examples[k]}" for k in kinds] + ["```", ""]
     done |= op_set | {OpBase}
     op_models: list[type[BaseModel]] = [OpBase, *ops.values()]  # a list: the order must not depend on hashes
     out += _sections([n for m in op_models for n in _walk(m, stop=set())], done)

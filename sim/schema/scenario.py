@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from sim.schema.serving import ServingSpec
-from sim.schema.workload import Bucket, Expr, Launch, Mode, Op
+from sim.schema.workload import Bucket, Expr, Launch, Mode, Op, uses_op_union
 
 
 class Strict(BaseModel):
@@ -86,6 +86,9 @@ class InsertArgs(Strict):
         if (self.before is None) == (self.after is None):
             raise ValueError("give exactly one of 'before' or 'after'")
         return self
+
+
+uses_op_union(InsertArgs, "op", entries=False, many=False)  # an op kind defined later (sim.ops) is inserted too
 
 
 class RemoveArgs(Strict):
