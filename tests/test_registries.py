@@ -36,3 +36,23 @@ def test_every_transform_key_is_implemented_and_documented() -> None:
         f"no function: {set(TRANSFORM_KEYS) - set(registered_transforms())}; " \
         f"not in the schema: {set(registered_transforms()) - set(TRANSFORM_KEYS)}"
     assert list(TRANSFORM_EXAMPLES) == list(TRANSFORM_KEYS)
+
+
+def test_every_plugin_file_is_imported_by_the_registry_once() -> None:
+    """sim/ops/: one file per plugin, one line per file in registry.py (docs/extending.md)."""
+    import re
+    from pathlib import Path
+
+    ops = Path(__file__).resolve().parents[1] / "sim" / "ops"
+    files = sorted(p.stem for p in ops.glob("*.py") if p.stem not in ("__init__", "registry"))
+    lines = re.findall(r"^from sim\.ops import (\w+)  # noqa: F401", (ops / "registry.py").read_text(), flags=re.M)
+    assert sorted(lines) == files
+
+
+def test_plugin_kinds_are_listed_in_every_layer() -> None:
+    from sim.ops import defined
+
+    for op_kind in defined():
+        for kind in op_kind.kinds:
+            assert kind in op_kinds() and kind in KERNEL_KINDS and kind in registered_kinds(), kind
+            assert op_examples()[kind] == op_kind.examples[kind]
