@@ -71,6 +71,15 @@ _BUILTIN_EXAMPLES: dict[str, str] = {  # op kinds defined as plugins carry their
 }
 
 
+def transform_examples() -> dict[str, str]:
+    """One example per transform, in the scenario schema's order (defined transforms' from sim.transforms)."""
+    from sim.schema.scenario import transform_keys
+    from sim.transforms import examples
+
+    known = {**_BUILTIN_TRANSFORM_EXAMPLES, **examples()}
+    return {key: known[key] for key in transform_keys()}
+
+
 def op_examples() -> dict[str, str]:
     """One example entry per op kind, in the workload schema's order (plugins' examples from sim.ops)."""
     from sim.ops import examples
@@ -79,7 +88,7 @@ def op_examples() -> dict[str, str]:
     known = {**_BUILTIN_EXAMPLES, **examples()}
     return {kind: known[kind] for kind in op_kinds()}
 
-TRANSFORM_EXAMPLES: dict[str, str] = {
+_BUILTIN_TRANSFORM_EXAMPLES: dict[str, str] = {  # transforms made with sim.transforms.define carry their own
     "fuse": "{fuse: {ops: [bias, gelu, dropout], name: bgd, launch: {block: 128, elems_per_thread: 8}}}",
     "mode": "{mode: {mode: compiled, ops: [bias, gelu, dropout]}}",
     "set_launch": "{set_launch: {op: gelu, launch: {block: 256, elems_per_thread: 4}}}",
@@ -90,7 +99,6 @@ TRANSFORM_EXAMPLES: dict[str, str] = {
                 "else: []}}",
     "specialize": "{specialize: {op: fc1, when: 'tokens <= 512', pad: {k: 'round_up(k, 64)'}}}",
     "swap": "{swap: {kind: gemm, library: cutlass}}",
-    "relayout": "{relayout: {tensor: h, conversion: transpose, consumers: [fc2]}}",
 }
 
 
@@ -167,9 +175,6 @@ KEY_NOTES: dict[tuple[str, str], str] = {
     ("SpecializeArgs", "library"): "implementation of the specialized kernel",
     ("SpecializeArgs", "path"): "path name in results", ("SwapArgs", "ops"): "these ops",
     ("SwapArgs", "kind"): "every op of this kind", ("SwapArgs", "library"): "a library named in the profile's `libraries`",
-    ("RelayoutArgs", "tensor"): "the tensor to store in another layout",
-    ("RelayoutArgs", "conversion"): "the conversion kernel", ("RelayoutArgs", "consumers"): "ops that read the converted copy",
-    ("RelayoutArgs", "name"): "the conversion op's name",
     ("FuseArgs", "ops"): "ops to fuse (at least 2), in program order", ("FuseArgs", "name"): "the fused op's name",
     ("FuseArgs", "launch"): "the fused kernel's launch configuration", ("FuseArgs", "library"): "its implementation",
 }
@@ -291,10 +296,10 @@ def _op_models() -> dict[tuple[str, ...], type[BaseModel]]:
 
 
 def _transform_models() -> dict[str, type[BaseModel]]:
-    from sim.schema.scenario import TRANSFORM_KEYS, TransformSpec
+    from sim.schema.scenario import TransformSpec, transform_keys
 
     out: dict[str, type[BaseModel]] = {}
-    for key in TRANSFORM_KEYS:
+    for key in transform_keys():
         (model,) = [m for m in _nested_models(TransformSpec.model_fields[key].annotation)]
         out[key] = model
     return out
@@ -397,7 +402,7 @@ def reference_markdown() -> str:
         out += [f"### `{key}`", ""]
         if _doc(m):
             out += [_doc(m), ""]
-        out += _fields_table(m) + ["", "```yaml", f"- {TRANSFORM_EXAMPLES[key]}", "```", ""]
+        out += _fields_table(m) + ["", "```yaml", f"- {transform_examples()[key]}", "```", ""]
     done |= transform_set | {TransformSpec}
     out += _sections([n for m in transforms.values() for n in _walk(m, stop=set())], done)
     out += [

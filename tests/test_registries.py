@@ -1,14 +1,14 @@
 """Op kinds and transforms are listed in one place per layer and the lists agree. Op kinds: the schema's union (op_kinds() is
 derived from it), the graph's kernel / host split, the cost model's registry, the reference
-examples. Transforms: the scenario schema's TransformSpec fields (TRANSFORM_KEYS is derived from
+examples. Transforms: the scenario schema's TransformSpec fields (transform_keys() is derived from
 them), the transforms registry, the reference examples. Adding one that misses a list fails here."""
 
 from __future__ import annotations
 
 from sim.costmodel import registered_kinds
 from sim.graph import HOST_KINDS, KERNEL_KINDS
-from sim.reference import TRANSFORM_EXAMPLES, op_examples
-from sim.schema.scenario import TRANSFORM_KEYS
+from sim.reference import op_examples, transform_examples
+from sim.schema.scenario import transform_keys
 from sim.schema.workload import op_kinds
 from sim.transforms import registered_transforms
 
@@ -32,10 +32,10 @@ def test_every_kind_has_a_reference_example() -> None:
 
 
 def test_every_transform_key_is_implemented_and_documented() -> None:
-    assert set(registered_transforms()) == set(TRANSFORM_KEYS), \
-        f"no function: {set(TRANSFORM_KEYS) - set(registered_transforms())}; " \
-        f"not in the schema: {set(registered_transforms()) - set(TRANSFORM_KEYS)}"
-    assert list(TRANSFORM_EXAMPLES) == list(TRANSFORM_KEYS)
+    assert set(registered_transforms()) == set(transform_keys()), \
+        f"no function: {set(transform_keys()) - set(registered_transforms())}; " \
+        f"not in the schema: {set(registered_transforms()) - set(transform_keys())}"
+    assert list(transform_examples()) == list(transform_keys())
 
 
 def test_every_plugin_file_is_imported_by_the_registry_once() -> None:

@@ -278,7 +278,12 @@ def add_op_model(model: type[OpBase]) -> None:
         union = entry_union() if entries else op_union()
         annotation = cast(Any, list)[union] if many else union
         owner.__pydantic_fields__[name] = FieldInfo.merge_field_infos(owner.model_fields[name], annotation=annotation)
-    for owner in _containers({owner for owner, *_ in _OP_FIELDS}):
+    rebuild_with_containers({owner for owner, *_ in _OP_FIELDS})
+
+
+def rebuild_with_containers(owners: set[type[BaseModel]]) -> None:
+    """Rebuild models whose fields changed, and every schema model that contains one, inner models first."""
+    for owner in _containers(owners):
         owner.model_rebuild(force=True)
 
 

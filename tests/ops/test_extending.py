@@ -23,6 +23,9 @@ import sim.ops
 tmp = Path(sys.argv[1])
 sim.ops.__path__.append(str(tmp))  # the plugin file sits in sim/ops/
 exec((tmp / "registry_line.py").read_text())  # the documented registry line
+import sim.transforms
+sim.transforms.__path__.append(str(tmp / "transforms"))  # the transform file sits in sim/transforms/
+exec((tmp / "transforms" / "import_line.py").read_text())
 
 from sim.api import run
 from sim.costmodel import kernel_cost, registered_kinds
@@ -31,7 +34,8 @@ from sim.hardware import load_profile
 from sim.ingest.families import kernel_family
 from sim.ingest.kineto import CpuOp, GpuActivity
 from sim.ingest.shapes import infer_op
-from sim.reference import op_examples, reference_markdown
+from sim.reference import op_examples, reference_markdown, transform_examples
+from sim.schema.scenario import transform_keys
 from sim.schema.workload import op_kinds
 from sim.workload import load_workload
 
@@ -50,7 +54,8 @@ print(json.dumps({
     "kinds": list(op_kinds()), "kernel": "histogram" in KERNEL_KINDS, "costed": "histogram" in registered_kinds(),
     "example": op_examples().get("histogram"), "in_reference": "`histogram`" in reference_markdown(),
     "cost_us": cost.time_s * 1e6, "limiter": cost.limiter, "hbm_bytes": cost.hbm_bytes,
-    "run": result, "family": family, "inferred": inferred.fields if inferred else None,
+    "run": result, "family": family, "transforms": list(transform_keys()),
+    "transform_example": transform_examples().get("rebin"), "inferred": inferred.fields if inferred else None,
 }))
 """
 
@@ -62,7 +67,10 @@ def _blocks(lang: str) -> list[str]:
 @pytest.fixture(scope="module")
 def plugin_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
     tmp = tmp_path_factory.mktemp("plugin")
-    plugin, registry_line = _blocks("python")
+    plugin, registry_line, transform, import_line = _blocks("python")
+    (tmp / "transforms").mkdir()
+    (tmp / "transforms" / "rebin.py").write_text(transform)
+    (tmp / "transforms" / "import_line.py").write_text(import_line)
     workload, scenario = _blocks("yaml")
     (tmp / "histogram.py").write_text(plugin)
     (tmp / "registry_line.py").write_text(registry_line)
@@ -80,6 +88,10 @@ def test_the_registry_line_is_the_shipped_registrys_form() -> None:
     shipped = (ROOT / "sim" / "ops" / "registry.py").read_text()
     assert re.fullmatch(r"from sim\.ops import (\w+)  # noqa: F401 - .*", line)
     assert re.search(r"^from sim\.ops import sortscan  # noqa: F401 - ", shipped, flags=re.M)
+    (line,) = _blocks("python")[3].strip().splitlines()
+    assert line == "from sim.transforms import rebin  # noqa: E402,F401,I001"
+    shipped = (ROOT / "sim" / "transforms" / "__init__.py").read_text()
+    assert "\nfrom sim.transforms import relayout  # noqa: E402,F401,I001\n" in shipped
 
 
 def test_one_file_and_one_line_list_the_kind_in_every_layer(plugin_run: dict) -> None:
@@ -110,3 +122,12 @@ def test_the_scenario_runs_with_the_new_kind_and_inserts_it(plugin_run: dict) ->
 def test_a_trace_kernel_of_the_kind_imports_with_its_shapes(plugin_run: dict) -> None:
     assert plugin_run["family"] == "histogram"
     assert plugin_run["inferred"] == {"kind": "histogram", "numel": 32 * 1024, "bins": 128, "dtype": "bf16"}
+
+
+def test_the_transform_file_adds_a_scenario_key_that_changes_the_op(plugin_run: dict) -> None:
+    assert plugin_run["transforms"][-2:] == ["relayout", "rebin"]
+    assert plugin_run["transform_example"] == "{rebin: {ops: [expert_load], bins: 128}}"
+    (hw,) = plugin_run["run"]["hardware"]
+    variants = {v["name"]: v for v in hw["variants"]}
+    for b0, b1 in zip(variants["baseline"]["buckets"], variants["more_bins"]["buckets"], strict=True):
+        assert b1["hbm_bytes"] - b0["hbm_bytes"] == (128 - 64) * 4  # 64 more fp32 counts written
