@@ -18,6 +18,7 @@ import importlib
 from sim.version import __version__
 
 try:
+    importlib.import_module("sim.ops")  # the op kinds defined as plugins, listed in every layer before any use
     importlib.import_module("sim.run")  # before `run` is bound below: loading a subpackage sets the attribute
 except ModuleNotFoundError:
     # The GPU measurement harness (sim.calibrate.gpu) runs on machines that have torch but not

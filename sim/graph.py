@@ -18,9 +18,17 @@ DTYPE_BYTES: Mapping[str, float] = MappingProxyType(
     }
 )
 
-KERNEL_KINDS = frozenset({"gemm", "elementwise", "reduction", "attention", "copy", "layout", "collective", "sort",
-                          "scan", "unique"})
-HOST_KINDS = frozenset({"host", "sync"})
+# Kernel kinds run on the GPU, host kinds on the host thread only. The built-in ones; op kinds defined
+# as plugins (sim/ops/) are added by `add_op_kind` when sim.ops defines them.
+KERNEL_KINDS: set[str] = {"gemm", "elementwise", "reduction", "attention", "copy", "layout", "collective"}
+HOST_KINDS: set[str] = {"host", "sync"}
+
+
+def add_op_kind(kind: str, *, kernel: bool) -> None:
+    """List a new op kind as a kernel kind (or a host kind); listing a kind twice is an error."""
+    if kind in KERNEL_KINDS or kind in HOST_KINDS:
+        raise ValueError(f"op kind {kind!r} is already listed")
+    (KERNEL_KINDS if kernel else HOST_KINDS).add(kind)
 
 
 @dataclass(frozen=True, slots=True)

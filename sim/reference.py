@@ -53,7 +53,7 @@ def json_schema_text(kind: str) -> str:
 
 # -- examples (checked by tests/test_reference.py against the models) ------------------------------
 
-OP_EXAMPLES: dict[str, str] = {
+_BUILTIN_EXAMPLES: dict[str, str] = {  # op kinds defined as plugins carry their own (sim.ops)
     "gemm": "{name: fc1, kind: gemm, m: tokens, n: ffn, k: hidden, reads: [x, w1], writes: [h]}",
     "elementwise": "{name: gelu, kind: elementwise, reads: [h], writes: [g], math: {gelu: 1}}",
     "reduction": "{name: bias_grad, kind: reduction, rows: tokens, cols: ffn, axis: rows, reads: [dg], "
@@ -66,14 +66,29 @@ OP_EXAMPLES: dict[str, str] = {
                   "group: data, stream: 1}",
     "host": "{name: optimizer_py, kind: host, duration_us: 40, framework_ops: 12}",
     "sync": "{name: step_end, kind: sync}",
-    "sort": "{name: sort_ids, kind: sort, numel: tokens, key_bits: 17, reads: [ids, pos], writes: [ids_sorted, perm]}",
-    "scan": "{name: offsets, kind: scan, numel: tokens, reads: [counts], writes: [offs]}",
-    "unique": "{name: uniq_ids, kind: unique, numel: tokens, reads: [ids_sorted], writes: [uniq]}",
     "repeat": "{kind: repeat, name: layer, count: layers, ops: [{name: mm, kind: gemm, m: tokens, n: hidden, "
               "k: hidden, reads: [x], writes: [x]}]}",
 }
 
-TRANSFORM_EXAMPLES: dict[str, str] = {
+
+def transform_examples() -> dict[str, str]:
+    """One example per transform, in the scenario schema's order (defined transforms' from sim.transforms)."""
+    from sim.schema.scenario import transform_keys
+    from sim.transforms import examples
+
+    known = {**_BUILTIN_TRANSFORM_EXAMPLES, **examples()}
+    return {key: known[key] for key in transform_keys()}
+
+
+def op_examples() -> dict[str, str]:
+    """One example entry per op kind, in the workload schema's order (plugins' examples from sim.ops)."""
+    from sim.ops import examples
+    from sim.schema.workload import op_kinds
+
+    known = {**_BUILTIN_EXAMPLES, **examples()}
+    return {kind: known[kind] for kind in op_kinds()}
+
+_BUILTIN_TRANSFORM_EXAMPLES: dict[str, str] = {  # transforms made with sim.transforms.define carry their own
     "fuse": "{fuse: {ops: [bias, gelu, dropout], name: bgd, launch: {block: 128, elems_per_thread: 8}}}",
     "mode": "{mode: {mode: compiled, ops: [bias, gelu, dropout]}}",
     "set_launch": "{set_launch: {op: gelu, launch: {block: 256, elems_per_thread: 4}}}",
@@ -84,7 +99,6 @@ TRANSFORM_EXAMPLES: dict[str, str] = {
                 "else: []}}",
     "specialize": "{specialize: {op: fc1, when: 'tokens <= 512', pad: {k: 'round_up(k, 64)'}}}",
     "swap": "{swap: {kind: gemm, library: cutlass}}",
-    "relayout": "{relayout: {tensor: h, conversion: transpose, consumers: [fc2]}}",
 }
 
 
@@ -161,9 +175,6 @@ KEY_NOTES: dict[tuple[str, str], str] = {
     ("SpecializeArgs", "library"): "implementation of the specialized kernel",
     ("SpecializeArgs", "path"): "path name in results", ("SwapArgs", "ops"): "these ops",
     ("SwapArgs", "kind"): "every op of this kind", ("SwapArgs", "library"): "a library named in the profile's `libraries`",
-    ("RelayoutArgs", "tensor"): "the tensor to store in another layout",
-    ("RelayoutArgs", "conversion"): "the conversion kernel", ("RelayoutArgs", "consumers"): "ops that read the converted copy",
-    ("RelayoutArgs", "name"): "the conversion op's name",
     ("FuseArgs", "ops"): "ops to fuse (at least 2), in program order", ("FuseArgs", "name"): "the fused op's name",
     ("FuseArgs", "launch"): "the fused kernel's launch configuration", ("FuseArgs", "library"): "its implementation",
 }
@@ -279,16 +290,16 @@ def _op_models() -> dict[tuple[str, ...], type[BaseModel]]:
     from sim.schema import workload as w
 
     models: dict[tuple[str, ...], type[BaseModel]] = {}
-    for m in get_args(get_args(w.Entry)[0]):
+    for m in w.op_models():
         models[tuple(get_args(m.model_fields["kind"].annotation))] = m
     return models
 
 
 def _transform_models() -> dict[str, type[BaseModel]]:
-    from sim.schema.scenario import TRANSFORM_KEYS, TransformSpec
+    from sim.schema.scenario import TransformSpec, transform_keys
 
     out: dict[str, type[BaseModel]] = {}
-    for key in TRANSFORM_KEYS:
+    for key in transform_keys():
         (model,) = [m for m in _nested_models(TransformSpec.model_fields[key].annotation)]
         out[key] = model
     return out
@@ -321,6 +332,7 @@ def reference_markdown() -> str:
     from sim.schema.workload import OpBase, RepeatBlock
 
     ops = _op_models()
+    examples = op_examples()
     transforms = _transform_models()
     out = [
         "# File reference",
@@ -359,7 +371,7 @@ def reference_markdown() -> str:
         if _doc(m):
             out += [_doc(m), ""]
         out += _fields_table(m, skip=common if m is not RepeatBlock else set()) + ["", "```yaml"]
-        out += [f"- {OP_EXAMPLES[k]}" for k in kinds] + ["```", ""]
+        out += [f"- {examples[k]}" for k in kinds] + ["```", ""]
     done |= op_set | {OpBase}
     op_models: list[type[BaseModel]] = [OpBase, *ops.values()]  # a list: the order must not depend on hashes
     out += _sections([n for m in op_models for n in _walk(m, stop=set())], done)
@@ -390,7 +402,7 @@ def reference_markdown() -> str:
         out += [f"### `{key}`", ""]
         if _doc(m):
             out += [_doc(m), ""]
-        out += _fields_table(m) + ["", "```yaml", f"- {TRANSFORM_EXAMPLES[key]}", "```", ""]
+        out += _fields_table(m) + ["", "```yaml", f"- {transform_examples()[key]}", "```", ""]
     done |= transform_set | {TransformSpec}
     out += _sections([n for m in transforms.values() for n in _walk(m, stop=set())], done)
     out += [

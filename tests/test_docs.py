@@ -17,9 +17,7 @@ from pydantic import TypeAdapter
 from sim.cli import main
 from sim.reference import (
     KEY_NOTES,
-    OP_EXAMPLES,
     SCHEMA_KINDS,
-    TRANSFORM_EXAMPLES,
     json_schema,
     reference_markdown,
 )
@@ -86,16 +84,17 @@ def test_walkthrough_from_the_readme_runs(tmp_path: Path) -> None:
 
 
 def test_reference_examples_parse_with_their_models() -> None:
-    from sim.schema.scenario import TRANSFORM_KEYS, TransformSpec
-    from sim.schema.workload import OP_KINDS, Entry
+    from sim.reference import op_examples, transform_examples
+    from sim.schema.scenario import TransformSpec, transform_keys
+    from sim.schema.workload import entry_union, op_kinds
 
-    assert set(OP_EXAMPLES) == set(OP_KINDS)
-    assert set(TRANSFORM_EXAMPLES) == set(TRANSFORM_KEYS)
-    entry: TypeAdapter[Any] = TypeAdapter(Entry)
-    for kind, text in OP_EXAMPLES.items():
+    assert set(op_examples()) == set(op_kinds())
+    assert set(transform_examples()) == set(transform_keys())
+    entry: TypeAdapter[Any] = TypeAdapter(entry_union())
+    for kind, text in op_examples().items():
         op = entry.validate_python(yaml.safe_load(text))
         assert op.kind == kind
-    for key, text in TRANSFORM_EXAMPLES.items():
+    for key, text in transform_examples().items():
         spec = TransformSpec.model_validate(yaml.safe_load(text))
         assert spec.kind_and_args()[0] == key
 

@@ -95,17 +95,20 @@ def test_training_workload_marks_forward_framework_ops(tmp_path: Path) -> None:
     assert g.ops[1].attrs["framework_op"] == "GeluBackward0"
 
 
-def test_table_block_writes_into_a_profile_and_loads(tmp_path: Path) -> None:
-    from sim.calibrate.host_fit import table_block, write_table
+def test_the_table_is_written_into_the_profile_document_and_loads(tmp_path: Path) -> None:
+    from sim.calibrate.host_fit import table_entries, with_table
+    from sim.calibrate.profile_yaml import dump_profile, load_profile_doc
 
     table = fit_table([FIXTURES / "decode_eager.json.gz"], PER_EVENT)
-    block = table_block(table, "NVIDIA H200 (test)", "2026-11-30", "../x/host_context", "a test fit")
-    text = write_table((ROOT / "hardware_profiles" / "h200-measured.yaml").read_text(), "")  # without a table
-    assert "framework_ops:" not in text
-    once = write_table(text, block)
-    assert write_table(once, block) == once  # replacing the block again changes nothing
-    assert once.replace(block, "") == text  # nothing else changed
+    entries = table_entries(table, "NVIDIA H200 (test)", "2026-11-30", "../x/host_context", "a test fit")
+    doc, header = load_profile_doc((ROOT / "hardware_profiles" / "h200-measured.yaml").read_text())
+    once = with_table(doc, entries)
+    assert with_table(once, entries) == once  # replacing the table again changes nothing
+    assert list(once) == list(doc) and list(once["host"]) == list(doc["host"])  # keys keep their places
+    assert {k: v for k, v in once["host"].items() if k != "framework_ops"} == \
+        {k: v for k, v in doc["host"].items() if k != "framework_ops"}  # nothing else changed
+    assert {k: v for k, v in once.items() if k != "host"} == {k: v for k, v in doc.items() if k != "host"}
     path = tmp_path / "p.yaml"
-    path.write_text(once)
+    path.write_text(dump_profile(once, header))
     hw = load_profile(str(path))
     assert hw.framework_op_table_s["aten::linear"][0] == pytest.approx(table["aten::linear"]["us"] * 1e-6)

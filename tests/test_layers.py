@@ -18,6 +18,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("hardware", ("sim.hardware", "sim.topology")),
     ("model", ("sim.workload", "sim.transforms", "sim.ingest", "sim.dispatch_table")),
     ("costmodel", ("sim.costmodel",)),
+    ("ops", ("sim.ops",)),
     ("engine", ("sim.engine", "sim.trace", "sim.ranks", "sim.metrics")),
     ("run", ("sim.run", "sim.replay", "sim.validate.bands")),
     ("apps", ("sim.serving", "sim.sweep", "sim.advise", "sim.report", "sim.validate", "sim.calibrate", "sim.capture",

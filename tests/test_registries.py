@@ -1,22 +1,22 @@
-"""Op kinds and transforms are listed in one place per layer and the lists agree. Op kinds: the schema's union (OP_KINDS is
+"""Op kinds and transforms are listed in one place per layer and the lists agree. Op kinds: the schema's union (op_kinds() is
 derived from it), the graph's kernel / host split, the cost model's registry, the reference
-examples. Transforms: the scenario schema's TransformSpec fields (TRANSFORM_KEYS is derived from
+examples. Transforms: the scenario schema's TransformSpec fields (transform_keys() is derived from
 them), the transforms registry, the reference examples. Adding one that misses a list fails here."""
 
 from __future__ import annotations
 
 from sim.costmodel import registered_kinds
 from sim.graph import HOST_KINDS, KERNEL_KINDS
-from sim.reference import OP_EXAMPLES, TRANSFORM_EXAMPLES
-from sim.schema.scenario import TRANSFORM_KEYS
-from sim.schema.workload import OP_KINDS
+from sim.reference import op_examples, transform_examples
+from sim.schema.scenario import transform_keys
+from sim.schema.workload import op_kinds
 from sim.transforms import registered_transforms
 
 BLOCK_KINDS = {"repeat"}  # structure, not an op
 
 
 def test_schema_kinds_are_the_graph_kinds() -> None:
-    schema = set(OP_KINDS) - BLOCK_KINDS
+    schema = set(op_kinds()) - BLOCK_KINDS
     assert schema == KERNEL_KINDS | HOST_KINDS, f"schema only: {schema - KERNEL_KINDS - HOST_KINDS}; " \
         f"graph only: {(KERNEL_KINDS | HOST_KINDS) - schema}"
     assert not KERNEL_KINDS & HOST_KINDS
@@ -28,11 +28,31 @@ def test_every_kernel_kind_has_a_cost_function_and_nothing_else_does() -> None:
 
 
 def test_every_kind_has_a_reference_example() -> None:
-    assert list(OP_EXAMPLES) == list(OP_KINDS)  # the reference lists kinds in the schema's order
+    assert list(op_examples()) == list(op_kinds())  # the reference lists kinds in the schema's order
 
 
 def test_every_transform_key_is_implemented_and_documented() -> None:
-    assert set(registered_transforms()) == set(TRANSFORM_KEYS), \
-        f"no function: {set(TRANSFORM_KEYS) - set(registered_transforms())}; " \
-        f"not in the schema: {set(registered_transforms()) - set(TRANSFORM_KEYS)}"
-    assert list(TRANSFORM_EXAMPLES) == list(TRANSFORM_KEYS)
+    assert set(registered_transforms()) == set(transform_keys()), \
+        f"no function: {set(transform_keys()) - set(registered_transforms())}; " \
+        f"not in the schema: {set(registered_transforms()) - set(transform_keys())}"
+    assert list(transform_examples()) == list(transform_keys())
+
+
+def test_every_plugin_file_is_imported_by_the_registry_once() -> None:
+    """sim/ops/: one file per plugin, one line per file in registry.py (docs/extending.md)."""
+    import re
+    from pathlib import Path
+
+    ops = Path(__file__).resolve().parents[1] / "sim" / "ops"
+    files = sorted(p.stem for p in ops.glob("*.py") if p.stem not in ("__init__", "registry"))
+    lines = re.findall(r"^from sim\.ops import (\w+)  # noqa: F401", (ops / "registry.py").read_text(), flags=re.M)
+    assert sorted(lines) == files
+
+
+def test_plugin_kinds_are_listed_in_every_layer() -> None:
+    from sim.ops import defined
+
+    for op_kind in defined():
+        for kind in op_kind.kinds:
+            assert kind in op_kinds() and kind in KERNEL_KINDS and kind in registered_kinds(), kind
+            assert op_examples()[kind] == op_kind.examples[kind]

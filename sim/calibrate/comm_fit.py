@@ -10,10 +10,12 @@ No GPU, no torch. Three things:
   NVLink multicast is off where the raw file says so (the harness always sets
   NCCL_NVLS_ENABLE=0), so the model's all-reduce then chooses between ring and tree only.
 - `contention_rows` / `ddp_rows`: the contention and DDP-overlap records, flattened for a table.
+- `nvl2_profile_yaml`: the two-GPU overlay profile (hardware_profiles/h200-nvl2.yaml) built as a
+  document and written by sim.calibrate.profile_yaml (`--write-nvl2 FILE`), never as text.
 
     python3 -m sim.calibrate.comm_fit RAW.json [--profile h200-hgx8] [--all-sizes] [--raw-ref PATH]
 
-prints the YAML block and the tables; it writes nothing (paste the block into the profile's
+prints the YAML block and the tables; without --write-nvl2 it writes nothing (paste the block into the profile's
 `topology.reference_busbw`; tests/test_comm.py then holds the model to it).
 """
 
@@ -29,6 +31,7 @@ from typing import Any
 
 import yaml
 
+from sim.calibrate.profile_yaml import dump_profile
 from sim.costmodel.nccl import busbw_factor, plan_collective
 from sim.errors import InputError
 from sim.schema.hardware import BusBwPoint
@@ -434,9 +437,8 @@ def nvl2_profile_yaml(doc: dict[str, Any], base: Any, raw_ref: str, base_name: s
     date = str(meta.get("date_utc", ""))[:10]
     on = f"{_measured_on(meta)}, NCCL {meta.get('nccl_version', '?')}, NVLS off"
 
-    def measured(value: float, fit: str) -> str:
-        return (f'{{value: {value}, source: measured, measured_on: "{on}", date: "{date}", raw: "{raw_ref}", '
-                f'fit: "{fit}"}}')
+    def measured(value: float, fit: str) -> dict[str, Any]:
+        return {"value": value, "source": "measured", "measured_on": on, "date": date, "raw": raw_ref, "fit": fit}
     fits = fit_collectives(doc, base)
     host = host_call_us(doc, 2)
     bcast_pts = fits.get("broadcast", {}).get("points") or []
@@ -450,46 +452,49 @@ def nvl2_profile_yaml(doc: dict[str, Any], base: Any, raw_ref: str, base_name: s
 
     # the all-reduce's host price as the profile will give it (its collective fit, else the call's)
     ddp = fit_ddp_host(doc, base, float(fits.get("all_reduce", {}).get("host_us", host)), CALIBRATED_DDP)
-    lines = [
-        "# Two NVIDIA H200 of one host on NVLink 4 through NVSwitch (the workplace's nvidia-h200-x2 kind),",
-        "# NVLink multicast (NVLS) off. An overlay on the measured single-GPU profile: every number below",
-        f"# comes from {raw_ref} through `python -m sim.calibrate.comm_fit --write-nvl2` (a test holds it).",
-        "schema: kernelsim.hardware/v1",
-        f"base: {base_name}",
-        f"name: {name}",
-        "gpu: NVIDIA H200 SXM x2 (one host, NVLink 4 via NVSwitch)",
-        "description: Two H200 GPUs of one host; collectives fitted on NCCL 2.28 with NVLink SHARP disabled.",
-        "host:",
-        "  eager_op_us_by_kind:",
-        f"    collective: {measured(round(host, 2), 'host time per torch.distributed.all_reduce call, 4 KiB, back to back, mean of the ranks (dist_host); per collective: topology.collective_fits')}",
-    ]
-    if ddp is not None:
-        fwd_us, hook_us, n_steps = ddp
-        lines += [
-            "  ddp:",
-            f"    forward_us: {measured(round(fwd_us, 1), f'host time of a DDP step under no_sync (the harness step until its calls return, median of rank 0) less the listed ops priced on {base_name}; median of the {n_steps} 2-rank steps of the calibrated DDP workload (sim.calibrate.comm_contention.CALIBRATED_DDP)')}",
-            f"    hook_us: {measured(round(hook_us, 1), 'per gradient: (host time with sync - under no_sync) less the listed ops difference (bucket copies, all-reduce calls), divided by the gradients; median of the same steps')}",
-        ]
-    lines += [
-        "links:",
-        f"  comm_efficiency: {measured(round(bcast / 450.0, 3), 'broadcast bus bandwidth at 1 GiB / NVLink 450 GB/s per direction')}",
-        "topology:",
-        f"  gpus_per_node: {measured(2, 'NCCL INFO: nRanks 2 nNodes 1 localRanks 2')}",
-        f"  nodes: {measured(1, 'NCCL INFO: nNodes 1')}",
-        "  intra_node: nvswitch",
-        f"  nics_per_node: {measured(0, 'NCCL INFO: NET/IB no device found (sockets only)')}",
-        '  network_efficiency: {value: 0.94, source: estimate, note: "unused: one node, no NICs"}',
-        f"  nvls_busbw_gbps: {measured(0, 'NVLink SHARP disabled (NCCL_NVLS_ENABLE=0): NCCL reports 0 NVLS channels')}",
-        f"  channels: {measured(channels, 'NCCL INFO: collective channels at 2 ranks')}",
-        f"  channel_gbps: {measured(round(ch_gbps, 1), 'all-reduce bus bandwidth with one CTA (NCCL min=max CTAs 1), 256 MiB')}",
-        "  collective_fits:",
-    ]
-    for coll, v in sorted(fits.items()):
-        pts = ", ".join(f"[{b}, {g}]" for b, g in v["points"])
-        lines.append(f"    {coll}: {{points: [{pts}], host_us: {v['host_us']}, ranks: 2, source: measured, "
-                     f'measured_on: "{on}", date: "{date}", raw: "{raw_ref}", '
-                     f'fit: "bandwidth term at device-bound x16 sizes; host: median time of calls <= 256 KiB"}}')
-    return "\n".join(lines) + "\n"
+    header = "\n".join([
+        "Two NVIDIA H200 of one host on NVLink 4 through NVSwitch (the workplace's nvidia-h200-x2 kind),",
+        "NVLink multicast (NVLS) off. An overlay on the measured single-GPU profile: every number below",
+        f"comes from {raw_ref} through `python -m sim.calibrate.comm_fit --write-nvl2` (a test holds it).",
+    ])
+    fits_fit = "bandwidth term at device-bound x16 sizes; host: median time of calls <= 256 KiB"
+    profile: dict[str, Any] = {
+        "schema": "kernelsim.hardware/v1",
+        "base": str(base_name),
+        "name": name,
+        "gpu": "NVIDIA H200 SXM x2 (one host, NVLink 4 via NVSwitch)",
+        "description": "Two H200 GPUs of one host; collectives fitted on NCCL 2.28 with NVLink SHARP disabled.",
+        "host": {**{"eager_op_us_by_kind": {"collective": measured(round(host, 2), (
+            "host time per torch.distributed.all_reduce call, 4 KiB, back to back, mean of the ranks (dist_host); "
+            "per collective: topology.collective_fits"))}},
+                 **({} if ddp is None else {"ddp": {
+            "forward_us": measured(round(ddp[0], 1), (
+                "host time of a DDP step under no_sync (the harness step until its calls return, median of rank 0) "
+                f"less the listed ops priced on {base_name}; median of the {ddp[2]} 2-rank steps of the calibrated "
+                "DDP workload (sim.calibrate.comm_contention.CALIBRATED_DDP)")),
+            "hook_us": measured(round(ddp[1], 1), (
+                "per gradient: (host time with sync - under no_sync) less the listed ops difference (bucket copies, "
+                "all-reduce calls), divided by the gradients; median of the same steps"))}})},
+        "links": {"comm_efficiency": measured(
+            round(bcast / 450.0, 3), "broadcast bus bandwidth at 1 GiB / NVLink 450 GB/s per direction")},
+        "topology": {
+            "gpus_per_node": measured(2, "NCCL INFO: nRanks 2 nNodes 1 localRanks 2"),
+            "nodes": measured(1, "NCCL INFO: nNodes 1"),
+            "intra_node": "nvswitch",
+            "nics_per_node": measured(0, "NCCL INFO: NET/IB no device found (sockets only)"),
+            "network_efficiency": {"value": 0.94, "source": "estimate", "note": "unused: one node, no NICs"},
+            "nvls_busbw_gbps": measured(
+                0, "NVLink SHARP disabled (NCCL_NVLS_ENABLE=0): NCCL reports 0 NVLS channels"),
+            "channels": measured(channels, "NCCL INFO: collective channels at 2 ranks"),
+            "channel_gbps": measured(
+                round(ch_gbps, 1), "all-reduce bus bandwidth with one CTA (NCCL min=max CTAs 1), 256 MiB"),
+            "collective_fits": {
+                coll: {"points": [list(pt) for pt in v["points"]], "host_us": v["host_us"], "ranks": 2,
+                       "source": "measured", "measured_on": on, "date": date, "raw": raw_ref, "fit": fits_fit}
+                for coll, v in sorted(fits.items())},
+        },
+    }
+    return dump_profile(profile, header)
 
 
 if __name__ == "__main__":

@@ -16,9 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from sim.calibrate.host_fit import fit_host_context
+from sim.calibrate.profile_yaml import dump_profile
 from sim.calibrate.raw import RawData, RawGroup, held_out, kernel_time_us, record_id
 from sim.errors import InputError
 from sim.schema.hardware import HardwareProfileFile
@@ -909,37 +908,6 @@ def _value_first(node: Any) -> Any:
         return node
     lead = [k for k in ("value", "fp32", "sfu", "int") if k in node]
     return {k: _value_first(node[k]) for k in lead + [k for k in node if k not in lead]}
-
-
-class _ProfileDumper(yaml.SafeDumper):
-    """Block style for sections, one flow-style line per number (value and provenance together)."""
-
-
-def _represent_dict(dumper: yaml.SafeDumper, data: dict[str, Any]) -> yaml.Node:
-    leaf = all(not isinstance(v, dict) and not (isinstance(v, list) and any(isinstance(x, dict) for x in v))
-               for v in data.values())
-    return dumper.represent_mapping("tag:yaml.org,2002:map", data.items(), flow_style=leaf)
-
-
-def _represent_list(dumper: yaml.SafeDumper, data: list[Any]) -> yaml.Node:
-    flat = all(not isinstance(v, (dict, list)) for v in data)
-    return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flat)
-
-
-def _represent_float(dumper: yaml.SafeDumper, data: float) -> yaml.Node:
-    if data.is_integer() and abs(data) < 1e15:
-        return dumper.represent_int(int(data))
-    return yaml.SafeDumper.represent_float(dumper, data)
-
-
-_ProfileDumper.add_representer(dict, _represent_dict)
-_ProfileDumper.add_representer(list, _represent_list)
-_ProfileDumper.add_representer(float, _represent_float)
-
-
-def dump_profile(doc: dict[str, Any], header: str) -> str:
-    body = yaml.dump(doc, Dumper=_ProfileDumper, sort_keys=False, allow_unicode=True, width=1 << 20)
-    return "".join(f"# {line}\n" for line in header.splitlines()) + body
 
 
 def check_device(raw: RawData, base: HardwareProfileFile, base_name: str) -> None:

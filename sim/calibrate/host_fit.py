@@ -266,33 +266,31 @@ def fit_trace_profiler(host_context: Path) -> TraceProfilerFit | None:
                             tuple(c.config for c in cases))
 
 
-def table_block(table: dict[str, dict[str, float]], device: str, date: str, raw: str, fit: str) -> str:
-    """The profile's `  framework_ops:` block (under `host:`), one flow-style line per op."""
-    lines = ["  framework_ops:"]
-    for name, e in sorted(table.items()):
-        parts = [f"{k}: {e[k]}" for k in ("us", "grad_us") if k in e] + [f"calls: {int(e['calls'])}"]
-        lines.append(f'    {json.dumps(name)}: {{{", ".join(parts)}, source: measured, measured_on: "{device}", '
-                     f'date: "{date}", raw: "{raw}", fit: "{fit}"}}')
-    return "\n".join(lines) + "\n"
+def table_entries(table: dict[str, dict[str, float]], device: str, date: str, raw: str,
+                  fit: str) -> dict[str, dict[str, Any]]:
+    """The profile's `host.framework_ops` table (sorted by op name), each entry with its provenance."""
+    return {name: {**{k: e[k] for k in ("us", "grad_us") if k in e}, "calls": int(e["calls"]), "source": "measured",
+                   "measured_on": device, "date": date, "raw": raw, "fit": fit}
+            for name, e in sorted(table.items())}
 
 
-def write_table(profile_text: str, block: str) -> str:
-    """`profile_text` with its host section's framework_ops block replaced (or added at the end of
-    the host section); every other line is kept."""
-    import re
-
-    text = re.sub(r"^  framework_ops:\n(    .*\n)*", "", profile_text, flags=re.M)
-    m = re.search(r"^host:\n((?:  .*\n|    .*\n|\s*#.*\n)*)", text, flags=re.M)
-    if m is None:
+def with_table(doc: dict[str, Any], entries: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """A profile document with its `host.framework_ops` table replaced (kept in its place; a new
+    table goes at the end of the host section); every other key as it was, in its order."""
+    host = doc.get("host")
+    if not isinstance(host, dict):
         raise ValueError("profile has no host section")
-    return text[:m.end()] + block + text[m.end():]
+    return {**doc, "host": {**host, "framework_ops": entries}}
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Fit the table from a host_context folder and write it into a profile (only that block changes)."""
+    """Fit the table from a host_context folder and write it into a profile (the profile is loaded, its
+    table replaced and the whole document written again: only that table changes in a generated profile)."""
     import argparse
 
+    from sim.calibrate.profile_yaml import dump_profile, load_profile_doc
     from sim.hardware import load_profile
+    from sim.outputs import write_text_atomic
 
     ap = argparse.ArgumentParser(description="fit host.framework_ops from real models' traces into a profile")
     ap.add_argument("--host-context", required=True, type=Path, help="folder with host_context.json and traces")
@@ -306,8 +304,9 @@ def main(argv: list[str] | None = None) -> int:
     table = fit_table(traces, per_event)
     device, date = _device(meta)
     raw = os.path.relpath(ns.host_context, ns.profile.parent)
-    block = table_block(table, device, date, raw, _fit_text(configs))
-    ns.profile.write_text(write_table(ns.profile.read_text(), block))
+    doc, header = load_profile_doc(ns.profile.read_text())
+    entries = table_entries(table, device, date, raw, _fit_text(configs))
+    write_text_atomic(ns.profile, dump_profile(with_table(doc, entries), header))
     load_profile(str(ns.profile))  # the written profile must load
     print(f"wrote {len(table)} framework ops into {ns.profile}")
     return 0

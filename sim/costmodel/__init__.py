@@ -66,4 +66,4 @@ def kernel_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
 
 
 # Register the families (imports for their side effect).
-from sim.costmodel import attention, collective, elementwise, gemm, layout, primitives, reduction  # noqa: E402,F401
+from sim.costmodel import attention, collective, elementwise, gemm, layout, reduction  # noqa: E402,F401

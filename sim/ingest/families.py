@@ -31,11 +31,19 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
 )
 
 
+_PLUGIN_RULES: list[tuple[str, re.Pattern[str]]] = []  # op kinds defined as plugins (sim/ops/), tried first
+
+
+def add_family_rule(family: str, pattern: str) -> None:
+    """Recognise kernels whose name matches `pattern` (case-insensitive) as `family`, before the built-in rules."""
+    _PLUGIN_RULES.append((family, re.compile(pattern, re.IGNORECASE)))
+
+
 def kernel_family(name: str, category: str = "kernel") -> str:
     """The family of a GPU activity from its name and its trace category."""
     if category == "gpu_memcpy" or category == "gpu_memset":
         return "copy"
-    for family, rx in _RULES:
+    for family, rx in (*_PLUGIN_RULES, *_RULES):
         if rx.search(name):
             return family
     return "unknown"

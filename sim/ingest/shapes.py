@@ -11,6 +11,7 @@ op that this module recognises for the kernel's family wins.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -300,6 +301,16 @@ def _pow_math(op: CpuOp) -> dict[str, float]:
     return POW_SPECIAL.get(exponent, ELEMENTWISE_MATH["pow"]) if exponent is not None else ELEMENTWISE_MATH["pow"]
 
 
+ShapeRule = Callable[[CpuOp, str], "Inferred | None"]
+_PLUGIN_SHAPES: list[tuple[str, ShapeRule]] = []  # op kinds defined as plugins (sim/ops/), tried first
+
+
+def add_shape_rule(family: str, rule: ShapeRule) -> None:
+    """For a kernel of `family`, try `rule(cpu_op, prefix)` on each enclosing CPU op (innermost first)
+    before the built-in rules: the workload fields it returns, or None when the op is not its own."""
+    _PLUGIN_SHAPES.append((family, rule))
+
+
 def infer_op(family: str, stack: list[CpuOp], act: GpuActivity, prefix: str) -> Inferred | None:
     """Workload fields for one GPU activity, or None when its shapes are unknown."""
     if act.cat in ("gpu_memcpy", "gpu_memset"):
@@ -313,6 +324,10 @@ def infer_op(family: str, stack: list[CpuOp], act: GpuActivity, prefix: str) -> 
         engine = "copy_engine" if act.cat == "gpu_memcpy" else "sm"
         return Inferred({"kind": "copy", "bytes": nbytes, "engine": engine, "direction": direction})
     for op in reversed(stack):
+        for rule_family, rule in _PLUGIN_SHAPES:
+            inferred = rule(op, prefix) if rule_family == family else None
+            if inferred is not None:
+                return inferred
         short = _short(op.name)
         if family == "gemm" and op.name in GEMM_OPS:
             fields = _gemm(op)

@@ -382,7 +382,7 @@ class HardwareProfileFile(Strict):
     primitives: dict[str, PositiveQuantity] = Field(
         default_factory=dict,
         description="sort / scan / unique (CUB device-wide algorithms): radix_digit_bits, scan_passes,"
-        " unique_passes (sim/costmodel/primitives.py)",
+        " unique_passes (sim/ops/sortscan.py)",
     )
 
     @model_validator(mode="after")

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.fields import FieldInfo
 
 from sim.schema.serving import ServingSpec
-from sim.schema.workload import Bucket, Expr, Launch, Mode, Op
+from sim.schema.workload import (
+    Bucket,
+    Expr,
+    Launch,
+    Mode,
+    Op,
+    rebuild_with_containers,
+    uses_op_union,
+)
 
 
 class Strict(BaseModel):
@@ -88,6 +97,9 @@ class InsertArgs(Strict):
         return self
 
 
+uses_op_union(InsertArgs, "op", entries=False, many=False)  # an op kind defined later (sim.ops) is inserted too
+
+
 class RemoveArgs(Strict):
     ops: list[str] = Field(min_length=1)
 
@@ -129,16 +141,6 @@ class SwapArgs(Strict):
         return self
 
 
-class RelayoutArgs(Strict):
-    """Store `tensor` in another layout: a conversion kernel after its producer, and its consumers read the
-    converted copy (or, with `consumers_native`, consumers that understand the new layout read it directly)."""
-
-    tensor: str
-    conversion: Literal["transpose", "contiguous", "nchw_to_nhwc", "nhwc_to_nchw", "cast"] = "transpose"
-    consumers: list[str] = Field(min_length=1)
-    name: str | None = None
-
-
 class TransformSpec(Strict):
     """Exactly one key: the transform's name, mapping to its arguments."""
 
@@ -150,24 +152,23 @@ class TransformSpec(Strict):
     dispatch: DispatchArgs | None = None
     specialize: SpecializeArgs | None = None
     swap: SwapArgs | None = None
-    relayout: RelayoutArgs | None = None
 
     @model_validator(mode="before")
     @classmethod
     def _exactly_one(cls, data: object) -> object:
         if not isinstance(data, dict) or len(data) != 1:
             raise ValueError(
-                "a transform is a mapping with exactly one key, one of: " + ", ".join(TRANSFORM_KEYS)
+                "a transform is a mapping with exactly one key, one of: " + ", ".join(transform_keys())
             )
         key = next(iter(data))
-        if key not in TRANSFORM_KEYS:
-            raise ValueError(f"unknown transform {str(key)[:60]!r} (expected one of: {', '.join(TRANSFORM_KEYS)})")
+        if key not in transform_keys():
+            raise ValueError(f"unknown transform {str(key)[:60]!r} (expected one of: {', '.join(transform_keys())})")
         if data[key] is None:
             raise ValueError(f"transform '{key}' has no arguments (null); it needs a mapping of its arguments")
         return data
 
     def kind_and_args(self) -> tuple[str, BaseModel]:
-        for key in TRANSFORM_KEYS:
+        for key in transform_keys():
             val = getattr(self, key)
             if val is not None:
                 return key, val
@@ -177,7 +178,19 @@ class TransformSpec(Strict):
 DispatchArgs.model_rebuild()
 
 
-TRANSFORM_KEYS = tuple(TransformSpec.model_fields)  # one field per transform, in this order
+def transform_keys() -> tuple[str, ...]:
+    """One field of TransformSpec per transform, in this order (transforms defined in their own file,
+    sim.transforms.define, come after the built-in ones)."""
+    return tuple(TransformSpec.model_fields)
+
+
+def add_transform(key: str, args: type[BaseModel]) -> None:
+    """Accept `{key: args}` as a transform (sim.transforms.define calls this): a field of TransformSpec,
+    and every scenario model that contains one is rebuilt."""
+    if key in TransformSpec.model_fields:
+        raise ValueError(f"transform {key!r} is already defined")
+    TransformSpec.__pydantic_fields__[key] = FieldInfo.from_annotated_attribute(cast(Any, args | None), None)
+    rebuild_with_containers({TransformSpec})
 
 
 class ChooseArgs(Strict):

@@ -5,9 +5,10 @@ Shapes and sizes are numbers or expressions of the parameters (sim.expr, never e
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, get_args
+from typing import Annotated, Any, Literal, Union, cast, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.fields import FieldInfo
 
 Expr = int | float | str
 DType = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "uint8", "bool", "int32", "int64", "fp64"]
@@ -197,22 +198,10 @@ class SyncOp(OpBase):
     kind: Literal["sync"]
 
 
-class SortScanOp(OpBase):
-    """Device-wide sort (radix), scan (prefix sum) and unique (on sorted input) over `numel` elements, as
-    PyTorch runs them through CUB (torch.sort, cumsum, unique, embedding backward): memory-bound sweeps
-    over the data, how many from the profile's `primitives` estimates. reads[0] holds the keys; other
-    reads are values carried along (sort's indices)."""
-
-    kind: Literal["sort", "scan", "unique"]
-    numel: Expr | None = None
-    key_bits: Expr | None = Field(
-        default=None, description="sort: key bits that vary (default: the key dtype's; PyTorch sorts embedding"
-        " indices on ceil(log2(num_embeddings)) bits)")
-
-
+# The built-in op models. Op kinds defined as plugins (sim/ops/) join the union through `add_op_model`;
+# `Op` and `Entry` below are the static types of the built-in ones (for type checking).
 Op = Annotated[
-    GemmOp | ElementwiseOp | ReductionOp | AttentionOp | CopyOp | LayoutOp | CollectiveOp | HostOp | SyncOp
-    | SortScanOp,
+    GemmOp | ElementwiseOp | ReductionOp | AttentionOp | CopyOp | LayoutOp | CollectiveOp | HostOp | SyncOp,
     Field(discriminator="kind"),
 ]
 
@@ -237,19 +226,111 @@ class RepeatBlock(Strict):
 
 Entry = Annotated[
     GemmOp | ElementwiseOp | ReductionOp | AttentionOp | CopyOp | LayoutOp | CollectiveOp | HostOp | SyncOp
-    | SortScanOp | RepeatBlock,
+    | RepeatBlock,
     Field(discriminator="kind"),
 ]
 RepeatBlock.model_rebuild()
 
-
-def _union_kinds(entry: object) -> tuple[str, ...]:
-    """The `kind` literals of a discriminated union's models, in union order."""
-    models = get_args(get_args(entry)[0])
-    return tuple(kind for model in models for kind in get_args(model.model_fields["kind"].annotation))
+_OP_MODELS: list[type[OpBase]] = list(get_args(get_args(Op)[0]))  # built-in, then plugins, in definition order
 
 
-OP_KINDS = _union_kinds(Entry)  # from the union itself: a new op model is listed once, there
+def op_models() -> tuple[type[BaseModel], ...]:
+    """Every entry model of a workload's `ops` list, in union order: the op models, then `repeat`."""
+    return (*_OP_MODELS, RepeatBlock)
+
+
+def entry_union() -> Any:
+    """The discriminated union a workload's `ops` entries are validated against (plugins included)."""
+    return Annotated[Union[op_models()], Field(discriminator="kind")]  # noqa: UP007 - built from a tuple
+
+
+def op_kinds() -> tuple[str, ...]:
+    """The `kind` literals of every entry model, in union order: a new op model is listed once, there."""
+    return tuple(kind for model in op_models() for kind in get_args(model.model_fields["kind"].annotation))
+
+
+def op_union() -> Any:
+    """The discriminated union of the op models (plugins included), without `repeat`."""
+    return Annotated[Union[tuple(_OP_MODELS)], Field(discriminator="kind")]  # noqa: UP007 - built from a tuple
+
+
+# Fields typed with an op union, outside this module too (a scenario's `insert` transform):
+# (model, field name, whether `repeat` is allowed, whether the field is a list).
+_OP_FIELDS: list[tuple[type[BaseModel], str, bool, bool]] = []
+
+
+def uses_op_union(model: type[BaseModel], name: str, *, entries: bool, many: bool) -> None:
+    """Declare that `model.name` holds ops (`entries`: `repeat` blocks too; `many`: a list), so that an op
+    kind added later (`add_op_model`) is accepted there."""
+    _OP_FIELDS.append((model, name, entries, many))
+
+
+def add_op_model(model: type[OpBase]) -> None:
+    """Add an op kind's spec model to the workload schema (sim.ops.define calls this): every field that
+    holds ops (`uses_op_union`) is retyped with the new union and every schema model that contains one
+    is rebuilt, inner models first."""
+    taken = set(op_kinds())
+    clash = [k for k in get_args(model.model_fields["kind"].annotation) if k in taken]
+    if clash:
+        raise ValueError(f"op kind {clash[0]!r} is already defined")
+    _OP_MODELS.append(model)
+    for owner, name, entries, many in _OP_FIELDS:
+        union = entry_union() if entries else op_union()
+        annotation = cast(Any, list)[union] if many else union
+        owner.__pydantic_fields__[name] = FieldInfo.merge_field_infos(owner.model_fields[name], annotation=annotation)
+    rebuild_with_containers({owner for owner, *_ in _OP_FIELDS})
+
+
+def rebuild_with_containers(owners: set[type[BaseModel]]) -> None:
+    """Rebuild models whose fields changed, and every schema model that contains one, inner models first."""
+    for owner in _containers(owners):
+        owner.model_rebuild(force=True)
+
+
+def _containers(owners: set[type[BaseModel]]) -> list[type[BaseModel]]:
+    """`owners` and every schema model that contains one (through its fields), inner models first."""
+    import sys
+
+    models = [m for mod_name, mod in list(sys.modules.items()) if mod_name.startswith("sim.schema") and mod
+              for m in vars(mod).values()
+              if isinstance(m, type) and issubclass(m, BaseModel) and m.__module__ == mod_name]
+    known = set(models)
+    inner = {m: _inner_models(m) & known - {m} for m in models}
+    needed = set(owners)
+    changed = True
+    while changed:
+        changed = False
+        for m, kids in inner.items():
+            if m not in needed and kids & needed:
+                needed.add(m)
+                changed = True
+    order: list[type[BaseModel]] = []
+
+    def visit(m: type[BaseModel], seen: set[type[BaseModel]]) -> None:
+        if m in order or m in seen:
+            return
+        seen.add(m)
+        for kid in sorted(inner.get(m, set()) & needed, key=lambda k: k.__qualname__):
+            visit(kid, seen)
+        order.append(m)
+
+    for m in sorted(needed, key=lambda k: (k.__module__, k.__qualname__)):
+        visit(m, set())
+    return order
+
+
+def _inner_models(model: type[BaseModel]) -> set[type[BaseModel]]:
+    """The models `model`'s fields are typed with (anywhere inside their annotations)."""
+    found: set[type[BaseModel]] = set()
+
+    def walk(ann: Any) -> None:
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            found.add(ann)
+        for a in get_args(ann):
+            walk(a)
+    for f in model.model_fields.values():
+        walk(f.annotation)
+    return found
 
 
 class WorkloadFile(Strict):
@@ -277,9 +358,9 @@ class WorkloadFile(Strict):
     def _known_kind(cls, ops: object) -> object:
         if isinstance(ops, list):
             for i, op in enumerate(ops):
-                if isinstance(op, dict) and "kind" in op and op["kind"] not in OP_KINDS:
+                if isinstance(op, dict) and "kind" in op and op["kind"] not in op_kinds():
                     raise ValueError(
-                        f"ops[{i}].kind: unknown op kind {op['kind']!r} (expected one of: {', '.join(OP_KINDS)})"
+                        f"ops[{i}].kind: unknown op kind {op['kind']!r} (expected one of: {', '.join(op_kinds())})"
                     )
         return ops
 
@@ -294,6 +375,10 @@ class WorkloadFile(Strict):
             if isinstance(op, RepeatBlock):
                 _inner_names_unique(op)
         return ops
+
+
+uses_op_union(RepeatBlock, "ops", entries=True, many=True)
+uses_op_union(WorkloadFile, "ops", entries=True, many=True)
 
 
 def _inner_names_unique(block: RepeatBlock) -> None:

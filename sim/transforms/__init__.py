@@ -1,7 +1,8 @@
 """Transforms: pure graph → graph passes that describe a variant (fuse, mode, dispatch, edits).
 
 Each transform is one function registered under its scenario key; adding one is a new
-file plus a registration. A transform raises InputError located at its key path in the
+file plus its line in the import below: `define` (e.g. sim/transforms/relayout.py) takes the
+argument model and the reference example in the same file. A transform raises InputError located at its key path in the
 scenario file when it cannot apply (unknown op, impossible fusion).
 """
 
@@ -50,6 +51,28 @@ def registered_transforms() -> tuple[str, ...]:
     return tuple(sorted(_REGISTRY))
 
 
+_EXAMPLES: dict[str, str] = {}
+
+
+def define(key: str, args: type[BaseModel], example: str) -> Callable[[TransformFn], TransformFn]:
+    """A transform in one file: its function (decorated), its argument model (accepted in a scenario's
+    `transforms` list as `{key: args}`, sim.schema.scenario.add_transform) and its reference example."""
+
+    def deco(fn: TransformFn) -> TransformFn:
+        from sim.schema.scenario import add_transform
+
+        add_transform(key, args)
+        _EXAMPLES[key] = example
+        return register(key)(fn)
+
+    return deco
+
+
+def examples() -> dict[str, str]:
+    """The reference examples of transforms defined with `define`, in definition order."""
+    return dict(_EXAMPLES)
+
+
 def under(op_name: str, module: str) -> bool:
     """Whether an op is under a module path: its name is MODULE or starts with 'MODULE.'."""
     return op_name == module or op_name.startswith(module + ".")
@@ -95,4 +118,11 @@ def check_dataflow(original: Graph, graph: Graph, ctx: Context) -> None:
         written.update(op.writes)
 
 
-from sim.transforms import dispatch, edit, fuse, mode, relayout, specialize, swap  # noqa: E402,F401
+# The transforms, one line each (the order of those made with `define` is their order in the schema).
+from sim.transforms import dispatch  # noqa: E402,F401,I001
+from sim.transforms import edit  # noqa: E402,F401,I001
+from sim.transforms import fuse  # noqa: E402,F401,I001
+from sim.transforms import mode  # noqa: E402,F401,I001
+from sim.transforms import specialize  # noqa: E402,F401,I001
+from sim.transforms import swap  # noqa: E402,F401,I001
+from sim.transforms import relayout  # noqa: E402,F401,I001

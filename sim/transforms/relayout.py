@@ -4,13 +4,27 @@ own cost) runs after the tensor's last producer; the named consumers read the co
 from __future__ import annotations
 
 from types import MappingProxyType
+from typing import Literal
+
+from pydantic import Field
 
 from sim.graph import Graph, Op, Tensor
-from sim.schema.scenario import RelayoutArgs
-from sim.transforms import Context, register
+from sim.schema.scenario import Strict
+from sim.transforms import Context, define
 
 
-@register("relayout")
+class RelayoutArgs(Strict):
+    """Store `tensor` in another layout: a conversion kernel after its producer, and its consumers read the
+    converted copy (or, with `consumers_native`, consumers that understand the new layout read it directly)."""
+
+    tensor: str = Field(description="the tensor to store in another layout")
+    conversion: Literal["transpose", "contiguous", "nchw_to_nhwc", "nhwc_to_nchw", "cast"] = Field(
+        default="transpose", description="the conversion kernel")
+    consumers: list[str] = Field(min_length=1, description="ops that read the converted copy")
+    name: str | None = Field(default=None, description="the conversion op's name")
+
+
+@define("relayout", RelayoutArgs, example="{relayout: {tensor: h, conversion: transpose, consumers: [fc2]}}")
 def relayout(graph: Graph, args: RelayoutArgs, ctx: Context) -> Graph:
     if args.tensor not in graph.tensors:
         raise ctx.error("unknown tensor", ".tensor", args.tensor, "a tensor of the workload")

@@ -1,4 +1,5 @@
-"""Sort, scan and unique: CUB's device-wide algorithms as PyTorch runs them, priced as memory-bound sweeps.
+"""Op kinds sort, scan and unique (a plugin, sim/ops/): CUB's device-wide algorithms as PyTorch runs them,
+priced as memory-bound sweeps.
 
 No measurement yet: each is a number of HBM sweeps over its data, from the profile's
 `primitives` estimates (never a silent zero: a profile without them cannot price these ops).
@@ -15,12 +16,31 @@ from __future__ import annotations
 import dataclasses
 import math
 from types import MappingProxyType
+from typing import Literal
 
-from sim.costmodel import KernelCost, register
+from pydantic import Field
+
+from sim.costmodel import KernelCost
 from sim.costmodel.elementwise import io_bytes, numel_of, streaming_cost
 from sim.errors import InfeasibleError
 from sim.graph import DTYPE_BYTES, Graph, Op
 from sim.hardware import Hardware
+from sim.ops import OpKind, define
+from sim.schema.workload import Expr, OpBase
+
+
+class SortScanOp(OpBase):
+    """Device-wide sort (radix), scan (prefix sum) and unique (on sorted input) over `numel` elements, as
+    PyTorch runs them through CUB (torch.sort, cumsum, unique, embedding backward): memory-bound sweeps
+    over the data, how many from the profile's `primitives` estimates. reads[0] holds the keys; other
+    reads are values carried along (sort's indices)."""
+
+    kind: Literal["sort", "scan", "unique"]
+    numel: Expr | None = None
+    key_bits: Expr | None = Field(
+        default=None, description="sort: key bits that vary (default: the key dtype's; PyTorch sorts embedding"
+        " indices on ceil(log2(num_embeddings)) bits)")
+
 
 KEYS = {"sort": ("radix_digit_bits",), "scan": ("scan_passes",), "unique": ("unique_passes",)}
 
@@ -59,5 +79,13 @@ def primitive_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
                                detail=MappingProxyType(detail))
 
 
-for _kind in KEYS:
-    register(_kind)(primitive_cost)
+define(OpKind(
+    spec=SortScanOp,
+    cost=primitive_cost,
+    examples={
+        "sort": "{name: sort_ids, kind: sort, numel: tokens, key_bits: 17, reads: [ids, pos], "
+                "writes: [ids_sorted, perm]}",
+        "scan": "{name: offsets, kind: scan, numel: tokens, reads: [counts], writes: [offs]}",
+        "unique": "{name: uniq_ids, kind: unique, numel: tokens, reads: [ids_sorted], writes: [uniq]}",
+    },
+))  # no trace rule: CUB's sort/scan kernels are recognised as reductions by the built-in rules
