@@ -1,7 +1,9 @@
 """Engine and sweep throughput: simulated kernels/s, the 1M-kernel step end to end, metrics vs streams, sweeps.
 
-Run: `python benchmarks/bench_engine.py [--sizes 10000 1000000] [--e2e 1000000] [--streams 1 16 256]
+Run: `python benchmarks/bench_engine.py [--big] [--sizes 10000] [--e2e KERNELS] [--streams 1 16 256]
 [--sweep-points 1000] [--workers N] [--dask] [--repeats R] [--against OTHER_CHECKOUT] [--json OUT]`.
+A default run is short (10k-kernel engine, metrics vs streams, a 1000-point sweep); `--big` adds the
+1M-kernel engine run and the 1M-kernel step end to end (minutes on a 2-core machine).
 It is a command, not a timed test: numbers depend on the machine (and on its other load: on a
 shared machine compare `--against` a checkout of the old code, which runs every figure
 alternately for both trees, each run in a fresh process, and reports medians and ratios).
@@ -253,8 +255,9 @@ def bench_sweep(points: int, workers: int, executors: list[str], trees: list[Pat
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--sizes", type=int, nargs="*", default=[10_000, 1_000_000], help="engine graph sizes (kernels)")
-    ap.add_argument("--e2e", type=int, default=1_000_000, metavar="KERNELS", help="end-to-end step size; 0 skips")
+    ap.add_argument("--sizes", type=int, nargs="*", default=[10_000], help="engine graph sizes (kernels)")
+    ap.add_argument("--e2e", type=int, default=0, metavar="KERNELS", help="end-to-end step size; 0 skips")
+    ap.add_argument("--big", action="store_true", help="add the 1M-kernel engine size and a 1M-kernel end-to-end step")
     ap.add_argument("--streams", type=int, nargs="*", default=[1, 16, 256], help="metrics vs streams; none skips")
     ap.add_argument("--streams-kernels", type=int, default=10_000)
     ap.add_argument("--repeats", type=int, default=3, help="runs per figure and tree (medians)")
@@ -265,6 +268,9 @@ def main(argv: list[str] | None = None) -> int:
                     "every figure is measured for both, alternately")
     ap.add_argument("--json", metavar="OUT", help="write the figures as JSON")
     args = ap.parse_args(argv)
+    if args.big:
+        args.sizes = sorted({*args.sizes, 1_000_000})
+        args.e2e = args.e2e or 1_000_000
     trees = [ROOT] + ([Path(args.against).resolve()] if args.against else [])
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
           f"Python {platform.python_version()}, load average {os.getloadavg()[0]:.1f}")

@@ -11,7 +11,6 @@ from sim.costmodel.pricing import price
 from sim.graph import Graph
 from sim.metrics import TERMS, StepMetrics
 from sim.run.load import Scenario
-from sim.run.simulate import simulate_bucket
 from sim.run.variants import GraphCache, op_signature
 from sim.schema.scenario import Variant
 from sim.schema.workload import Bucket
@@ -85,7 +84,7 @@ def run_scenario(scn: Scenario, *, keep_traces: bool = False, cache: CostCache |
                 else:
                     graph, path = graphs.variant(scn, v, vi - 1, base_graph, params, hw, cache)
                     costs = price(graph, hw, cache=cache)
-                trace, m, comm = simulate_bucket(scn.workload, graph, costs, hw, params, cache)
+                trace, m, comm = graphs.simulate(scn, graph, costs, hw, params, cache)
                 if keep_traces:
                     traces[(hw.name, v.name, bi)] = trace
                 per_variant[v.name].append(_bucket_result(b, params, m, path))
