@@ -36,6 +36,11 @@ from types import MappingProxyType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+# The synthetic graphs go far past the input limits meant for users' files (sim.limits): 1M kernels
+# are a 100k-fold repeat. Set before sim is imported, here and in every measuring process.
+BENCH_LIMITS = {"KERNELSIM_MAX_REPEAT": "10000000", "KERNELSIM_MAX_GRAPH_OPS": "100000000"}
+for _name, _value in BENCH_LIMITS.items():
+    os.environ.setdefault(_name, _value)
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
@@ -148,7 +153,7 @@ def in_fresh_process(task: dict[str, Any], tree: Path) -> dict[str, Any]:
             f"sys.path.insert(1, {str(ROOT / 'benchmarks')!r}); import bench_engine; "
             "print(json.dumps(bench_engine.run_task(json.loads(sys.argv[2]))))")
     out = subprocess.run([sys.executable, "-c", code, str(tree), json.dumps(task)], check=True,
-                         capture_output=True, text=True, cwd=tree)
+                         capture_output=True, text=True, cwd=tree, env={**os.environ, **BENCH_LIMITS})
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
