@@ -137,6 +137,7 @@ class GraphCache:
         self._variants: dict[tuple[int, int], tuple[Graph, Variant, tuple[Graph, str]]] = {}
         self._candidates: dict[tuple[int, int, int], tuple[Graph, Variant, Any, list[tuple[str, Graph]]]] = {}
         self._simulations: dict[tuple[Any, ...], tuple[Graph, Workload, Any]] = {}
+        self._prices: dict[tuple[int, str], tuple[Graph, tuple[KernelCost | None, ...]]] = {}
         self._op_signatures: dict[int, tuple[Graph, list[tuple[Any, ...]]]] = {}
 
     def _room(self, table: dict[Any, Any]) -> None:
@@ -190,7 +191,19 @@ class GraphCache:
                   cache: CostCache) -> float:
         """The step time of `graph` on `hw` on every rank of the workload (a `choose` variant's
         yardstick), simulated once per (graph, workload layout, profile)."""
-        return self.simulate(scn, graph, price(graph, hw, cache=cache), hw, params, cache)[1].time_s
+        return self.simulate(scn, graph, self.price(graph, hw, cache), hw, params, cache)[1].time_s
+
+    def price(self, graph: Graph, hw: Hardware, cache: CostCache) -> tuple[KernelCost | None, ...]:
+        """price(graph, hw, cache=cache), once per (graph, profile): a `choose` variant prices the
+        graphs the run priced already. The same tuple each time (costs are immutable)."""
+        key = (id(graph), cache.hardware_key(hw))
+        hit = self._prices.get(key)
+        if hit is not None and hit[0] is graph:
+            return hit[1]
+        costs = price(graph, hw, cache=cache)
+        self._room(self._prices)
+        self._prices[key] = (graph, costs)
+        return costs
 
     def simulate(self, scn: Scenario, graph: Graph, costs: tuple[KernelCost | None, ...], hw: Hardware,
                  params: dict[str, float], cache: CostCache) -> tuple[Trace, StepMetrics, dict[str, Any] | None]:
