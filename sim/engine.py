@@ -317,7 +317,11 @@ class Simulation:
     def host(self):
         hc, ops, env = self.host_costs, self.graph.ops, self.env
         record, queues, outstanding = self._records.add, self.queues, self.outstanding
-        eager_dispatch_s, launch_s = hc.eager_dispatch_s, hc.launch_s
+        launch_s = hc.launch_s
+        # An eager op's dispatch price depends on its kind, library and attributes only: ops copied
+        # from one repeat-block op share their attrs object, so one price serves them all.
+        dispatch_by: dict[tuple[str, str, int], float] = {}
+        record_pair = self._records.add_pair
         n = len(ops)
         i = 0
         while i < n:
@@ -376,16 +380,22 @@ class Simulation:
                     self._host_interval(op.name, "dispatch", start, i)
             else:
                 start = env.now
-                dispatch_s = eager_dispatch_s(op)
+                key = (kind, op.library, id(op.attrs))
+                dispatch_s = dispatch_by.get(key)
+                if dispatch_s is None:
+                    dispatch_s = dispatch_by[key] = hc.eager_dispatch_s(op)
                 dispatched = start + dispatch_s
                 launched = dispatched + launch_s
                 if dispatch_s > 0 and launch_s > 0 and start + (launched - start) == launched:
                     # One timeout for dispatch + launch when it lands on the same float as two would.
                     yield Timeout(env, launched - start)
-                    if dispatched > start:
-                        record(start, dispatched, HOST_TRACK, op.name, "dispatch", i, _NO_ARGS)
-                    if launched > dispatched:
-                        record(dispatched, launched, HOST_TRACK, op.name, "launch", i, _NO_ARGS)
+                    if launched > dispatched > start:
+                        record_pair(start, dispatched, launched, HOST_TRACK, op.name, "dispatch", "launch", i, _NO_ARGS)
+                    else:
+                        if dispatched > start:
+                            record(start, dispatched, HOST_TRACK, op.name, "dispatch", i, _NO_ARGS)
+                        if launched > dispatched:
+                            record(dispatched, launched, HOST_TRACK, op.name, "launch", i, _NO_ARGS)
                 else:
                     if dispatch_s > 0:
                         yield Timeout(env, dispatch_s)
@@ -424,7 +434,9 @@ class Simulation:
         ops, costs, deps, finished = self.graph.ops, self.costs, self.deps, self.finished
         queue = self.queues[s]
         track = stream_track(s)
-        record = self._records.add
+        recs = self._records  # Records.add, written out in the loop below
+        r_start, r_end, r_track, r_name = recs.start.append, recs.end.append, recs.track.append, recs.name.append
+        r_cat, r_op, r_args = recs.cat.append, recs.op.append, recs.args.append
         latency = hc.launch_latency_s
         args_by_cost: dict[int, MappingProxyType[str, Any]] = {}
         meet = self.rendezvous  # None on one rank: collectives run as plain kernels
@@ -465,7 +477,13 @@ class Simulation:
                 if args is None:
                     args = args_by_cost[id(cost)] = MappingProxyType({"limiter": cost.limiter, "alone_us": cost.time_s * 1e6})
             busy_until = env.now
-            record(now, busy_until, track, ops[i].name, cost.category, i, args)
+            r_start(now)
+            r_end(busy_until)
+            r_track(track)
+            r_name(ops[i].name)
+            r_cat(cost.category)
+            r_op(i)
+            r_args(args)
             finished[i] = True
             if waiters:
                 ev = waiters.pop(i, None)

@@ -155,12 +155,15 @@ class Graph:
     def dependencies(self) -> list[tuple[int, ...]]:
         """For each op, the earlier ops it must wait for: its tensors' last writers and `after`."""
         last_writer: dict[str, int] = {}
-        index = {o.name: i for i, o in enumerate(self.ops)}
+        index: dict[str, int] | None = None  # op name -> position, made when an op has `after`
         deps: list[tuple[int, ...]] = []
         for i, o in enumerate(self.ops):
-            d = {last_writer[t] for t in o.reads if t in last_writer}
-            d.update(index[a] for a in o.after if a in index and index[a] < i)
-            deps.append(tuple(sorted(d)))
+            found = [last_writer[t] for t in o.reads if t in last_writer]
+            if o.after:
+                if index is None:
+                    index = {o.name: i for i, o in enumerate(self.ops)}
+                found.extend(index[a] for a in o.after if a in index and index[a] < i)
+            deps.append(tuple(sorted(set(found))) if len(found) > 1 else tuple(found))
             for t in o.writes:
                 last_writer[t] = i
         return deps
