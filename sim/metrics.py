@@ -87,23 +87,23 @@ def _step_metrics(trace: Trace) -> StepMetrics:
     del order
     r_track = recs.track
     n_r = len(recs)
-    host_busy = [k for k in range(n_r) if r_track[k] == HOST_TRACK and r_cat[k] in _HOST_BUSY]
-    h_start_trace = np.array([r_start[k] for k in host_busy], dtype=np.float64)  # in trace order
-    h_end_trace = np.array([r_end[k] for k in host_busy], dtype=np.float64)
+    # The host's busy intervals in trace order, in float arrays (no Python object per interval).
+    busy_cats = _HOST_BUSY
+    h_start_trace = np.fromiter((r_start[k] for k in range(n_r) if r_track[k] == HOST_TRACK and r_cat[k] in busy_cats),
+                                dtype=np.float64)
+    h_end_trace = np.fromiter((r_end[k] for k in range(n_r) if r_track[k] == HOST_TRACK and r_cat[k] in busy_cats),
+                              dtype=np.float64)
     h_start = np.sort(h_start_trace)
     h_end = np.sort(h_end_trace)
     k_end_np = np.frombuffer(k_end, dtype=np.float64) if n_k else np.zeros(0)
-    by_end = np.argsort(k_end_np, kind="stable")  # the order a stable sort by end gives
-    k_end_sorted = k_end_np[by_end]
+    by_end_np = np.argsort(k_end_np, kind="stable")  # the order a stable sort by end gives
+    k_end_sorted = k_end_np[by_end_np]
+    by_end = array("q", by_end_np.astype(np.int64).tobytes())
+    del by_end_np
     k_start_np = np.frombuffer(k_start, dtype=np.float64) if n_k else np.zeros(0)
-    # Every distinct time point, sorted; per point, how many kernels have started and ended and
-    # whether the host is busy (counts of starts and ends at or before it).
+    # Every distinct time point, sorted; per point (a chunk at a time, below), how many kernels have
+    # started and ended and whether the host is busy (counts of starts and ends at or before it).
     times = np.unique(np.concatenate((np.array([0.0, end]), k_start_np, k_end_sorted, h_start, h_end)))
-    started = np.searchsorted(k_start_np, times, side="right")
-    ended = np.searchsorted(k_end_sorted, times, side="right")
-    host_on = np.searchsorted(h_start, times, side="right") > np.searchsorted(h_end, times, side="right")
-    by_end_list = by_end.tolist()
-    del k_end_np, k_start_np, k_end_sorted
     acc = [0.0] * len(TERMS)
     active: dict[int, None] = {}  # running kernels, in start order (insertion order)
     groups: dict[tuple[int, float], int] = {}  # (term, fixed fraction) -> running kernels
@@ -112,10 +112,11 @@ def _step_metrics(trace: Trace) -> StepMetrics:
     # In chunks of points, so that Python floats and ints exist for one chunk at a time (peak memory).
     for c0 in range(0, n_t - 1, _CHUNK):
         c1 = min(n_t, c0 + _CHUNK + 1)
-        t_chunk = times[c0:c1].tolist()
-        s_chunk = started[c0:c1].tolist()
-        e_chunk = ended[c0:c1].tolist()
-        h_chunk = host_on[c0:c1].tolist()
+        points = times[c0:c1]
+        t_chunk = points.tolist()
+        s_chunk = np.searchsorted(k_start_np, points, side="right").tolist()
+        e_chunk = np.searchsorted(k_end_sorted, points, side="right").tolist()
+        h_chunk = (np.searchsorted(h_start, points, side="right") > np.searchsorted(h_end, points, side="right")).tolist()
         for p in range(len(t_chunk) - 1):
             a = t_chunk[p]
             target = s_chunk[p]
@@ -126,7 +127,7 @@ def _step_metrics(trace: Trace) -> StepMetrics:
                 ki += 1
             target = e_chunk[p]
             while ei < target:
-                k = by_end_list[ei]
+                k = by_end[ei]
                 del active[k]
                 g = (k_term[k], k_fixed[k])
                 left = groups[g] - 1
