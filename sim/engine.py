@@ -320,7 +320,7 @@ class Simulation:
         launch_s = hc.launch_s
         # An eager op's dispatch price depends on its kind, library and attributes only: ops copied
         # from one repeat-block op share their attrs object, so one price serves them all.
-        dispatch_by: dict[tuple[str, str, int], float] = {}
+        dispatch_by = {}  # (kind, library, id(attrs)) -> seconds
         record_pair = self._records.add_pair
         n = len(ops)
         i = 0
