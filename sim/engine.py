@@ -318,9 +318,7 @@ class Simulation:
         hc, ops, env = self.host_costs, self.graph.ops, self.env
         record, queues, outstanding = self._records.add, self.queues, self.outstanding
         launch_s = hc.launch_s
-        # An eager op's dispatch price depends on its kind, library and attributes only: ops copied
-        # from one repeat-block op share their attrs object, so one price serves them all.
-        dispatch_by = {}  # (kind, library, id(attrs)) -> seconds
+        eager_dispatch_s = hc.eager_dispatch_s
         record_pair = self._records.add_pair
         n = len(ops)
         i = 0
@@ -380,10 +378,7 @@ class Simulation:
                     self._host_interval(op.name, "dispatch", start, i)
             else:
                 start = env.now
-                key = (kind, op.library, id(op.attrs))
-                dispatch_s = dispatch_by.get(key)
-                if dispatch_s is None:
-                    dispatch_s = dispatch_by[key] = hc.eager_dispatch_s(op)
+                dispatch_s = eager_dispatch_s(op)
                 dispatched = start + dispatch_s
                 launched = dispatched + launch_s
                 if dispatch_s > 0 and launch_s > 0 and start + (launched - start) == launched:
