@@ -27,9 +27,13 @@ Speed (benchmarks/bench_engine.py): the hot loop creates only the simpy events t
 the model: one timeout per host busy span, one timeout for the launch latency, one completion
 event per kernel and one wake-up timeout per change of the set of running kernels; the launch
 queue (LaunchQueue) costs an event only when a stream or the host has to wait on it (about 4
-events per kernel on the benchmark's eager graph, 5.3 with a simpy.Store). Completion events of ops are created only when someone waits for
-them, the GPU's wake-up is a timeout with a callback (not a process per wake-up), and
-intervals are kept in columns (sim.trace.Records) that the Trace takes as they are.
+events per kernel on the benchmark's eager graph, 5.3 with a simpy.Store). Completion events of
+ops are created only when someone waits for them, the GPU's wake-up is a timeout with a callback
+(not a process per wake-up), and intervals are kept in columns (sim.trace.Records) that the Trace
+takes as they are. Processor sharing is written once (ProcessorSharing: the GPU's kernels, the
+links' collectives); the GPU keeps its rate between changes instead of recomputing it, and a
+kernel starting or ending alone on an idle GPU takes a written-out path with the same float
+operations (tests/test_engine_outputs.py and the goldens hold the results bit for bit).
 """
 
 from __future__ import annotations
@@ -55,6 +59,72 @@ _FREE_SM_FLOOR = 0.02  # held CTAs never leave the other kernels less than this 
 _NO_ARGS: MappingProxyType[str, Any] = MappingProxyType({})
 
 
+class ProcessorSharing:
+    """Processor sharing, written once: jobs that would take `remaining_s` alone progress at rates
+    that change only when the set of jobs (or a demand) changes; one wake-up timeout per change.
+
+    Every change goes `_advance()` (progress at the rates in force since the last change), edit
+    the jobs, `_settle()`: jobs that are done fire their events (in start order), `_after_done()`,
+    `_rerate()` sets the new rates and gives the time to the next completion, a wake-up timeout is
+    scheduled for it (a timeout with a callback, not a process: a later settle supersedes it),
+    `_after_settle()`. Subclasses say how demands become rates: the GPU one rate for all its
+    kernels (FluidGPU, HoldingGPU), the links one rate per flow (LinkShare).
+    """
+
+    def __init__(self, env: simpy.Environment) -> None:
+        self.env = env
+        self.jobs: dict[int, Any] = {}  # id -> job (remaining_s, done, ...), in start order
+        self._next_id = 0
+        self._last = 0.0
+        self._wakeup: simpy.Event | None = None  # the one pending wake-up that still counts
+
+    def _advance(self) -> None:
+        """Progress every job at its rate from the last change to now."""
+        now = self.env.now
+        dt = now - self._last
+        if dt > 0:
+            for j in self.jobs.values():
+                j.remaining_s -= dt * j.rate
+        self._last = now
+
+    def _rerate(self) -> float | None:
+        """Set the jobs' rates for what runs now; the time to the soonest completion (None: none)."""
+        raise NotImplementedError
+
+    def _after_done(self) -> None:
+        """After finished jobs fired, before the rates are set (HoldingGPU's admissions)."""
+
+    def _after_settle(self) -> None:
+        """After the wake-up is scheduled (HoldingGPU tells the links its HBM load changed)."""
+
+    def _done(self, jid: int) -> None:
+        self.jobs.pop(jid).done.succeed()
+
+    def _settle(self) -> None:
+        jobs = self.jobs
+        limit = _EPS * max(1.0, self.env.now)
+        for jid in [jid for jid, j in jobs.items() if j.remaining_s <= limit]:
+            self._done(jid)
+        self._after_done()
+        soonest = self._rerate() if jobs else None
+        if soonest is not None:
+            wake = Timeout(self.env, max(0.0, soonest))
+            wake.callbacks.append(self._wake)
+            self._wakeup = wake
+        else:
+            self._wakeup = None
+        self._after_settle()
+
+    def _wake(self, event: simpy.Event) -> None:
+        if event is not self._wakeup:
+            return
+        self._advance()
+        for j in self.jobs.values():
+            if j.remaining_s < 1e-12:
+                j.remaining_s = 0.0
+        self._settle()
+
+
 class _Job:
     __slots__ = ("remaining_s", "bw", "sm", "done")
 
@@ -65,15 +135,13 @@ class _Job:
         self.done = done
 
 
-class FluidGPU:
-    """Processor sharing of SMs and HBM bandwidth among the kernels running at once."""
+class FluidGPU(ProcessorSharing):
+    """Processor sharing of SMs and HBM bandwidth among the kernels running at once: one rate for
+    every kernel, 1 / the larger of the summed HBM and SM demands (at least 1)."""
 
     def __init__(self, env: simpy.Environment) -> None:
-        self.env = env
-        self.jobs: dict[int, _Job] = {}
-        self._next_id = 0
-        self._last = 0.0
-        self._wakeup: simpy.Event | None = None  # the one pending wake-up that still counts
+        super().__init__(env)
+        self.rate = 1.0  # in force since the last change (set by _rerate)
 
     def _rate(self) -> float:
         jobs = self.jobs
@@ -88,49 +156,70 @@ class FluidGPU:
         now = self.env.now
         dt = now - self._last
         if dt > 0 and self.jobs:
-            progress = dt * self._rate()
+            progress = dt * self.rate
             for j in self.jobs.values():
                 j.remaining_s -= progress
         self._last = now
 
-    def _settle(self) -> None:
+    def _rerate(self) -> float | None:
+        rate = self.rate = self._rate()
         jobs = self.jobs
-        limit = _EPS * max(1.0, self.env.now)
-        done = [jid for jid, j in jobs.items() if j.remaining_s <= limit]
-        for jid in done:
-            jobs.pop(jid).done.succeed()
-        if jobs:
-            rate = self._rate()
-            if len(jobs) == 1:
-                for j in jobs.values():
-                    soonest = j.remaining_s
-            else:
-                soonest = min(j.remaining_s for j in jobs.values())
-            delay = max(0.0, soonest / rate)
-            # A timeout with a callback, not a process: a later settle supersedes it.
-            wake = Timeout(self.env, delay)
-            wake.callbacks.append(self._wake)
-            self._wakeup = wake
-        else:
-            self._wakeup = None
-
-    def _wake(self, event: simpy.Event) -> None:
-        if event is not self._wakeup:
-            return
-        self._advance()
-        for j in self.jobs.values():
-            if j.remaining_s < 1e-12:
-                j.remaining_s = 0.0
-        self._settle()
+        if len(jobs) == 1:
+            for j in jobs.values():
+                return j.remaining_s / rate
+        return min(j.remaining_s for j in jobs.values()) / rate
 
     def run(self, work_s: float, bw: float, sm: float) -> simpy.Event:
         """Start a kernel that would take `work_s` alone; the event fires when it is done."""
+        env = self.env
+        ev = simpy.Event(env)
+        jobs = self.jobs
+        if not jobs and type(self) is FluidGPU:
+            # The generic path below for a kernel starting on an idle GPU, written out: the same
+            # float operations, in the same order.
+            now = self._last = env.now
+            remaining = max(work_s, 0.0)
+            if remaining <= _EPS * max(1.0, now):
+                self._next_id += 1
+                ev.succeed()
+                self._wakeup = None
+                return ev
+            jobs[self._next_id] = _Job(remaining, bw, sm, ev)
+            self._next_id += 1
+            rate = self.rate = 1.0 / max(1.0, bw, sm)
+            wake = Timeout(env, max(0.0, remaining / rate))
+            wake.callbacks.append(self._wake)
+            self._wakeup = wake
+            return ev
         self._advance()
-        ev = simpy.Event(self.env)
-        self.jobs[self._next_id] = _Job(max(work_s, 0.0), bw, sm, ev)
+        jobs[self._next_id] = _Job(max(work_s, 0.0), bw, sm, ev)
         self._next_id += 1
         self._settle()
         return ev
+
+    def _wake(self, event: simpy.Event) -> None:
+        # ProcessorSharing._wake, written out for the common case of one kernel running alone that
+        # ends now: the same float operations, in the same order, without the generic calls.
+        jobs = self.jobs
+        if event is not self._wakeup or len(jobs) != 1 or type(self) is not FluidGPU:
+            return super()._wake(event)
+        now = self.env.now
+        dt = now - self._last
+        self._last = now
+        for jid, j in jobs.items():
+            remaining = j.remaining_s
+            if dt > 0:
+                remaining = j.remaining_s = remaining - dt * self.rate
+            if remaining < 1e-12:
+                remaining = j.remaining_s = 0.0
+            if remaining <= _EPS * max(1.0, now):
+                del jobs[jid]
+                j.done.succeed()
+                self._wakeup = None
+                return None
+            break
+        self._settle()
+        return None
 
 
 class LaunchQueue:
@@ -194,7 +283,6 @@ class Simulation:
         self.waiters: dict[int, simpy.Event] = {}  # op → event, only for ops someone waits for
         streams = sorted({o.stream for o in graph.ops if o.is_kernel})
         self.queues = {s: LaunchQueue(self.env, host.launch_queue_depth) for s in streams}
-        self.stream_busy_until = {s: 0.0 for s in streams}
         self.outstanding = {s: 0 for s in streams}
         self.idle_events: dict[int, simpy.Event] = {}
         self.rank = 0
@@ -229,11 +317,15 @@ class Simulation:
     def host(self):
         hc, ops, env = self.host_costs, self.graph.ops, self.env
         record, queues, outstanding = self._records.add, self.queues, self.outstanding
+        launch_s = hc.launch_s
+        eager_dispatch_s = hc.eager_dispatch_s
+        record_pair = self._records.add_pair
         n = len(ops)
         i = 0
         while i < n:
             op = ops[i]
-            if op.kind == "sync":
+            kind = op.kind
+            if kind == "sync":
                 start = env.now
                 yield from self._wait_idle()
                 self._host_interval(f"sync: {op.name}", "sync", start, i)
@@ -244,7 +336,7 @@ class Simulation:
                 self._finish(i)
                 i += 1
                 continue
-            if op.kind == "host":
+            if kind == "host":
                 seconds = op.host_s if op.host_s is not None else hc.host_op_s(op)
                 if seconds > 0:
                     start = env.now
@@ -286,16 +378,19 @@ class Simulation:
                     self._host_interval(op.name, "dispatch", start, i)
             else:
                 start = env.now
-                dispatch_s = hc.eager_dispatch_s(op)
+                dispatch_s = eager_dispatch_s(op)
                 dispatched = start + dispatch_s
-                launched = dispatched + hc.launch_s
-                if dispatch_s > 0 and hc.launch_s > 0 and start + (launched - start) == launched:
+                launched = dispatched + launch_s
+                if dispatch_s > 0 and launch_s > 0 and start + (launched - start) == launched:
                     # One timeout for dispatch + launch when it lands on the same float as two would.
                     yield Timeout(env, launched - start)
-                    if dispatched > start:
-                        record(start, dispatched, HOST_TRACK, op.name, "dispatch", i, _NO_ARGS)
-                    if launched > dispatched:
-                        record(dispatched, launched, HOST_TRACK, op.name, "launch", i, _NO_ARGS)
+                    if launched > dispatched > start:
+                        record_pair(start, dispatched, launched, HOST_TRACK, op.name, "dispatch", "launch", i, _NO_ARGS)
+                    else:
+                        if dispatched > start:
+                            record(start, dispatched, HOST_TRACK, op.name, "dispatch", i, _NO_ARGS)
+                        if launched > dispatched:
+                            record(dispatched, launched, HOST_TRACK, op.name, "launch", i, _NO_ARGS)
                 else:
                     if dispatch_s > 0:
                         yield Timeout(env, dispatch_s)
@@ -309,9 +404,10 @@ class Simulation:
             # _enqueue inlined (the hot path of eager mode). A put that fits is done at once and the
             # host goes on; the stream still receives it when simpy processes the put.
             start = env.now
-            outstanding[op.stream] += 1
-            queue = queues[op.stream]
-            if queue.full():  # the host blocks until the stream takes a kernel
+            stream = op.stream
+            outstanding[stream] += 1
+            queue = queues[stream]
+            if len(queue.items) >= queue.capacity:  # the host blocks until the stream takes a kernel
                 yield queue.wait_room()
                 self._host_interval(f"blocked: {op.name}", "blocked", start, i)
             queue.put((i, start, False))  # issued when the host got to it, as before it blocked
@@ -333,43 +429,64 @@ class Simulation:
         ops, costs, deps, finished = self.graph.ops, self.costs, self.deps, self.finished
         queue = self.queues[s]
         track = stream_track(s)
-        record = self._records.add
+        recs = self._records  # Records.add, written out in the loop below
+        r_start, r_end, r_track, r_name = recs.start.append, recs.end.append, recs.track.append, recs.name.append
+        r_cat, r_op, r_args = recs.cat.append, recs.op.append, recs.args.append
         latency = hc.launch_latency_s
         args_by_cost: dict[int, MappingProxyType[str, Any]] = {}
         meet = self.rendezvous  # None on one rank: collectives run as plain kernels
         items = queue.items
+        take = queue.take
+        waiters, outstanding, idle_events = self.waiters, self.outstanding, self.idle_events
+        collective_ops = meet.collective_ops if meet is not None else frozenset()
+        run = gpu.run
+        busy_until = 0.0  # when this stream's last kernel ended
         while True:
             if not items:
                 yield queue.wait_item()
-            i, issued_s, graph_member = queue.take()
-            pending = [self._waiter(d) for d in deps[i] if not finished[d]]
-            if pending:
-                yield env.all_of(pending)
+            i, issued_s, graph_member = take()
+            dep = deps[i]
+            if dep:
+                pending = [self._waiter(d) for d in dep if not finished[d]]
+                if pending:
+                    yield env.all_of(pending)
             cost = costs[i]
             assert cost is not None
             if graph_member:
                 # Inside a graph the per-kernel fixed cost is the graph's, not a stream launch's.
                 work = cost.time_s - cost.fixed_s + hc.graph_kernel_s
-                earliest = max(self.stream_busy_until[s], issued_s + latency)
+                earliest = max(busy_until, issued_s + latency)
             else:
                 work = cost.time_s
                 earliest = issued_s + latency
-            if earliest > env.now:
-                yield Timeout(env, earliest - env.now)
-            start = env.now
-            if meet is not None and i in meet.collective_ops:
+            now = env.now
+            if earliest > now:
+                yield Timeout(env, earliest - now)
+                now = env.now
+            if i in collective_ops:
+                assert meet is not None
                 args = yield from meet.collective(self, i, cost)
             else:
-                yield gpu.run(work, cost.bw_demand, cost.sm_demand)
+                yield run(work, cost.bw_demand, cost.sm_demand)
                 args = args_by_cost.get(id(cost))
                 if args is None:
                     args = args_by_cost[id(cost)] = MappingProxyType({"limiter": cost.limiter, "alone_us": cost.time_s * 1e6})
-            record(start, env.now, track, ops[i].name, cost.category, i, args)
-            self.stream_busy_until[s] = env.now
-            self._finish(i)
-            self.outstanding[s] -= 1
-            if self.outstanding[s] == 0 and s in self.idle_events:
-                self.idle_events.pop(s).succeed()
+            busy_until = env.now
+            r_start(now)
+            r_end(busy_until)
+            r_track(track)
+            r_name(ops[i].name)
+            r_cat(cost.category)
+            r_op(i)
+            r_args(args)
+            finished[i] = True
+            if waiters:
+                ev = waiters.pop(i, None)
+                if ev is not None:
+                    ev.succeed()
+            left = outstanding[s] = outstanding[s] - 1
+            if left == 0 and s in idle_events:
+                idle_events.pop(s).succeed()
 
     def run(self) -> Trace:
         host = self._start()
@@ -488,13 +605,13 @@ class HoldingGPU(FluidGPU):
         self.held.discard(jid)
         self._settle()
 
-    def _settle(self) -> None:
-        jobs = self.jobs
-        limit = _EPS * max(1.0, self.env.now)
-        for jid in [jid for jid, j in jobs.items() if j.remaining_s <= limit]:
-            jobs.pop(jid).done.succeed()
-            self._started.pop(jid, None)
+    def _done(self, jid: int) -> None:
+        self.jobs.pop(jid).done.succeed()
+        self._started.pop(jid, None)
+
+    def _after_done(self) -> None:
         if self._admissions:
+            jobs = self.jobs
             waiting = []
             for blockers, ev in self._admissions:
                 if any(b in jobs for b in blockers):
@@ -502,13 +619,13 @@ class HoldingGPU(FluidGPU):
                 else:
                     ev.succeed()
             self._admissions = waiting
-        finite = [j.remaining_s for j in jobs.values() if j.remaining_s != math.inf]
-        if finite:
-            wake = Timeout(self.env, max(0.0, min(finite) / self._rate()))
-            wake.callbacks.append(self._wake)
-            self._wakeup = wake
-        else:
-            self._wakeup = None
+
+    def _rerate(self) -> float | None:
+        self.rate = self._rate()
+        finite = [j.remaining_s for j in self.jobs.values() if j.remaining_s != math.inf]
+        return min(finite) / self.rate if finite else None
+
+    def _after_settle(self) -> None:
         if self.links is not None:
             self.links.reflow()
 
@@ -525,7 +642,7 @@ class _Flow:
         self.done = done
 
 
-class LinkShare:
+class LinkShare(ProcessorSharing):
     """Processor sharing of links among the collectives moving data at once.
 
     A flow demands a share of each link it crosses (a GPU's NVLink port, a node's NICs) when
@@ -536,50 +653,20 @@ class LinkShare:
     NCCL's protocols read and write their buffers through HBM).
     """
 
-    def __init__(self, env: simpy.Environment) -> None:
-        self.env = env
-        self.flows: list[_Flow] = []
-        self._last = 0.0
-        self._wakeup: simpy.Event | None = None
-
-    def _advance(self) -> None:
-        dt = self.env.now - self._last
-        if dt > 0:
-            for f in self.flows:
-                f.remaining_s -= dt * f.rate
-        self._last = self.env.now
-
-    def _settle(self) -> None:
-        limit = _EPS * max(1.0, self.env.now)
-        for f in [f for f in self.flows if f.remaining_s <= limit]:
-            self.flows.remove(f)
-            f.done.succeed()
+    def _rerate(self) -> float | None:
         load: dict[Any, float] = {}
-        for f in self.flows:
+        flows = self.jobs.values()
+        for f in flows:
             for link, share in f.demands:
                 load[link] = load.get(link, 0.0) + share
-        for f in self.flows:
+        for f in flows:
             hbm = max([gpu.transfer_hbm_factor() for gpu in f.gpus], default=1.0)
             f.rate = 1.0 / max([hbm, *(load[link] for link, _ in f.demands)])
-        if self.flows:
-            wake = Timeout(self.env, max(0.0, min(f.remaining_s / f.rate for f in self.flows)))
-            wake.callbacks.append(self._wake)
-            self._wakeup = wake
-        else:
-            self._wakeup = None
-
-    def _wake(self, event: simpy.Event) -> None:
-        if event is not self._wakeup:
-            return
-        self._advance()
-        for f in self.flows:
-            if f.remaining_s < 1e-12:
-                f.remaining_s = 0.0
-        self._settle()
+        return min(f.remaining_s / f.rate for f in flows)
 
     def reflow(self) -> None:
         """A member GPU's HBM load changed: flows go on at their new rates from now."""
-        if self.flows:
+        if self.jobs:
             self._advance()
             self._settle()
 
@@ -589,7 +676,8 @@ class LinkShare:
         HBM on `gpus`."""
         self._advance()
         ev = simpy.Event(self.env)
-        self.flows.append(_Flow(max(work_s, 0.0), demands, ev, gpus))
+        self.jobs[self._next_id] = _Flow(max(work_s, 0.0), demands, ev, gpus)
+        self._next_id += 1
         self._settle()
         return ev
 

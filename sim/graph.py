@@ -6,6 +6,7 @@ A Graph is immutable; transforms return new graphs. Every size here is a plain n
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
@@ -91,13 +92,13 @@ class Op:
     def renamed(self, name: str, after: tuple[str, ...], reads: tuple[str, ...], writes: tuple[str, ...]) -> Op:
         """This op under other names (its own, `after`, tensors), sharing every other field (a repeat
         block's iteration): a plain slot copy, several times cheaper than dataclasses.replace."""
-        new = object.__new__(Op)
-        for slot in _OP_SLOTS:
-            object.__setattr__(new, slot, getattr(self, slot))
-        object.__setattr__(new, "name", name)
-        object.__setattr__(new, "after", after)
-        object.__setattr__(new, "reads", reads)
-        object.__setattr__(new, "writes", writes)
+        new = _new_object(Op)
+        for slot, value in zip(_OP_KEPT_SLOTS, _op_kept_values(self), strict=True):
+            _set_slot(new, slot, value)
+        _set_slot(new, "name", name)
+        _set_slot(new, "after", after)
+        _set_slot(new, "reads", reads)
+        _set_slot(new, "writes", writes)
         return new
 
     def with_(self, **changes: Any) -> Op:
@@ -107,6 +108,10 @@ class Op:
 
 
 _OP_SLOTS = tuple(f.name for f in fields(Op))
+_OP_KEPT_SLOTS = tuple(s for s in _OP_SLOTS if s not in ("name", "after", "reads", "writes"))  # Op.renamed
+_op_kept_values = operator.attrgetter(*_OP_KEPT_SLOTS)  # one C call for every kept field
+_new_object = object.__new__
+_set_slot = object.__setattr__
 
 
 @dataclass(frozen=True)
@@ -158,12 +163,15 @@ class Graph:
     def dependencies(self) -> list[tuple[int, ...]]:
         """For each op, the earlier ops it must wait for: its tensors' last writers and `after`."""
         last_writer: dict[str, int] = {}
-        index = {o.name: i for i, o in enumerate(self.ops)}
+        index: dict[str, int] | None = None  # op name -> position, made when an op has `after`
         deps: list[tuple[int, ...]] = []
         for i, o in enumerate(self.ops):
-            d = {last_writer[t] for t in o.reads if t in last_writer}
-            d.update(index[a] for a in o.after if a in index and index[a] < i)
-            deps.append(tuple(sorted(d)))
+            found = [last_writer[t] for t in o.reads if t in last_writer]
+            if o.after:
+                if index is None:
+                    index = {o.name: i for i, o in enumerate(self.ops)}
+                found.extend(index[a] for a in o.after if a in index and index[a] < i)
+            deps.append(tuple(sorted(set(found))) if len(found) > 1 else tuple(found))
             for t in o.writes:
                 last_writer[t] = i
         return deps

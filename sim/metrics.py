@@ -9,11 +9,10 @@ time goes to launch; otherwise it is idle.
 
 from __future__ import annotations
 
-import heapq
-import itertools
 from array import array
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+
+import numpy as np
 
 from sim.gcpause import paused_gc
 from sim.trace import HOST_TRACK, Trace
@@ -45,20 +44,15 @@ class StepMetrics:
 EXACT_SUM_MAX_KERNELS = 8
 
 
-def _distinct(sorted_times: Iterable[float]) -> Iterator[float]:
-    """The sorted time points without repeats (as sorted(set(...)) would give them)."""
-    last = None
-    for t in sorted_times:
-        if t != last:
-            yield t
-            last = t
+_CHUNK = 1 << 16  # time points turned into Python floats at a time
 
 
 def step_metrics(trace: Trace) -> StepMetrics:
     """Step time, breakdown and dominant term in one pass over the trace's time points.
 
-    Cost: sorting the interval ends plus O(1) per time point and per kernel start or end (the
-    set of running kernels is kept incrementally, never rescanned).
+    Cost: sorting the interval ends (numpy: the distinct time points and, per point, how many
+    kernels have started and ended) plus O(1) per time point and per kernel start or end (the set
+    of running kernels is kept incrementally, never rescanned).
     """
     with paused_gc():
         return _step_metrics(trace)
@@ -93,60 +87,78 @@ def _step_metrics(trace: Trace) -> StepMetrics:
     del order
     r_track = recs.track
     n_r = len(recs)
-    h_start = array("d", sorted(r_start[k] for k in range(n_r) if r_track[k] == HOST_TRACK and r_cat[k] in _HOST_BUSY))
-    h_end = array("d", sorted(r_end[k] for k in range(n_r) if r_track[k] == HOST_TRACK and r_cat[k] in _HOST_BUSY))
-    by_end = array("q", sorted(range(n_k), key=k_end.__getitem__))
-    k_end_sorted = array("d", [k_end[k] for k in by_end])
-    times = _distinct(heapq.merge(sorted((0.0, end)), k_start, k_end_sorted, h_start, h_end))
+    # The host's busy intervals in trace order, in float arrays (no Python object per interval).
+    busy_cats = _HOST_BUSY
+    h_start_trace = np.fromiter((r_start[k] for k in range(n_r) if r_track[k] == HOST_TRACK and r_cat[k] in busy_cats),
+                                dtype=np.float64)
+    h_end_trace = np.fromiter((r_end[k] for k in range(n_r) if r_track[k] == HOST_TRACK and r_cat[k] in busy_cats),
+                              dtype=np.float64)
+    h_start = np.sort(h_start_trace)
+    h_end = np.sort(h_end_trace)
+    k_end_np = np.frombuffer(k_end, dtype=np.float64) if n_k else np.zeros(0)
+    by_end_np = np.argsort(k_end_np, kind="stable")  # the order a stable sort by end gives
+    k_end_sorted = k_end_np[by_end_np]
+    by_end = array("q", by_end_np.astype(np.int64).tobytes())
+    del by_end_np
+    k_start_np = np.frombuffer(k_start, dtype=np.float64) if n_k else np.zeros(0)
+    # Every distinct time point, sorted; per point (a chunk at a time, below), how many kernels have
+    # started and ended and whether the host is busy (counts of starts and ends at or before it).
+    times = np.unique(np.concatenate((np.array([0.0, end]), k_start_np, k_end_sorted, h_start, h_end)))
     acc = [0.0] * len(TERMS)
     active: dict[int, None] = {}  # running kernels, in start order (insertion order)
     groups: dict[tuple[int, float], int] = {}  # (term, fixed fraction) -> running kernels
-    ki = ei = hs = he = 0
-    n_h = len(h_start)
-    for a, b in itertools.pairwise(times):
-        while ki < n_k and k_start[ki] <= a:
-            active[ki] = None
-            g = (k_term[ki], k_fixed[ki])
-            groups[g] = groups.get(g, 0) + 1
-            ki += 1
-        while ei < n_k and k_end[by_end[ei]] <= a:
-            k = by_end[ei]
-            del active[k]
-            g = (k_term[k], k_fixed[k])
-            left = groups[g] - 1
-            if left:
-                groups[g] = left
+    ki = ei = 0
+    n_t = len(times)
+    # In chunks of points, so that Python floats and ints exist for one chunk at a time (peak memory).
+    for c0 in range(0, n_t - 1, _CHUNK):
+        c1 = min(n_t, c0 + _CHUNK + 1)
+        points = times[c0:c1]
+        t_chunk = points.tolist()
+        s_chunk = np.searchsorted(k_start_np, points, side="right").tolist()
+        e_chunk = np.searchsorted(k_end_sorted, points, side="right").tolist()
+        h_chunk = (np.searchsorted(h_start, points, side="right") > np.searchsorted(h_end, points, side="right")).tolist()
+        for p in range(len(t_chunk) - 1):
+            a = t_chunk[p]
+            target = s_chunk[p]
+            while ki < target:
+                active[ki] = None
+                g = (k_term[ki], k_fixed[ki])
+                groups[g] = groups.get(g, 0) + 1
+                ki += 1
+            target = e_chunk[p]
+            while ei < target:
+                k = by_end[ei]
+                del active[k]
+                g = (k_term[k], k_fixed[k])
+                left = groups[g] - 1
+                if left:
+                    groups[g] = left
+                else:
+                    del groups[g]
+                ei += 1
+            dt = t_chunk[p + 1] - a
+            n = len(active)
+            if n:
+                share = dt / n
+                if n <= EXACT_SUM_MAX_KERNELS:
+                    for k in active:
+                        acc[launch_i] += share * k_fixed[k]
+                        acc[k_term[k]] += share * k_rest[k]
+                else:
+                    for (term, fixed_frac), count in groups.items():
+                        acc[launch_i] += share * fixed_frac * count
+                        acc[term] += share * (1.0 - fixed_frac) * count
+            elif h_chunk[p]:
+                acc[launch_i] += dt
             else:
-                del groups[g]
-            ei += 1
-        while hs < n_h and h_start[hs] <= a:
-            hs += 1
-        while he < n_h and h_end[he] <= a:
-            he += 1
-        dt = b - a
-        n = len(active)
-        if n:
-            share = dt / n
-            if n <= EXACT_SUM_MAX_KERNELS:
-                for k in active:
-                    acc[launch_i] += share * k_fixed[k]
-                    acc[k_term[k]] += share * k_rest[k]
-            else:
-                for (term, fixed_frac), count in groups.items():
-                    acc[launch_i] += share * fixed_frac * count
-                    acc[term] += share * (1.0 - fixed_frac) * count
-        elif hs > he:
-            acc[launch_i] += dt
-        else:
-            acc[idle_i] += dt
+                acc[idle_i] += dt
     breakdown = dict(zip(TERMS, acc, strict=True))
     dominant = max(TERMS, key=lambda t: (breakdown[t], -TERMS.index(t)))
     priced = [c for c in costs if c is not None]
     # union of the host's busy intervals, in start order (ties in trace order), as issue 15 sums it
-    host_iv = sorted(((r_start[k], r_end[k]) for k in range(n_r) if r_track[k] == HOST_TRACK and r_cat[k] in _HOST_BUSY),
-                     key=lambda se: se[0])
+    by_start = np.argsort(h_start_trace, kind="stable")  # the order a stable sort by start gives
     busy = covered = 0.0
-    for start_s, end_s in host_iv:
+    for start_s, end_s in zip(h_start_trace[by_start].tolist(), h_end_trace[by_start].tolist(), strict=True):
         if end_s > covered:
             busy += end_s - max(start_s, covered)
             covered = end_s

@@ -51,6 +51,17 @@ class Records:
         self.op.append(op)
         self.args.append(args)
 
+    def add_pair(self, start: float, mid: float, end: float, track: str, name: str, first_cat: str, second_cat: str,
+                 op: int, args: Mapping[str, Any]) -> None:
+        """Two back-to-back intervals of one op on one track (an eager op's dispatch, then its launch)."""
+        self.start.extend((start, mid))
+        self.end.extend((mid, end))
+        self.track.extend((track, track))
+        self.name.extend((name, name))
+        self.cat.extend((first_cat, second_cat))
+        self.op.extend((op, op))
+        self.args.extend((args, args))
+
     def record(self, k: int) -> Record:
         return (self.start[k], self.end[k], self.track[k], self.name[k], self.cat[k], self.op[k], self.args[k])
 

@@ -234,12 +234,12 @@ def _expand_repeat(block: RepeatBlock, params: dict[str, float], file: str, wher
         prefix = f"{block.name}{r}."
         suffix = "" if r == count - 1 else f"@{r}"
         for f in body:
-            reads = tuple(version.get(t, t) for t in f.reads)
+            reads = tuple([version.get(t, t) for t in f.reads])
             for t in f.writes:
                 if t in written:
                     version[t] = t + suffix  # an inner block's `T@<j>` becomes `T@<j>@<r>`
-            writes = tuple(version.get(t, t) for t in f.writes)
-            after = tuple(prefix + a if a in local else a for a in f.after)
+            writes = tuple([version.get(t, t) for t in f.writes])
+            after = tuple([prefix + a if a in local else a for a in f.after]) if f.after else ()
             out.append(_Flat(f.src, f.path, prefix + f.name, after, reads, writes))
     return out
 

@@ -7,11 +7,9 @@ from typing import Any
 
 from sim.costmodel import KernelCost
 from sim.costmodel.cache import CostCache
-from sim.costmodel.pricing import price
 from sim.graph import Graph
 from sim.metrics import TERMS, StepMetrics
 from sim.run.load import Scenario
-from sim.run.simulate import simulate_bucket
 from sim.run.variants import GraphCache, op_signature
 from sim.schema.scenario import Variant
 from sim.schema.workload import Bucket
@@ -77,15 +75,15 @@ def run_scenario(scn: Scenario, *, keep_traces: bool = False, cache: CostCache |
         for bi, b in enumerate(scn.buckets):
             params = scn.workload.params_for(b)
             base_graph = graphs.build(scn.workload, params)
-            base_costs = price(base_graph, hw, cache=cache)
+            base_costs = graphs.price(base_graph, hw, cache)
             base_trace: Trace | None = None
             for vi, v in enumerate(variants):
                 if vi == 0:
                     graph, path, costs = base_graph, "baseline", base_costs
                 else:
                     graph, path = graphs.variant(scn, v, vi - 1, base_graph, params, hw, cache)
-                    costs = price(graph, hw, cache=cache)
-                trace, m, comm = simulate_bucket(scn.workload, graph, costs, hw, params, cache)
+                    costs = graphs.price(graph, hw, cache)
+                trace, m, comm = graphs.simulate(scn, graph, costs, hw, params, cache)
                 if keep_traces:
                     traces[(hw.name, v.name, bi)] = trace
                 per_variant[v.name].append(_bucket_result(b, params, m, path))

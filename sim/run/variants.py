@@ -3,15 +3,19 @@ fastest candidate path by simulation; and the GraphCache a run or sweep worker o
 
 from __future__ import annotations
 
+import copy
 from typing import TYPE_CHECKING, Any
 
+from sim.costmodel import KernelCost
 from sim.costmodel.cache import CostCache, cost_signature
 from sim.costmodel.pricing import price
 from sim.errors import InputError
 from sim.graph import Graph, Op
 from sim.hardware import Hardware
+from sim.metrics import StepMetrics
 from sim.run.simulate import simulate_bucket
 from sim.schema.scenario import ScenarioFile, Variant
+from sim.trace import Trace
 from sim.transforms import Context, apply_all, check_dataflow
 from sim.workload import Workload
 
@@ -100,13 +104,16 @@ def inline_choose(spec: ScenarioFile) -> ScenarioFile:
 
 
 def _candidates(scn: Scenario, v: Variant, v_index: int, graph: Graph,
-                params: dict[str, float]) -> list[tuple[str, Graph]]:
+                params: dict[str, float], graphs: GraphCache | None = None) -> list[tuple[str, Graph]]:
     """A `choose` variant's candidate graphs: its paths, then the variants it chooses from (no profile needed)."""
     assert v.choose is not None
     candidates = [(name, _apply_path(scn, list(specs), f"variants[{v_index}].choose.paths.{name}", graph, params)[0])
                   for name, specs in v.choose.paths.items()]
     for other_index, other in choose_from(scn, v_index):
-        candidates.append((other.name, variant_graph(scn, other, other_index, graph, params)[0]))
+        if graphs is not None:  # the very graph the run simulates for that variant (its simulation is kept)
+            candidates.append((other.name, graphs.plain_variant(scn, other, other_index, graph, params)[0]))
+        else:
+            candidates.append((other.name, variant_graph(scn, other, other_index, graph, params)[0]))
     if not candidates:
         raise InputError("no candidate: 'from: all' found no variant with 'transforms'", file=scn.file,
                          path=f"variants[{v_index}].choose", expected="other variants, or 'paths'")
@@ -129,7 +136,8 @@ class GraphCache:
         self._built: dict[tuple[Any, ...], tuple[Any, Any, Graph]] = {}
         self._variants: dict[tuple[int, int], tuple[Graph, Variant, tuple[Graph, str]]] = {}
         self._candidates: dict[tuple[int, int, int], tuple[Graph, Variant, Any, list[tuple[str, Graph]]]] = {}
-        self._step_times: dict[tuple[int, int, str], tuple[Graph, Any, float]] = {}
+        self._simulations: dict[tuple[Any, ...], tuple[Graph, Workload, Any]] = {}
+        self._prices: dict[tuple[int, str], tuple[Graph, tuple[KernelCost | None, ...]]] = {}
         self._op_signatures: dict[int, tuple[Graph, list[tuple[Any, ...]]]] = {}
 
     def _room(self, table: dict[Any, Any]) -> None:
@@ -152,11 +160,16 @@ class GraphCache:
                 hw: Hardware, cache: CostCache) -> tuple[Graph, str]:
         if v.choose is not None:
             return variant_graph(scn, v, v_index, graph, params, hw, cache, self)
+        return self.plain_variant(scn, v, v_index, graph, params)
+
+    def plain_variant(self, scn: Scenario, v: Variant, v_index: int, graph: Graph,
+                      params: dict[str, float]) -> tuple[Graph, str]:
+        """A variant with `transforms` (no profile needed), built once per (graph, variant)."""
         key = (id(graph), id(v))
         hit = self._variants.get(key)
         if hit is not None and hit[0] is graph and hit[1] is v:
             return hit[2]
-        out = variant_graph(scn, v, v_index, graph, params, hw, cache)
+        out = variant_graph(scn, v, v_index, graph, params)
         self._room(self._variants)
         self._variants[key] = (graph, v, out)
         return out
@@ -169,7 +182,7 @@ class GraphCache:
         hit = self._candidates.get(key)
         if hit is not None and hit[0] is graph and hit[1] is v and hit[2] is scn.spec:
             return hit[3]
-        out = _candidates(scn, v, v_index, graph, params)
+        out = _candidates(scn, v, v_index, graph, params, self)
         self._room(self._candidates)
         self._candidates[key] = (graph, v, scn.spec, out)
         return out
@@ -178,15 +191,39 @@ class GraphCache:
                   cache: CostCache) -> float:
         """The step time of `graph` on `hw` on every rank of the workload (a `choose` variant's
         yardstick), simulated once per (graph, workload layout, profile)."""
-        parallel = scn.workload.spec.parallel
-        key = (id(graph), id(parallel), cache.hardware_key(hw))
-        hit = self._step_times.get(key)
-        if hit is not None and hit[0] is graph and hit[1] is parallel:
-            return hit[2]
-        t = simulate_bucket(scn.workload, graph, price(graph, hw, cache=cache), hw, params, cache)[1].time_s
-        self._room(self._step_times)
-        self._step_times[key] = (graph, parallel, t)
-        return t
+        return self.simulate(scn, graph, self.price(graph, hw, cache), hw, params, cache)[1].time_s
+
+    def price(self, graph: Graph, hw: Hardware, cache: CostCache) -> tuple[KernelCost | None, ...]:
+        """price(graph, hw, cache=cache), once per (graph, profile): a `choose` variant prices the
+        graphs the run priced already. The same tuple each time (costs are immutable)."""
+        key = (id(graph), cache.hardware_key(hw))
+        hit = self._prices.get(key)
+        if hit is not None and hit[0] is graph:
+            return hit[1]
+        costs = price(graph, hw, cache=cache)
+        self._room(self._prices)
+        self._prices[key] = (graph, costs)
+        return costs
+
+    def simulate(self, scn: Scenario, graph: Graph, costs: tuple[KernelCost | None, ...], hw: Hardware,
+                 params: dict[str, float], cache: CostCache) -> tuple[Trace, StepMetrics, dict[str, Any] | None]:
+        """simulate_bucket, once per (graph, workload, profile, parameters): a `choose` variant's
+        yardstick runs are the very simulations of the baseline and of the variants it picks from,
+        and the path it picks is one of them. `costs` must be price(graph, hw, cache=cache) (they are
+        a pure function of the key). Kept only for scenarios with a `choose` variant. A hit gives the same Trace and metrics objects (immutable) and
+        its own copy of the `comm` block (results are edited in place later)."""
+        workload = scn.workload
+        key = (id(graph), id(workload), cache.hardware_key(hw), tuple(sorted(params.items())))
+        hit = self._simulations.get(key)
+        if hit is not None and hit[0] is graph and hit[1] is workload:
+            trace, m, comm = hit[2]
+            return trace, m, copy.deepcopy(comm)
+        out = simulate_bucket(workload, graph, costs, hw, params, cache)
+        if any(v.choose is not None for v in scn.spec.variants):  # else nothing simulates a graph twice
+            self._room(self._simulations)
+            self._simulations[key] = (graph, workload, out)
+            return out[0], out[1], copy.deepcopy(out[2])
+        return out
 
     def op_signatures(self, graph: Graph) -> list[tuple[Any, ...]]:
         """Each op's (cost key, name), as `_micro` compares them."""
