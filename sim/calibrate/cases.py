@@ -192,6 +192,25 @@ def cases_from_raw(groups: dict[str, list[dict[str, Any]]]) -> list[Case]:
         case = _attention(rec)
         if case is not None:
             out.append(case)
+    out += _l2_cold_cases(groups.get("l2_cold", []))
+    return out
+
+
+def _l2_cold_cases(records: list[dict[str, Any]]) -> list[Case]:
+    """Small-M GEMMs and PyTorch sums at calibration shapes profiled after a read-only L2 flush (a
+    clean cold L2; sim.calibrate.gpu.heldout_l2, set cal): families gemm_cold and reduction_cold."""
+    import dataclasses
+
+    out = []
+    for rec in records:
+        if rec.get("l2_state") != "clean" or rec.get("uneven_calls") or rec.get("set") != "cal":
+            continue
+        if rec.get("bench") == "gemm":
+            out.append(dataclasses.replace(_gemm(rec), family="gemm_cold"))
+        elif rec.get("bench") == "sum" and rec.get("dim") in (0, 1):
+            case = _profiled_reduction({**rec, "bench": f"sum_dim{rec['dim']}"})
+            if case is not None:
+                out.append(dataclasses.replace(case, family="reduction_cold"))
     return out
 
 
@@ -250,6 +269,8 @@ def _profiled_reduction(rec: dict[str, Any]) -> Case | None:
         return None
     bench, rows, cols = rec["bench"], int(rec["rows"]), int(rec["cols"])
     measured = sum(float(k["duration_us"]) for k in kernels)
+    # where the input was when the kernel ran: L2 after the warm-up call (no flush), HBM after a flush
+    l2 = "warm" if rec.get("l2_state", "warm") == "warm" else "cold"
     x, y = Tensor("x", (rows, cols), "bf16"), Tensor("y", (rows, cols), "bf16")
     vec, col = Tensor("v", (cols,), "bf16"), Tensor("r", (rows,), "bf16")
 
@@ -276,12 +297,12 @@ def _profiled_reduction(rec: dict[str, Any]) -> Case | None:
                    math=MappingProxyType({"exp": 1, "add": 2, "mul": 1}), launch=launch)]
         tensors = [x, y]
     elif bench == "sum_dim0":
-        ops = [red(bench, ("x",), ("v",), axis="rows", math=MappingProxyType({"add": 1}),
-                   launch=LaunchConfig(block=128, regs_per_thread=54))]
+        ops = [red(bench, ("x",), ("v",), axis="rows", math=MappingProxyType({"add": 1}), impl="torch_reduce",
+                   l2=l2, launch=LaunchConfig(block=128, regs_per_thread=54))]
         tensors = [x, vec]
     elif bench == "sum_dim1":
-        ops = [red(bench, ("x",), ("r",), threads_per_row=32, math=MappingProxyType({"add": 1}),
-                   launch=LaunchConfig(block=512, regs_per_thread=32))]
+        ops = [red(bench, ("x",), ("r",), threads_per_row=32, math=MappingProxyType({"add": 1}), impl="torch_reduce",
+                   l2=l2, launch=LaunchConfig(block=512, regs_per_thread=32))]
         tensors = [x, col]
     else:
         return None
@@ -316,7 +337,10 @@ def _gemm(rec: dict[str, Any]) -> Case:
 
     dt = "tf32" if rec.get("tf32") else TORCH_DTYPES.get(str(rec["dtype"]), "bf16")
     m, n, k = int(rec["m"]), int(rec["n"]), int(rec["k"])
-    op = Op(name="gemm", kind="gemm", attrs=MappingProxyType({"m": m, "n": n, "k": k, "dtype": dt}))
+    attrs: dict[str, Any] = {"m": m, "n": n, "k": k, "dtype": dt}
+    if rec.get("l2_state") in ("clean", "dirty"):  # profiled after an L2 flush: operands from HBM
+        attrs["l2"] = "cold"
+    op = Op(name="gemm", kind="gemm", attrs=MappingProxyType(attrs))
     label = f"gemm {dt} {rec.get('layout', 'nn')} {m}x{n}x{k}"
     profiled = bool(rec.get("kernels")) and all("duration_us" in x for x in rec["kernels"])
     return Case("gemm", label, _graph([op], []), kernel_time_us(rec), rec, profiled=profiled)

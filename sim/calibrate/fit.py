@@ -351,11 +351,37 @@ def fit_model_based(raw: RawData, hw: Any) -> list[Fitted]:
                           {record_id(c.record) for c in trans}, spread=_scaled(sp, 1.0, 4)))
     reds = [c for c in cases if c.family == "reduction_profiled"]
     if reds:
-        v, sp = _scale_fit(reds, hw, "reduction_step_s", [1e-9 * (2 + 2 * i) for i in range(150)])
+        # the sums in this fit are priced as streaming reductions (the model the step was fitted with);
+        # their own reduce_kernel path is fitted next, on the same records
+        v, sp = _scale_fit(reds, dataclasses.replace(hw, reduce_kernel={}), "reduction_step_s",
+                           [1e-9 * (2 + 2 * i) for i in range(150)])
         hw = dataclasses.replace(hw, reduction_step_s=v)
         out.append(Fitted("compute", "reduction_step_ns", round(v * 1e9, 1), raw.file_of("kernel_configs"),
                           f"least squares (log time) over {len(reds)} profiled reductions (layer norm, softmax, sums)",
                           {record_id(c.record) for c in reds}, spread=_scaled(sp, 1e9, 1)))
+        fits = fit_reduce_kernel(reds, hw, "warm", raw.file_of("kernel_configs"))
+        for f in fits:
+            assert isinstance(f.value, float)
+            hw = dataclasses.replace(hw, reduce_kernel={**hw.reduce_kernel, f.key: f.value})
+        out += fits
+    cold_reds = [c for c in cases if c.family == "reduction_cold"]
+    if cold_reds:
+        fits = fit_reduce_kernel(cold_reds, hw, "cold", raw.file_of("l2_cold"))
+        for f in fits:
+            assert isinstance(f.value, float)
+            hw = dataclasses.replace(hw, reduce_kernel={**hw.reduce_kernel, f.key: f.value})
+        out += fits
+    cold_gemms = [c for c in cases if c.family == "gemm_cold"]
+    if cold_gemms and hw.gemm_cold_ramp_s is not None:
+        def hw_ramp(cand: dict[str, float]) -> Any:
+            return dataclasses.replace(hw, gemm_cold_ramp_s=cand["v"] * 1e-6)
+
+        g = _grid_fit(cold_gemms, [{"v": 0.05 * i} for i in range(1, 161)], hw_ramp)
+        hw = hw_ramp(g.best)
+        out.append(Fitted("gemm", "cold_ramp_us", round(g.best["v"], 2), raw.file_of("l2_cold"),
+                          f"least squares (log time) over {len(cold_gemms)} small-M GEMMs profiled after a read-only "
+                          "L2 flush (operands from HBM at the sustained rate, correction table on the compute term only)",
+                          {record_id(c.record) for c in cold_gemms}, spread=g.spread["v"]))
     mis = [c for c in cases if c.family == "gemm" and c.record.get("tag") == "misaligned"
            and not _gemm_aligned(c.record)]
     if mis:
@@ -831,6 +857,42 @@ def device_label(raw: RawData) -> str:
     smi = raw.meta.get("nvidia_smi") or {}
     return (f"{raw.meta.get('gpu_name', 'GPU')} ({raw.meta.get('sm_count', '?')} SMs, driver {smi.get('driver', '?')}, "
             f"torch {raw.meta.get('torch', '?')}, triton {raw.meta.get('triton', '?')})")
+
+
+def fit_reduce_kernel(cases: list[Any], hw: Any, state: str, raw_file: str) -> list[Fitted]:
+    """One iteration of PyTorch's reduce_kernel load loop (profile reduce_kernel.iter_ns_{vec,ilp}_STATE):
+    least squares (log time) over the profiled sums priced by that path, one path at a time."""
+    import dataclasses
+
+    from sim.costmodel.reduction import torch_reduce_config
+
+    if "max_threads" not in hw.reduce_kernel:
+        return []
+    out = []
+    for path in ("vec", "ilp"):
+        sel = []
+        for c in cases:
+            op = c.graph.ops[0]
+            if op.attrs.get("impl") != "torch_reduce" or str(op.attrs.get("l2", "warm")) != state:
+                continue
+            rows, cols = int(op.attrs["rows"]), int(op.attrs["cols"])
+            fastest = op.attrs.get("axis", "cols") != "rows"
+            cfg = torch_reduce_config(hw, *((rows, cols) if fastest else (cols, rows)), fastest, 2)
+            if cfg["path"] == path:
+                sel.append(c)
+        if not sel:
+            continue
+        key = f"iter_ns_{path}_{state}"
+
+        def hw_for(cand: dict[str, float], key: str = key) -> Any:
+            return dataclasses.replace(hw, reduce_kernel={**hw.reduce_kernel, key: cand["v"]})
+
+        g = _grid_fit(sel, [{"v": 10.0 + 5.0 * i} for i in range(200)], hw_for)
+        out.append(Fitted("reduce_kernel", key, round(g.best["v"], 1), raw_file,
+                          f"least squares (log time) over {len(sel)} profiled PyTorch sums ({path} path, input in "
+                          f"{'L2' if state == 'warm' else 'HBM'})", {record_id(c.record) for c in sel},
+                          spread=g.spread["v"]))
+    return out
 
 
 def _provenance(f: Fitted | None, raw_file: str, fit: str, device: str, date: str) -> dict[str, Any]:

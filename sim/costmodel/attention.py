@@ -93,9 +93,11 @@ def attention_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
         eff, score_fwd_s, score_bwd_s, _ = measured
         score_s = b * h * sq * skv * share * (score_fwd_s if fwd else score_bwd_s) / (hw.sm_count * fill)
         compute_s = flops / (_peak(hw, op.attrs.get("dtype", "bf16")) * eff * ramp * fill) + score_s
-        if not fwd:
+        if not fwd and "trace_name" not in op.attrs:
             # NB: the backward is three kernels: rowsum(dO * O) before the main kernel (reads O and dO,
-            # writes a float per row) and dQ's fp32 accumulator converted to bf16 after it.
+            # writes a float per row) and dQ's fp32 accumulator converted to bf16 after it. An op
+            # imported from a trace is the main kernel alone (trace_name): the importer keeps the
+            # two side kernels as their own ops with their measured time.
             rows_d = b * h * sq * d
             side_s = 2 * hw.kernel_fixed_s + (2 * rows_d * 2 + b * h * sq * 4 + rows_d * 6) / hw.hbm_sustained_bps
     else:

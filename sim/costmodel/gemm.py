@@ -88,6 +88,13 @@ def gemm_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
     t = gemm_terms(hw, m, n, k, batch, dtype)
     corr = correction(hw, m, n, k, dtype)
     body = max(t["compute_s"], t["memory_s"]) * corr
+    cold = op.attrs.get("l2") == "cold" and hw.gemm_cold_ramp_s is not None
+    if cold:
+        # operands from HBM: the correction table was measured with them in L2, so it scales the
+        # compute term only; the stream runs at the sustained HBM rate after the pipeline fills
+        assert hw.gemm_cold_ramp_s is not None
+        t = {**t, "memory_s": hw.gemm_cold_ramp_s + t["hbm_bytes"] / hw.hbm_sustained_bps}
+        body = max(t["compute_s"] * corr, t["memory_s"])
     time = hw.kernel_fixed_s + body
     if t["compute_s"] >= t["memory_s"]:
         limiter = "tensor_core" if t["wave_eff"] > 0.75 else "tail"
@@ -98,12 +105,15 @@ def gemm_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
         limiter, cat = "hbm", "memory"
     if body < hw.kernel_fixed_s:
         limiter = "launch"
-    detail = {k_: (round(v, 6) if isinstance(v, float) else v) for k_, v in t.items() if k_ not in ("compute_s", "memory_s")}
+    detail: dict[str, float | str] = {k_: (round(v, 6) if isinstance(v, float) else v) for k_, v in t.items()
+                                      if k_ not in ("compute_s", "memory_s")}
     detail["correction"] = round(corr, 4)
+    if cold:
+        detail["l2"] = "cold"
     return KernelCost(
         time_s=time,
         compute_s=t["compute_s"] * corr,
-        memory_s=t["memory_s"] * corr,
+        memory_s=t["memory_s"] * (1.0 if cold else corr),
         fixed_s=hw.kernel_fixed_s,
         limiter=limiter,
         category=cat,

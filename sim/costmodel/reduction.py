@@ -11,6 +11,14 @@ flight allow (one 16-byte vector per thread: the loop carries running sums).
 
 Column sums (bias gradients) spread columns over blocks and split the rows over more
 blocks when the sum is long; they stream like any elementwise kernel.
+
+PyTorch's own sums (`impl: torch_reduce`, where the profile has a `reduce_kernel` section) follow
+ATen's launch heuristics (setReduceConfig in Reduce.cuh, as data in the profile): block shape, how
+many inputs each thread sums (values per thread) and whether the input is split across blocks (a
+global reduction). Each thread's loop issues one vector load (the vectorized row path) or four
+independent loads (the column path) per iteration and waits for them before the next: with few
+outputs the kernel is a chain of `iterations` memory round trips, at the latency of where the input
+sits — L2 (warm) or HBM (cold, op attribute `l2: cold`) — not a stream.
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ from sim.costmodel.elementwise import (
     read_bytes_per_elem,
     streaming_cost,
 )
-from sim.costmodel.memory import bandwidth
+from sim.costmodel.memory import bandwidth, smooth_min
 from sim.errors import KernelsimError
 from sim.graph import Graph, LaunchConfig, Op
 from sim.hardware import Hardware, occupancy
@@ -45,6 +53,104 @@ def column_sum_grid(hw: Hardware, rows: int, cols: int) -> int:
         return col_blocks
     splits = max(1, min(math.ceil(16 * hw.sm_count / col_blocks), rows // 64))
     return col_blocks * splits
+
+
+def _last_pow2(n: int) -> int:
+    return 1 << (max(1, n).bit_length() - 1)
+
+
+def torch_reduce_config(hw: Hardware, num_outputs: int, inputs_per_output: int, fastest: bool,
+                        elem_bytes: int) -> dict[str, int | str]:
+    """ATen's setReduceConfig (Reduce.cuh, torch 2.11) for a 2-D contiguous input: `fastest` when the
+    reduced dimension is the contiguous one (a row sum). Constants from the profile's reduce_kernel."""
+    rk = hw.reduce_kernel
+    max_threads, input_vec, vt0 = int(rk["max_threads"]), int(rk["input_vec"]), int(rk["vt0"])
+    min_vpt, max_vpt = int(rk["min_values_per_thread"]), int(rk["max_values_per_thread"])
+    output_vec = 1
+    dim0, dim1 = (inputs_per_output, num_outputs) if fastest else (num_outputs, inputs_per_output)
+    vectorized = False
+    if fastest and dim0 > 128 and vt0 >= input_vec:
+        vectorized = True
+        dim0 //= input_vec
+    elif not fastest:
+        output_vec = 4
+        while num_outputs % output_vec:
+            output_vec //= 2
+        dim0 //= output_vec
+    mnt = max_threads // output_vec
+    d0 = _last_pow2(dim0) if dim0 < mnt else mnt
+    d1 = _last_pow2(dim1) if dim1 < mnt else mnt
+    bw = min(d0, hw.warp_size)
+    bh = min(d1, mnt // bw)
+    bw = min(d0, mnt // bh)
+    step_in, step_out = 1, 1
+    if fastest:
+        step_in *= bw
+    else:
+        step_out *= bw
+    split_warps = math.ceil(inputs_per_output / step_in) >= min(bh * int(rk["warp_split_values"]), max_vpt)
+    if split_warps:
+        step_in *= bh
+    else:
+        step_out *= bh
+    threads = bw * bh
+    target = hw.sm_count * (hw.max_threads_per_sm // threads)
+    grid_x = math.ceil(math.ceil(num_outputs / output_vec) / step_out)
+    vpt = math.ceil(inputs_per_output / step_in)
+    ctas = 1
+    if split_warps and vpt >= max_vpt and grid_x <= target:
+        ctas = max(min(math.ceil(target / grid_x), math.ceil(vpt / min_vpt)), math.ceil(vpt / max_vpt))
+        step_in *= ctas
+        vpt = math.ceil(inputs_per_output / step_in)
+    path = "vec" if vectorized else "ilp"
+    per_iter = input_vec if vectorized else vt0
+    return {"block_x": bw, "block_y": bh, "threads": threads, "grid_x": grid_x, "ctas_per_output": ctas,
+            "values_per_thread": vpt, "iterations": math.ceil(vpt / per_iter), "path": path,
+            "output_vec": output_vec, "threads_per_output": (bw if fastest else 1) * (bh if split_warps else 1),
+            "load_bytes": (input_vec if vectorized else vt0 * output_vec) * elem_bytes}
+
+
+def _torch_reduce_cost(op: Op, graph: Graph, hw: Hardware, rows: int, cols: int) -> KernelCost:
+    """A PyTorch sum over rows (axis rows: column sums) or over columns (a row sum)."""
+    r, w = io_bytes(op, graph)
+    fastest = op.attrs.get("axis", "cols") != "rows"
+    num_outputs, inputs = (rows, cols) if fastest else (cols, rows)
+    elem = max(1, round(r / (rows * cols)))
+    cfg = torch_reduce_config(hw, num_outputs, inputs, fastest, elem)
+    state = str(op.attrs.get("l2", "warm"))
+    rk = hw.reduce_kernel
+    t_iter = rk.get(f"iter_ns_{cfg['path']}_{state}", rk[f"iter_ns_{cfg['path']}_warm"]) * 1e-9
+    threads = int(cfg["threads"])
+    grid = int(cfg["grid_x"]) * int(cfg["ctas_per_output"])
+    launch = op.launch or LaunchConfig(block=threads)
+    occ = occupancy(hw, threads, launch.regs_per_thread or estimate_registers(hw, 8), launch.smem_per_block or 0, grid)
+    sync_s = hw.reduction_step_s * math.log2(max(int(cfg["threads_per_output"]), 2))
+    chain = int(cfg["iterations"]) * t_iter + sync_s
+    # a split input: the last block of each output sums the partials (in L2), block_y of them at a time
+    ctas = int(cfg["ctas_per_output"])
+    glob = math.ceil(ctas / int(cfg["block_y"])) * rk["iter_ns_ilp_warm"] * 1e-9 if ctas > 1 else 0.0
+    per_wave = hw.sm_count * occ.blocks_per_sm
+    waves = math.ceil(grid / per_wave)
+    # Little's law with the loop's own rate: every resident thread has `load_bytes` in flight per
+    # iteration, one iteration per t_iter; the HBM ceiling blends in (the profile's knee), and the SMs in
+    # use cap it. Few blocks: the time is the chain, iterations x t_iter; many: the stream.
+    active = min(grid, per_wave)
+    sms = min(hw.sm_count, grid)
+    little = active * threads * int(cfg["load_bytes"]) / t_iter
+    bw = min(smooth_min(little, hw.hbm_sustained_bps, hw.bw_knee_exponent), sms * hw.per_sm_max_bps)
+    stream = (r + w) / bw
+    mem_s = stream + sync_s + glob
+    limiter = "latency" if little < hw.hbm_sustained_bps else "hbm"
+    time = hw.kernel_fixed_s + mem_s
+    return KernelCost(
+        time_s=time, compute_s=0.0, memory_s=mem_s, fixed_s=hw.kernel_fixed_s, limiter=limiter,
+        category="memory", hbm_bytes=r + w, flops=float(rows * cols),
+        bw_demand=min(1.0, (r + w) / time / hw.hbm_sustained_bps), sm_demand=min(1.0, grid / per_wave),
+        detail=MappingProxyType({"grid": grid, "block": threads, "l2": state, **cfg,
+                                 "iter_ns": round(t_iter * 1e9, 2), "waves": waves,
+                                 "chain_us": round(waves * chain * 1e6, 4), "stream_us": round(stream * 1e6, 4),
+                                 "global_us": round(glob * 1e6, 4)}),
+    )
 
 
 def row_layout(launch: LaunchConfig, op: Op) -> tuple[int, int, int]:
@@ -67,6 +173,8 @@ def reduction_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
     rows, cols = int(op.attrs["rows"]), int(op.attrs["cols"])
     if min(rows, cols) <= 0:
         raise KernelsimError(f"op '{op.name}': reduction dimensions must be positive (rows={rows}, cols={cols})")
+    if op.attrs.get("impl") == "torch_reduce" and "iter_ns_vec_warm" in hw.reduce_kernel:
+        return _torch_reduce_cost(op, graph, hw, rows, cols)
     passes = max(1, int(op.attrs.get("passes", 1)))
     numel = rows * cols
     r, w = io_bytes(op, graph)

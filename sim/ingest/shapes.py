@@ -158,7 +158,23 @@ def _gemm(op: CpuOp) -> dict[str, Any] | None:
     return {"kind": "gemm", "m": m, "n": n, "k": k, "batch": batch, "dtype": dt}
 
 
-def _attention(op: CpuOp) -> dict[str, Any] | None:
+def attention_backend(kernel_name: str, op_name: str = "") -> str | None:
+    """The fused-attention library a trace's kernel (or, failing that, its aten op) shows: cuDNN's
+    generated SDPA kernels (cudnn_generated_fort_native_sdpa_*, cudnn::fusion::*) or PyTorch's
+    flash kernels (flash_fwd_*, flash_bwd_*); None when neither name tells."""
+    low = kernel_name.lower()
+    if "cudnn" in low:
+        return "cudnn"
+    if "flash" in low:
+        return "flash"
+    if "cudnn" in op_name:
+        return "cudnn"
+    if "flash" in op_name:
+        return "flash"
+    return None
+
+
+def _attention(op: CpuOp, kernel_name: str = "") -> dict[str, Any] | None:
     causal_at, direction = ATTENTION_OPS[op.name]
     ts = [t for t in _tensors(op) if len(t[0]) == 4]
     if direction == "backward":
@@ -171,9 +187,11 @@ def _attention(op: CpuOp) -> dict[str, Any] | None:
         causal = str(op.concrete[causal_at]).strip().lower() == "true"
     out = {"kind": "attention", "batch": q[0], "heads": q[1], "seq_q": q[2], "seq_kv": k[2], "head_dim": q[3],
            "causal": causal, "direction": direction, "dtype": dt if dt in ("bf16", "fp16", "fp8", "fp32") else "bf16"}
-    # NB: the trace says which library ran (aten::_scaled_dot_product_cudnn_attention); it is not
-    # passed on as `backend: cudnn` yet, for the reason given at efficiency.attention_default_backend
-    # in hardware_profiles/h200-sxm.yaml.
+    # the library that ran, as the kernel's name shows: the profile prices each backend by its own
+    # fit (efficiency.attention_backends), whatever the profile's default for a workload's SDPA.
+    backend = attention_backend(kernel_name, op.name)
+    if backend is not None:
+        out["backend"] = backend
     return out
 
 
@@ -334,7 +352,7 @@ def infer_op(family: str, stack: list[CpuOp], act: GpuActivity, prefix: str) -> 
             if fields is not None:
                 return Inferred(fields)
         elif family == "attention" and op.name in ATTENTION_OPS:
-            fields = _attention(op)
+            fields = _attention(op, act.name)
             if fields is not None:
                 return Inferred(fields)
         elif family == "elementwise" and short in ("index_select", "embedding"):

@@ -157,6 +157,9 @@ class GemmSection(Strict):
     tile_n: Count
     k_half_efficiency: PositiveQuantity = Field(description="K at which per-tile efficiency is half its max (prologue/epilogue cost)")
     misaligned_factor: PositiveQuantity = Field(description="throughput factor when a dimension breaks 16-byte alignment")
+    cold_ramp_us: PositiveQuantity | None = Field(
+        default=None, description="a GEMM whose operands come from HBM (op attribute l2: cold): time to fill its load"
+        " pipeline before the weight stream runs at the sustained HBM rate; absent: cold GEMMs priced as warm ones")
     correction: list[GemmPoint] = Field(default_factory=list, description="measured/model ratios from calibration")
     correction_provenance: Provenance | None = None
 
@@ -378,6 +381,14 @@ class HardwareProfileFile(Strict):
     libraries: dict[str, dict[str, PositiveQuantity]] = Field(
         default_factory=dict,
         description="throughput of alternative libraries per op kind, relative to the default (torch/cuBLAS)",
+    )
+    reduce_kernel: dict[str, PositiveQuantity] = Field(
+        default_factory=dict,
+        description="PyTorch's reduce_kernel (sums over a dimension): its launch heuristics (max_threads,"
+        " input_vec, vt0, min_values_per_thread, max_values_per_thread, warp_split_values: setReduceConfig in"
+        " ATen's Reduce.cuh) and the time of one iteration of its per-thread load loop, vectorized (vec) or"
+        " four loads deep (ilp), with the input in L2 (warm) or in HBM (cold) (sim/costmodel/reduction.py);"
+        " absent: sums are priced as streaming reductions",
     )
     primitives: dict[str, PositiveQuantity] = Field(
         default_factory=dict,

@@ -54,7 +54,8 @@ class Row:
         return self.predicted_us / self.measured_us - 1.0
 
 # The raw group each kernel family's records come from (sim.calibrate.cases).
-FAMILY_GROUP = {"fused_elementwise": "elementwise", "reduction_profiled": "kernel_configs"}
+FAMILY_GROUP = {"fused_elementwise": "elementwise", "reduction_profiled": "kernel_configs", "gemm_cold": "l2_cold",
+               "reduction_cold": "l2_cold"}
 
 
 def shape_key(rec: Mapping[str, Any]) -> str:
@@ -79,8 +80,10 @@ def kernel_rows(raw_dir: Path, hw: Hardware, base_profile: Path) -> list[Row]:
     for case in cases_from_raw(groups):
         if case.measured_us <= 0:
             continue
-        seen = (FAMILY_GROUP.get(case.family, case.family), shape_key(case.record)) in fitted_shapes or any(
-            points.holds(op) for op in case.graph.ops if op.is_kernel)
+        # a case is calibrated when a fit used its shape (in its raw group), its own record (a case built
+        # from a rewritten record, e.g. l2_cold's sums), or a correction point it sits on
+        seen = (FAMILY_GROUP.get(case.family, case.family), shape_key(case.record)) in fitted_shapes or (
+            record_id(case.record) in used) or any(points.holds(op) for op in case.graph.ops if op.is_kernel)
         rows.append(Row("kernel", case.family, case.label, "calibrated" if seen else "unseen", case.measured_us,
                         case.predicted_us(hw)))
     return rows

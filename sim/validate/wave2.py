@@ -77,6 +77,32 @@ def wave3_kernel_rows(hw: Hardware, path: Path, machine: str = "D") -> list[Row]
     return rows
 
 
+WAVE4_KERNELS = Path("validation") / "h200" / "wave4" / "heldout_l2" / "heldout_l2.json"
+
+
+def wave4_kernel_rows(hw: Hardware, path: Path, machine: str = "w4") -> list[Row]:
+    """The fourth wave's kernels (issue 18; sim.calibrate.gpu.heldout_l2): the third wave's held-out
+    GEMMs, copies and sums and new held-out shapes, profiled after an L2 flush that only *reads* (a
+    clean cold L2, what a step's weights see). Table heldout_w4: records of set w3/new "unseen", set cal
+    (the shapes a cold-L2 parameter is fitted on) "calibrated". Only the clean state is gated; the
+    dirty and warm records of the same shapes say how much the flush itself costs (docs/gemm_small_m.md)."""
+    import dataclasses
+
+    if not path.is_file():
+        return []
+    rows = []
+    for case in heldout_cases(path):
+        rec = case.record
+        if rec.get("l2_state") != "clean" or case.measured_us <= 0 or rec.get("uneven_calls"):
+            continue
+        if rec.get("timing") == "profiled":  # a Triton kernel timed by the profiler, not by events
+            case = dataclasses.replace(case, profiled=True)
+        split = "calibrated" if rec.get("set") == "cal" else "unseen"
+        rows.append(Row("heldout_w4", case.family.removesuffix("_heldout"), f"{case.label} [{machine}]", split,
+                        case.measured_us, case.predicted_us(hw), group=machine))
+    return rows
+
+
 def ddp_validation_rows(comm_dir: Path, profile: str = "h200-nvl2") -> list[Row]:
     """DDP's exposed communication on two GPUs (table comm_ddp; the workload the engine's rule was
     chosen on is "calibrated", other models and bucket caps "unseen")."""
@@ -91,6 +117,7 @@ def wave2_rows(hw: Hardware, root: Path) -> list[Row]:
     raw = root / "calibration" / "h200" / "raw"
     rows = heldout_kernel_rows(hw, data, raw) if data.is_dir() else []
     rows += wave3_kernel_rows(hw, root / "validation" / "h200" / "wave3" / "gpu" / "wave3_gpu.json")
+    rows += wave4_kernel_rows(hw, root / WAVE4_KERNELS)
     try:
         load_profile("h200-nvl2")
     except InputError:  # an installed copy without the 2-GPU profile validates the rest

@@ -66,3 +66,22 @@ def test_bad_dimensions_and_dtypes_are_errors(testgpu: Hardware) -> None:
         gemm(testgpu, 0, 64, 64)
     with pytest.raises(KernelsimError, match="no tensor-core rate for dtype 'int8'"):
         gemm(testgpu, 64, 64, 64, "int8")
+
+
+def test_cold_operands_stream_from_hbm_after_the_pipeline_ramp(testgpu: Hardware) -> None:
+    # 8 x 4096 x 4096 with its operands in HBM (l2: cold) and a 2 us ramp: 16 tiles of 128 x 256, split-K
+    # 6 ways; the stream is A + B + C plus the fp32 partials, at 4000 GB/s after the ramp
+    import dataclasses
+
+    from sim.costmodel.gemm import gemm_terms
+
+    hw = dataclasses.replace(testgpu, gemm_cold_ramp_s=2e-6)
+    op, graph = one_op_graph("gemm", {"m": 8, "n": 4096, "k": 4096, "dtype": "bf16", "l2": "cold"})
+    cost = kernel_cost(op, graph, hw)
+    t = gemm_terms(hw, 8, 4096, 4096, 1, "bf16")
+    assert t["hbm_bytes"] == (8 * 4096 + 4096 * 4096 + 8 * 4096) * 2 + 2 * 8 * 4096 * 4 * t["split_k"]
+    assert cost.memory_s == pytest.approx(2e-6 + t["hbm_bytes"] / HBM, rel=1e-12)
+    assert cost.time_s == pytest.approx(FIXED + 2e-6 + t["hbm_bytes"] / HBM, rel=1e-12)
+    assert cost.detail["l2"] == "cold" and cost.limiter == "hbm"
+    # warm (the default), or a profile without the ramp: the operands-in-L2 path, as before
+    assert kernel_cost(op, graph, testgpu).time_s == gemm(testgpu, 8, 4096, 4096).time_s

@@ -45,3 +45,68 @@ def test_short_rows_wait_on_the_round_trip_and_reduction(testgpu: Hardware) -> N
     assert cost.time_s == pytest.approx(2e-6 + 2 * (LATENCY + SYNC), rel=1e-12)
     assert cost.limiter == "launch"
     assert cost.hbm_bytes == 2 * 100 * 256 * 2 + 100 * 256 * 2  # read twice, written once
+
+
+def _torch_sums() -> list[tuple[str, int, int, list[int]]]:
+    """(bench, rows, cols, grid) of every PyTorch sum kernel the committed measurements profiled."""
+    import json
+
+    from tests.conftest import ROOT
+
+    out = []
+    for path, key in ((ROOT / "calibration" / "h200" / "raw" / "kernel_configs.json", "bench"),
+                      (ROOT / "validation" / "h200" / "wave3" / "gpu" / "wave3_gpu.json", "dim")):
+        for rec in json.loads(path.read_text())["records"]:
+            name = rec.get("bench") if key == "bench" else f"sum_dim{rec.get('dim')}"
+            if name not in ("sum_dim0", "sum_dim1") or (key == "dim" and rec.get("bench") != "sum"):
+                continue
+            kern = [k for k in rec["kernels"] if "reduce_kernel" in k["name"]]
+            # the kernel_configs profile can pair a memset's launch config with the reduce kernel: take the
+            # grid of whichever event carries the reduce kernel's block shape
+            grids = [k.get("grid") for k in rec["kernels"] if k.get("block") and k["block"][0] == 32]
+            if kern and grids:
+                out.append((name, int(rec["rows"]), int(rec["cols"]), grids[0]))
+    return out
+
+
+def test_pytorch_reduce_heuristics_reproduce_every_profiled_sum_grid() -> None:
+    # ATen's setReduceConfig as data (profile reduce_kernel): the grid (outputs x blocks per output) of
+    # 44 profiled sums, 24..32768 rows, warp per row, split input and global reductions included
+    from sim.costmodel.reduction import torch_reduce_config
+    from sim.hardware import load_profile
+
+    hw = load_profile("h200-sxm")
+    sums = _torch_sums()
+    assert len(sums) >= 40
+    for bench, rows, cols, grid in sums:
+        fastest = bench == "sum_dim1"
+        cfg = torch_reduce_config(hw, *((rows, cols) if fastest else (cols, rows)), fastest, 2)
+        assert [cfg["grid_x"], cfg["ctas_per_output"]] == grid[:2], (bench, rows, cols, cfg)
+
+
+def test_few_outputs_wait_on_their_load_loop(testgpu: Hardware) -> None:
+    # a row sum of 24 rows x 6144 bf16 on ATen's heuristics: a warp per row (32 threads, 4-element vector
+    # loads: 6144 / 32 = 192 values, 48 iterations), 16 rows per 512-thread block, 2 blocks. At 200 ns per
+    # iteration the loop's own Little's law is 1024 threads x 8 B / 200 ns = 40.96 GB/s, far under the HBM
+    # (4000 GB/s, the profile's knee is hard): 294912 B read + 48 B written take 48 x 200 ns (+ the 48 B);
+    # then log2(32) = 5 shuffle steps of 20 ns.
+    import dataclasses
+
+    from sim.hardware import load_profile
+
+    lib = dict(load_profile("h200-sxm").reduce_kernel)
+    hw = dataclasses.replace(testgpu, reduce_kernel={**lib, "iter_ns_vec_warm": 200.0, "iter_ns_vec_cold": 500.0})
+    op, graph = one_op_graph("reduction", {"rows": 24, "cols": 6144, "impl": "torch_reduce"},
+                             {"x": ((24, 6144), "bf16"), "r": ((24,), "bf16")}, reads=("x",), writes=("r",))
+    cost = kernel_cost(op, graph, hw)
+    little = 1024 * 8 / 200e-9
+    expect = (24 * 6144 * 2 + 48) / min(little, 4000e9) + 5 * 20e-9
+    assert cost.detail["iterations"] == 48 and cost.detail["grid"] == 2
+    assert cost.memory_s == pytest.approx(expect, rel=1e-6)
+    assert cost.limiter == "latency"
+    # the same input in HBM (a cold L2): each iteration waits 500 ns
+    cold = kernel_cost(op.with_(attrs={**op.attrs, "l2": "cold"}), graph, hw)
+    assert cold.memory_s == pytest.approx((24 * 6144 * 2 + 48) / (1024 * 8 / 500e-9) + 5 * 20e-9, rel=1e-6)
+    # without the profile section the op is a streaming reduction, as before
+    plain = kernel_cost(op, graph, testgpu)
+    assert "iterations" not in plain.detail

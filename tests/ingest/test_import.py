@@ -173,3 +173,15 @@ def test_cudnn_attention_backward_keeps_is_causal() -> None:
     path = Path(__file__).resolve().parents[2] / "validation" / "h200" / "traces_heldout" / "transformer_eager_b2_s2048.json.gz"
     ops = [o.doc for o in import_trace(path).ops if o.doc.get("kind") == "attention"]
     assert [(o["direction"], o["causal"]) for o in ops] == [("forward", True), ("backward", True)]
+
+
+def test_attention_backend_is_the_library_the_kernels_name() -> None:
+    """The held-out H200 trace ran cuDNN's SDPA (cudnn_generated_* kernels): the imported ops say
+    `backend: cudnn`, so the profile prices them by the cuDNN fit, not the flash default."""
+    from sim.ingest.shapes import attention_backend
+
+    path = Path(__file__).resolve().parents[2] / "validation" / "h200" / "traces_heldout" / "transformer_eager_b2_s2048.json.gz"
+    ops = [o.doc for o in import_trace(path).ops if o.doc.get("kind") == "attention"]
+    assert [o.get("backend") for o in ops] == ["cudnn", "cudnn"]
+    assert attention_backend("flash_fwd_kernel<...>") == "flash"
+    assert attention_backend("void at::native::elementwise_kernel", "aten::mm") is None

@@ -1,0 +1,32 @@
+"""Table heldout_w4 (issue 18): the fourth wave's kernels profiled after a read-only L2 flush. Only the
+clean state is gated; set cal rows are "calibrated", the rest "unseen"; dirty/warm rows and calls whose
+kernels did not split evenly are left out."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from sim.hardware import load_profile
+from sim.validate.wave2 import wave4_kernel_rows
+
+
+def _gemm(state: str, set_: str, m: int, us: float, **extra: object) -> dict[str, object]:
+    return {"bench": "gemm", "set": set_, "l2_state": state, "m": m, "n": 4096, "k": 4096, "dtype": "bfloat16",
+            "layout": "nn", "kernels": [{"name": "nvjet_sm90_tst_64x8", "duration_us": us}], **extra}
+
+
+def test_wave4_rows_gate_the_clean_state_only(tmp_path: Path) -> None:
+    recs = [_gemm("clean", "w3", 8, 11.7), _gemm("dirty", "w3", 8, 15.3), _gemm("warm", "w3", 8, 8.1),
+            _gemm("clean", "cal", 16, 12.2), _gemm("clean", "new", 24, 12.5, uneven_calls=True),
+            {"bench": "sum", "set": "new", "l2_state": "clean", "dim": 1, "rows": 32, "cols": 3072,
+             "dtype": "bfloat16", "kernels": [{"name": "reduce_kernel", "duration_us": 7.0}]}]
+    path = tmp_path / "heldout_l2.json"
+    path.write_text(json.dumps({"meta": {}, "group": "heldout_l2", "records": recs}))
+    hw = load_profile("h200-measured")
+    rows = wave4_kernel_rows(hw, path)
+    assert [(r.table, r.family, r.split, r.measured_us) for r in rows] == [
+        ("heldout_w4", "gemm", "unseen", 11.7), ("heldout_w4", "gemm", "calibrated", 12.2),
+        ("heldout_w4", "reduction", "unseen", 7.0)]
+    assert all(r.predicted_us > 0 for r in rows)
+    assert wave4_kernel_rows(hw, tmp_path / "absent.json") == []
