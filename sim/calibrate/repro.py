@@ -7,7 +7,11 @@ profile (as `kernelsim calibrate --from-raw` does), then reports
 - per validation case (kernel- and step-level rows of `kernelsim validate`): the spread of the
   predictions across calibrations, against the acceptance limits (3 % on every step case, 5 % on
   every kernel case);
-- per calibration: the thresholds `kernelsim validate --profile P` reports as exceeded.
+- per calibration: the thresholds `kernelsim validate --profile P` reports as exceeded;
+- with --drivers: which fitted numbers drive the step-case spread. For the two calibrations whose
+  step predictions differ most, each fitted number (and each correction table) of one is put into
+  the other's profile alone, and the step cases are predicted again: the largest and the median
+  change per number say how much of the disagreement it carries.
 With --markdown FILE the tables replace the generated section of FILE (between the markers).
 Exit 0 when every limit holds, 3 when one does not, 2 on bad input.
 """
@@ -109,6 +113,99 @@ def calibrate_all(raw_dirs: list[Path], names: list[str], base: str, work: Path,
     return cals
 
 
+def _leaves(doc: dict[str, Any], prefix: tuple[str, ...] = ()) -> dict[tuple[str, ...], dict[str, Any]]:
+    """Every measured entry of a profile document (numbers, op costs, correction tables) by key path."""
+    out: dict[tuple[str, ...], dict[str, Any]] = {}
+    for key, node in doc.items():
+        if not isinstance(node, dict):
+            continue
+        if key == "framework_ops":  # the host table by framework op: one entry
+            out[prefix + (key,)] = {"points": node}
+            continue
+        if node.get("source") == "measured" or (isinstance(node.get("provenance"), dict)
+                                                 and node["provenance"].get("source") == "measured"):
+            out[prefix + (key,)] = node
+        else:
+            out.update(_leaves(node, prefix + (key,)))
+    gemm = doc.get("gemm") if not prefix else None
+    if isinstance(gemm, dict) and "correction" in gemm:
+        out[("gemm", "correction")] = {"points": gemm["correction"]}
+    return out
+
+
+def _numbers(node: dict[str, Any]) -> Any:
+    return {k: v for k, v in node.items() if k in ("value", "fp32", "sfu", "int", "points")}
+
+
+@dataclass
+class Driver:
+    parameter: str
+    max_change: float  # largest |relative change| of a step prediction when this number alone is swapped
+    median_change: float
+    cases_over: int  # step cases it alone moves by more than the step limit
+
+
+def step_predictions(profile: Path, cases: str) -> dict[tuple[str, str, str, str], float]:
+    from sim.validate_steps import step_rows
+
+    rows = step_rows(Path(cases), str(profile), 0.5)
+    return {(r.table, r.family, r.label, r.split): r.predicted_us for r in rows.rows if r.table == "step"}
+
+
+def drivers(a: Calibration, b: Calibration, cases: str, work: Path) -> list[Driver]:
+    """Swap each measured entry of `b`'s profile into `a`'s, one at a time; the change of `a`'s step
+    predictions per swap (largest first)."""
+    import copy
+
+    doc_a, doc_b = yaml.safe_load(a.profile.read_text()), yaml.safe_load(b.profile.read_text())
+    base = step_predictions(a.profile, cases)
+    la, lb = _leaves(doc_a), _leaves(doc_b)
+    out = []
+    for path in sorted(set(la) & set(lb)):
+        if _numbers(la[path]) == _numbers(lb[path]):
+            continue
+        doc = copy.deepcopy(doc_a)
+        node = doc
+        for part in path[:-1]:
+            node = node[part]
+        node[path[-1]] = copy.deepcopy(lb[path]["points"] if path in (("gemm", "correction"), ("host", "framework_ops"))
+                                       else lb[path])
+        swapped = work / "drivers-swap.yaml"
+        swapped.write_text(yaml.safe_dump(doc, sort_keys=False))
+        pred = step_predictions(swapped, cases)
+        changes = [abs(pred[k] / v - 1) for k, v in base.items() if k in pred and v > 0]
+        if changes:
+            out.append(Driver(".".join(path), max(changes), statistics.median(changes),
+                              sum(c > STEP_LIMIT for c in changes)))
+    return sorted(out, key=lambda d: (-d.max_change, d.parameter))
+
+
+def widest_pair(cals: list[Calibration]) -> tuple[Calibration, Calibration]:
+    """The two calibrations whose step predictions differ most (largest median |ratio - 1|)."""
+    best: tuple[float, int, int] = (-1.0, 0, 1)
+    for i in range(len(cals)):
+        for j in range(i + 1, len(cals)):
+            keys = [k for k in cals[i].predictions if k[0] == "step" and k in cals[j].predictions]
+            d = statistics.median(abs(cals[j].predictions[k] / cals[i].predictions[k] - 1) for k in keys) if keys else 0.0
+            if d > best[0]:
+                best = (d, i, j)
+    return cals[best[1]], cals[best[2]]
+
+
+def drivers_markdown(a: Calibration, b: Calibration, found: list[Driver], top: int = 20) -> list[str]:
+    lines = ["", f"### What drives the step-case spread ({a.name} vs {b.name})", "",
+             f"Each fitted number of {b.name} put alone into {a.name}'s profile ({a.name} and {b.name}: the pair whose "
+             "step predictions differ most); change of the step predictions. Correction tables count as one entry.",
+             "", f"| parameter | {a.name} → {b.name}: max change | median change | step cases moved > {STEP_LIMIT:.0%} |",
+             "| --- | ---: | ---: | ---: |"]
+    for d in found[:top]:
+        lines.append(f"| {d.parameter} | {d.max_change:.1%} | {d.median_change:.2%} | {d.cases_over} |")
+    rest = found[top:]
+    if rest:
+        lines += ["", f"{len(rest)} more entries differ; none moves a step case by more than {rest[0].max_change:.1%}."]
+    return lines
+
+
 @dataclass
 class CaseSpread:
     table: str
@@ -135,7 +232,8 @@ def case_spreads(cals: list[Calibration]) -> list[CaseSpread]:
     return out
 
 
-def report_markdown(cals: list[Calibration], cases: list[CaseSpread], command: str, note: str = "") -> str:
+def report_markdown(cals: list[Calibration], cases: list[CaseSpread], command: str, note: str = "",
+                    driver_lines: list[str] | None = None) -> str:
     names = [c.name for c in cals]
     lines = [BEGIN, "", "## Reproducibility of calibration", "",
              f"Generated by `{command}`: each raw folder fitted over the same base profile, then every "
@@ -184,6 +282,7 @@ def report_markdown(cals: list[Calibration], cases: list[CaseSpread], command: s
     if only_some:
         lines += ["", "Measured in some calibrations only (the others lack the raw group and keep the base "
                   "profile's number): " + ", ".join(f"`{p}`" for p in only_some) + "."]
+    lines += driver_lines or []
     lines += ["", END, ""]
     return "\n".join(lines)
 
@@ -218,6 +317,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profiles-out", metavar="DIR", help="keep the fitted profiles in DIR")
     ap.add_argument("--markdown", metavar="FILE", help="write the tables into FILE's generated section")
     ap.add_argument("--note", default="", help="a sentence for the report (what the calibrations are)")
+    ap.add_argument("--drivers", action="store_true",
+                    help="also swap each fitted number between the two most different calibrations (a few minutes)")
+    ap.add_argument("--check", action="store_true", help="with --markdown: exit 1 if FILE's section is not up to date")
     ns = ap.parse_args(argv)
     try:
         raw_dirs = [Path(r) for r in ns.raw]
@@ -230,14 +332,26 @@ def main(argv: list[str] | None = None) -> int:
             work = Path(ns.profiles_out) if ns.profiles_out else Path(tmp)
             work.mkdir(parents=True, exist_ok=True)
             cals = calibrate_all(raw_dirs, names, ns.base, work, ns.validation_raw, ns.cases, ns.thresholds)
+            driver_lines = None
+            if ns.drivers:
+                a, b = widest_pair(cals)
+                driver_lines = drivers_markdown(a, b, drivers(a, b, ns.cases, work))
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     cases = case_spreads(cals)
-    command = "python -m sim.calibrate.repro " + " ".join(ns.raw) + (f" --names {ns.names}" if ns.names else "")
-    text = report_markdown(cals, cases, command, ns.note)
+    command = ("python -m sim.calibrate.repro " + " ".join(ns.raw) + (f" --names {ns.names}" if ns.names else "")
+               + (" --drivers" if ns.drivers else ""))
+    text = report_markdown(cals, cases, command, ns.note, driver_lines)
     if ns.markdown:
-        write_text_atomic(Path(ns.markdown), replace_generated_section(Path(ns.markdown), text))
+        new = replace_generated_section(Path(ns.markdown), text)
+        if ns.check:
+            if not Path(ns.markdown).is_file() or Path(ns.markdown).read_text() != new:
+                print(f"{ns.markdown}: the reproducibility section is not up to date; rerun without --check",
+                      file=sys.stderr)
+                return 1
+        else:
+            write_text_atomic(Path(ns.markdown), new)
     print(text)
     bad = [c for c in cases if not c.ok]
     failing = [c for c in cals if c.violations]
