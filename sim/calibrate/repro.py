@@ -252,6 +252,19 @@ def report_markdown(cals: list[Calibration], cases: list[CaseSpread], command: s
         lines.append(f"| {table} | {len(rows)} | {sum(r.ok for r in rows)} | "
                      f"{statistics.median(r.spread for r in rows):.1%} | {max(r.spread for r in rows):.1%} | "
                      f"{rows[0].limit:.0%} |")
+    if len(cals) > 2:
+        lines += ["", "### Pairs of calibrations", "",
+                  f"Cases where two calibrations agree (step within {STEP_LIMIT:.0%}, every other level within "
+                  f"{KERNEL_LIMIT:.0%}).", "",
+                  "| pair | step cases within | kernel-level cases within | thresholds exceeded (each) |",
+                  "| --- | ---: | ---: | ---: |"]
+        for i, a in enumerate(cals):
+            for b in cals[i + 1:]:
+                pair = case_spreads([a, b])
+                steps_ok = [c.ok for c in pair if c.table == "step"]
+                kern_ok = [c.ok for c in pair if c.table != "step"]
+                lines.append(f"| {a.name}–{b.name} | {sum(steps_ok)} of {len(steps_ok)} | {sum(kern_ok)} of "
+                             f"{len(kern_ok)} | {len(a.violations)} / {len(b.violations)} |")
     worst = sorted((c for c in cases if not c.ok), key=lambda c: -c.spread)
     steps = [c for c in cases if c.table == "step"]
     lines += ["", "### Step cases", "", "| case | " + " | ".join(names) + " | spread |",
