@@ -82,3 +82,13 @@ def test_the_same_raw_folder_twice_reproduces_exactly(tmp_path: Path, monkeypatc
     out = tmp_path / "repro.md"
     assert main(["calibration/h200/raw", "calibration/h200/raw", "--names", "a,b", "--markdown", str(out)]) == 0
     assert "| step | " in out.read_text() and "✗" not in out.read_text()
+
+
+def test_pairs_table_counts_agreement_per_pair() -> None:
+    cals = [_cal("a", 100.0, 10.0, 250.0), _cal("b", 101.0, 10.0, 250.0), _cal("c", 110.0, 10.0, 250.0)]
+    cals[2].violations = ["x"]
+    text = report_markdown(cals, case_spreads(cals), "python -m sim.calibrate.repro a b c")
+    assert "| a–b | 1 of 1 | 1 of 1 | 0 / 0 |" in text
+    assert "| a–c | 0 of 1 | 1 of 1 | 0 / 1 |" in text
+    # two calibrations: no pairs table (the whole report is the one pair)
+    assert "Pairs of calibrations" not in report_markdown(cals[:2], case_spreads(cals[:2]), "x")

@@ -146,7 +146,7 @@ class Driver:
 
 
 def step_predictions(profile: Path, cases: str) -> dict[tuple[str, str, str, str], float]:
-    from sim.validate_steps import step_rows
+    from sim.validate.steps import step_rows
 
     rows = step_rows(Path(cases), str(profile), 0.5)
     return {(r.table, r.family, r.label, r.split): r.predicted_us for r in rows.rows if r.table == "step"}
