@@ -9,7 +9,8 @@ content (fences included) is the output of the generator NAME below, run on the 
 A figure in prose sits between `<!-- fig:NAME -->` and `<!-- /fig -->` on one line (`+2.0 %`): the
 value of FIGURES' NAME, computed from the same runs (rendered Markdown shows the value only).
 Whole generated files: docs/reference.md and docs/schema/*.json from the schemas, docs/validation.md
-from `kernelsim validate --markdown`. Tables are
+from `kernelsim validate --markdown` (its reproducibility section from calibration/h200/runs/repro.json,
+which `python -m sim.calibrate.repro` writes from the committed raw folders). Tables are
 rendered 100 columns wide, as `kernelsim` prints them into a pipe.
 """
 
@@ -320,8 +321,8 @@ BLOCKS: dict[str, Generator] = {
 def validation_run() -> tuple[str, dict[str, Any]]:
     """`kernelsim validate --markdown --json` once: (docs/validation.md's text, the JSON document). It
     exits 3 when a tripwire is exceeded and still writes both. validate keeps the Markdown file's
-    reproducibility section (written by `python -m sim.calibrate.repro`), so the run starts from a copy
-    of the committed file."""
+    reproducibility section (gen_validation_md replaces it), so the run starts from a copy of the
+    committed file."""
     from sim.cli import main as kernelsim
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -334,9 +335,30 @@ def validation_run() -> tuple[str, dict[str, Any]]:
         return out.read_text(encoding="utf-8"), json.loads(js.read_text(encoding="utf-8"))
 
 
+REPRO_DOC = ROOT / "calibration" / "h200" / "runs" / "repro.json"
+
+
+def gen_repro_section() -> str:
+    """docs/validation.md's reproducibility section, rendered from calibration/h200/runs/repro.json: what
+    `python -m sim.calibrate.repro` found fitting and validating the committed raw folders of
+    calibration/h200/runs (the command it records rewrites the file; `--check` on the slow path)."""
+    from sim.calibrate.repro import render_document
+    from sim.validate.core import load_thresholds
+
+    doc = json.loads(REPRO_DOC.read_text(encoding="utf-8"))
+    return render_document(doc, load_thresholds(ROOT / "validation" / "thresholds.yaml"))
+
+
 def gen_validation_md() -> str:
-    """docs/validation.md: the full tables of `kernelsim validate --markdown`."""
-    return validation_run()[0]
+    """docs/validation.md: the full tables of `kernelsim validate --markdown`, and the reproducibility
+    section rendered from the committed calibrations."""
+    from sim.calibrate.repro import BEGIN, END
+
+    text = validation_run()[0]
+    section = gen_repro_section().rstrip("\n")
+    if BEGIN in text and END in text:
+        return text[:text.index(BEGIN)] + section + "\n" + text[text.index(END) + len(END):].lstrip("\n")
+    return text.rstrip("\n") + "\n\n" + section + "\n"
 
 
 # -- figures in prose: one value each, from the same runs as the blocks -------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -11,13 +12,18 @@ from sim.calibrate.repro import (
     END,
     Calibration,
     case_spreads,
+    exceeded_markdown,
+    exceeded_tripwires,
     keep_generated_section,
     main,
     measured_params,
+    render_document,
     replace_generated_section,
     report_markdown,
+    repro_document,
     spread,
 )
+from sim.outputs import dumps
 from tests.conftest import ROOT
 
 
@@ -82,3 +88,55 @@ def test_the_same_raw_folder_twice_reproduces_exactly(tmp_path: Path, monkeypatc
     out = tmp_path / "repro.md"
     assert main(["calibration/h200/raw", "calibration/h200/raw", "--names", "a,b", "--markdown", str(out)]) == 0
     assert "| step | " in out.read_text() and "✗" not in out.read_text()
+
+
+def test_pairs_table_counts_agreement_per_pair() -> None:
+    cals = [_cal("a", 100.0, 10.0, 250.0), _cal("b", 101.0, 10.0, 250.0), _cal("c", 110.0, 10.0, 250.0)]
+    cals[2].violations = ["x"]
+    text = report_markdown(cals, case_spreads(cals), "python -m sim.calibrate.repro a b c")
+    assert "| a–b | 1 of 1 | 1 of 1 | 0 / 0 |" in text
+    assert "| a–c | 0 of 1 | 1 of 1 | 0 / 1 |" in text
+    # two calibrations: no pairs table (the whole report is the one pair)
+    assert "Pairs of calibrations" not in report_markdown(cals[:2], case_spreads(cals[:2]), "x")
+
+
+def test_exceeded_tripwires_are_classified_noise_or_systematic() -> None:
+    thresholds = {"gates": {"step/mlp/unseen": {"goal": {"median_abs": 0.05}, "tripwire": {"median_abs": 0.115}},
+                            "host/all/unseen": {"tripwire": {"max_abs": 0.2}},
+                            "bands/time/x": {"tripwire": {"min_coverage": 0.7}}}}
+    a, b = _cal("a", 100.0, 10.0, 250.0), _cal("b", 100.0, 10.0, 250.0)
+    # step: shipped 0.10, margin 0.015; a and b differ by 0.08 > margin -> noise
+    a.measured = {"step/mlp/unseen": {"median_abs": 0.09}, "host/all/unseen": {"max_abs": 0.3},
+                  "bands/time/x": {"coverage": 0.72}}
+    b.measured = {"step/mlp/unseen": {"median_abs": 0.17}, "host/all/unseen": {"max_abs": 0.31},
+                  "bands/time/x": {"coverage": 0.75}}
+    ref = {"step/mlp/unseen": {"median_abs": 0.10}, "host/all/unseen": {"max_abs": 0.15}, "bands/time/x": {"coverage": 0.8}}
+    found = {e.gate: e for e in exceeded_tripwires([a, b], ref, thresholds)}
+    assert set(found) == {"step/mlp/unseen", "host/all/unseen"}  # the coverage floor holds for both
+    assert found["step/mlp/unseen"].kind == "noise" and found["step/mlp/unseen"].side == "GPU"
+    assert found["step/mlp/unseen"].goal == 0.05
+    assert found["host/all/unseen"].kind == "systematic" and found["host/all/unseen"].side == "host"
+
+
+def test_the_docs_section_renders_from_the_committed_document() -> None:
+    a, b = _cal("a", 100.0, 10.0, 250.0), _cal("b", 110.0, 10.0, 260.0)
+    a.measured, b.measured = {"step/mlp/unseen": {"median_abs": 0.09}}, {"step/mlp/unseen": {"median_abs": 0.2}}
+    thresholds = {"gates": {"step/mlp/unseen": {"tripwire": {"median_abs": 0.115}}}}
+    doc = repro_document([a, b], "python -m sim.calibrate.repro a b", "", "shipped", {"step/mlp/unseen": {"median_abs": 0.1}}, None)
+    text = render_document(json.loads(dumps(doc)), thresholds)
+    assert text == report_markdown([a, b], case_spreads([a, b]), "python -m sim.calibrate.repro a b", "", None,
+                                   exceeded_markdown([a, b], exceeded_tripwires([a, b], {"step/mlp/unseen": {"median_abs": 0.1}},
+                                                                                  thresholds), "shipped"))
+    assert "| step/mlp/unseen: median_abs | 0.115 | — | 0.100 | 0.090 | 0.200 ✗ | GPU | noise |" in text
+
+
+def test_the_committed_docs_section_is_rendered_from_the_committed_calibrations() -> None:
+    """docs/validation.md's reproducibility tables come from calibration/h200/runs/repro.json (written by
+    `python -m sim.calibrate.repro ... --json`, which `--check` recomputes from the raw folders: slow)."""
+    from sim.validate.core import load_thresholds
+
+    doc = json.loads((ROOT / "calibration/h200/runs/repro.json").read_text())
+    assert [c["raw_dir"] for c in doc["calibrations"]] == [f"calibration/h200/runs/{n}/raw" for n in "ABCDE"]
+    section = render_document(doc, load_thresholds(ROOT / "validation/thresholds.yaml")).rstrip("\n")
+    text = (ROOT / "docs/validation.md").read_text()
+    assert text[text.index(BEGIN):text.index(END) + len(END)] == section

@@ -372,5 +372,10 @@ def _attention(rec: dict[str, Any]) -> Case | None:
         op = Op(name="attn_decode", kind="attention", reads=("q", "k", "v"), writes=("o",),
                 attrs=MappingProxyType({"batch": b, "heads": h, "seq_q": 1, "seq_kv": length, "head_dim": d,
                                         "causal": False, "direction": "forward", "dtype": "bf16"}))
-        return Case("attention", f"decode b{b} h{h} L{length} d{d}", _graph([op], tensors), float(rec["time_us"]), rec)
+        from sim.calibrate.raw import kernel_time_us
+
+        # profiled kernel durations where the record has them (device-side), else the event time
+        profiled = bool(rec.get("kernels")) and all("duration_us" in x for x in rec["kernels"])
+        return Case("attention", f"decode b{b} h{h} L{length} d{d}", _graph([op], tensors), kernel_time_us(rec), rec,
+                    profiled=profiled)
     return None

@@ -7,7 +7,11 @@ profile (as `kernelsim calibrate --from-raw` does), then reports
 - per validation case (kernel- and step-level rows of `kernelsim validate`): the spread of the
   predictions across calibrations, against the acceptance limits (3 % on every step case, 5 % on
   every kernel case);
-- per calibration: the thresholds `kernelsim validate --profile P` reports as exceeded.
+- per calibration: the thresholds `kernelsim validate --profile P` reports as exceeded;
+- with --drivers: which fitted numbers drive the step-case spread. For the two calibrations whose
+  step predictions differ most, each fitted number (and each correction table) of one is put into
+  the other's profile alone, and the step cases are predicted again: the largest and the median
+  change per number say how much of the disagreement it carries.
 With --markdown FILE the tables replace the generated section of FILE (between the markers).
 Exit 0 when every limit holds, 3 when one does not, 2 on bad input.
 """
@@ -44,6 +48,7 @@ class Calibration:
     params: dict[str, float]
     predictions: dict[tuple[str, str, str, str], float] = field(default_factory=dict)
     violations: list[str] = field(default_factory=list)
+    measured: dict[str, dict[str, float]] = field(default_factory=dict)  # validate's quantities per gated group
 
 
 def measured_params(doc: dict[str, Any], prefix: str = "") -> dict[str, float]:
@@ -73,14 +78,16 @@ def spread(values: list[float]) -> float:
     return (max(values) - min(values)) / abs(mid)
 
 
-def _validate(profile: Path, base: str, validation_raw: str, cases: str, thresholds: str, out: Path) -> dict[str, Any]:
-    """What `kernelsim validate --profile P --json OUT` writes (the same rows and thresholds), also written to `out`."""
+def _validate(profile: Path | str, base: str, validation_raw: str, cases: str, thresholds: str,
+              out: Path) -> tuple[dict[str, Any], dict[str, dict[str, float]]]:
+    """What `kernelsim validate --profile P --json OUT` writes (the same rows and thresholds), also written to
+    `out`, and the quantities its gates check (per group: median_abs, p90_abs, coverage, ...)."""
     from sim.validate.suite import run_validation, validation_document
 
     v = run_validation(str(profile), base, Path(validation_raw), Path(cases), Path(thresholds))
     write_text_atomic(out, dumps(validation_document(v)))
     doc: dict[str, Any] = json.loads(out.read_text())  # as the command's file reads back
-    return doc
+    return doc, {g: {k: round(float(x), 6) for k, x in q.items()} for g, q in sorted(v.measured.items())}
 
 
 def calibrate_all(raw_dirs: list[Path], names: list[str], base: str, work: Path, validation_raw: str, cases: str,
@@ -96,7 +103,7 @@ def calibrate_all(raw_dirs: list[Path], names: list[str], base: str, work: Path,
         text, _ = calibrate_from_raw(raw_dir, base_path, out, profile_name, spreads=False)
         out.write_text(text)
         cal = Calibration(name, raw_dir, out, measured_params(yaml.safe_load(text)))
-        doc = _validate(out, base, validation_raw, cases, thresholds, work / f"{name}.validation.json")
+        doc, cal.measured = _validate(out, base, validation_raw, cases, thresholds, work / f"{name}.validation.json")
         seen: dict[tuple[str, str, str, str], int] = {}
         for row in doc["rows"]:
             key = (row["table"], row["family"], row["label"], row["split"])
@@ -107,6 +114,99 @@ def calibrate_all(raw_dirs: list[Path], names: list[str], base: str, work: Path,
         cal.violations = list(doc["violations"])
         cals.append(cal)
     return cals
+
+
+def _leaves(doc: dict[str, Any], prefix: tuple[str, ...] = ()) -> dict[tuple[str, ...], dict[str, Any]]:
+    """Every measured entry of a profile document (numbers, op costs, correction tables) by key path."""
+    out: dict[tuple[str, ...], dict[str, Any]] = {}
+    for key, node in doc.items():
+        if not isinstance(node, dict):
+            continue
+        if key == "framework_ops":  # the host table by framework op: one entry
+            out[prefix + (key,)] = {"points": node}
+            continue
+        if node.get("source") == "measured" or (isinstance(node.get("provenance"), dict)
+                                                 and node["provenance"].get("source") == "measured"):
+            out[prefix + (key,)] = node
+        else:
+            out.update(_leaves(node, prefix + (key,)))
+    gemm = doc.get("gemm") if not prefix else None
+    if isinstance(gemm, dict) and "correction" in gemm:
+        out[("gemm", "correction")] = {"points": gemm["correction"]}
+    return out
+
+
+def _numbers(node: dict[str, Any]) -> Any:
+    return {k: v for k, v in node.items() if k in ("value", "fp32", "sfu", "int", "points")}
+
+
+@dataclass
+class Driver:
+    parameter: str
+    max_change: float  # largest |relative change| of a step prediction when this number alone is swapped
+    median_change: float
+    cases_over: int  # step cases it alone moves by more than the step limit
+
+
+def step_predictions(profile: Path, cases: str) -> dict[tuple[str, str, str, str], float]:
+    from sim.validate.steps import step_rows
+
+    rows = step_rows(Path(cases), str(profile), 0.5)
+    return {(r.table, r.family, r.label, r.split): r.predicted_us for r in rows.rows if r.table == "step"}
+
+
+def drivers(a: Calibration, b: Calibration, cases: str, work: Path) -> list[Driver]:
+    """Swap each measured entry of `b`'s profile into `a`'s, one at a time; the change of `a`'s step
+    predictions per swap (largest first)."""
+    import copy
+
+    doc_a, doc_b = yaml.safe_load(a.profile.read_text()), yaml.safe_load(b.profile.read_text())
+    base = step_predictions(a.profile, cases)
+    la, lb = _leaves(doc_a), _leaves(doc_b)
+    out = []
+    for path in sorted(set(la) & set(lb)):
+        if _numbers(la[path]) == _numbers(lb[path]):
+            continue
+        doc = copy.deepcopy(doc_a)
+        node = doc
+        for part in path[:-1]:
+            node = node[part]
+        node[path[-1]] = copy.deepcopy(lb[path]["points"] if path in (("gemm", "correction"), ("host", "framework_ops"))
+                                       else lb[path])
+        swapped = work / "drivers-swap.yaml"
+        swapped.write_text(yaml.safe_dump(doc, sort_keys=False))
+        pred = step_predictions(swapped, cases)
+        changes = [abs(pred[k] / v - 1) for k, v in base.items() if k in pred and v > 0]
+        if changes:
+            out.append(Driver(".".join(path), max(changes), statistics.median(changes),
+                              sum(c > STEP_LIMIT for c in changes)))
+    return sorted(out, key=lambda d: (-d.max_change, d.parameter))
+
+
+def widest_pair(cals: list[Calibration]) -> tuple[Calibration, Calibration]:
+    """The two calibrations whose step predictions differ most (largest median |ratio - 1|)."""
+    best: tuple[float, int, int] = (-1.0, 0, 1)
+    for i in range(len(cals)):
+        for j in range(i + 1, len(cals)):
+            keys = [k for k in cals[i].predictions if k[0] == "step" and k in cals[j].predictions]
+            d = statistics.median(abs(cals[j].predictions[k] / cals[i].predictions[k] - 1) for k in keys) if keys else 0.0
+            if d > best[0]:
+                best = (d, i, j)
+    return cals[best[1]], cals[best[2]]
+
+
+def drivers_markdown(a: Calibration, b: Calibration, found: list[Driver], top: int = 20) -> list[str]:
+    lines = ["", f"### What drives the step-case spread ({a.name} vs {b.name})", "",
+             f"Each fitted number of {b.name} put alone into {a.name}'s profile ({a.name} and {b.name}: the pair whose "
+             "step predictions differ most); change of the step predictions. Correction tables count as one entry.",
+             "", f"| parameter | {a.name} → {b.name}: max change | median change | step cases moved > {STEP_LIMIT:.0%} |",
+             "| --- | ---: | ---: | ---: |"]
+    for d in found[:top]:
+        lines.append(f"| {d.parameter} | {d.max_change:.1%} | {d.median_change:.2%} | {d.cases_over} |")
+    rest = found[top:]
+    if rest:
+        lines += ["", f"{len(rest)} more entries differ; none moves a step case by more than {rest[0].max_change:.1%}."]
+    return lines
 
 
 @dataclass
@@ -135,7 +235,8 @@ def case_spreads(cals: list[Calibration]) -> list[CaseSpread]:
     return out
 
 
-def report_markdown(cals: list[Calibration], cases: list[CaseSpread], command: str, note: str = "") -> str:
+def report_markdown(cals: list[Calibration], cases: list[CaseSpread], command: str, note: str = "",
+                    driver_lines: list[str] | None = None, exceeded_lines: list[str] | None = None) -> str:
     names = [c.name for c in cals]
     lines = [BEGIN, "", "## Reproducibility of calibration", "",
              f"Generated by `{command}`: each raw folder fitted over the same base profile, then every "
@@ -154,6 +255,19 @@ def report_markdown(cals: list[Calibration], cases: list[CaseSpread], command: s
         lines.append(f"| {table} | {len(rows)} | {sum(r.ok for r in rows)} | "
                      f"{statistics.median(r.spread for r in rows):.1%} | {max(r.spread for r in rows):.1%} | "
                      f"{rows[0].limit:.0%} |")
+    if len(cals) > 2:
+        lines += ["", "### Pairs of calibrations", "",
+                  f"Cases where two calibrations agree (step within {STEP_LIMIT:.0%}, every other level within "
+                  f"{KERNEL_LIMIT:.0%}).", "",
+                  "| pair | step cases within | kernel-level cases within | thresholds exceeded (each) |",
+                  "| --- | ---: | ---: | ---: |"]
+        for i, a in enumerate(cals):
+            for b in cals[i + 1:]:
+                pair = case_spreads([a, b])
+                steps_ok = [c.ok for c in pair if c.table == "step"]
+                kern_ok = [c.ok for c in pair if c.table != "step"]
+                lines.append(f"| {a.name}–{b.name} | {sum(steps_ok)} of {len(steps_ok)} | {sum(kern_ok)} of "
+                             f"{len(kern_ok)} | {len(a.violations)} / {len(b.violations)} |")
     worst = sorted((c for c in cases if not c.ok), key=lambda c: -c.spread)
     steps = [c for c in cases if c.table == "step"]
     lines += ["", "### Step cases", "", "| case | " + " | ".join(names) + " | spread |",
@@ -184,8 +298,143 @@ def report_markdown(cals: list[Calibration], cases: list[CaseSpread], command: s
     if only_some:
         lines += ["", "Measured in some calibrations only (the others lack the raw group and keep the base "
                   "profile's number): " + ", ".join(f"`{p}`" for p in only_some) + "."]
+    lines += exceeded_lines or []
+    lines += driver_lines or []
     lines += ["", END, ""]
     return "\n".join(lines)
+
+
+@dataclass
+class Exceeded:
+    """One tripwire limit that at least one calibration exceeds, with the reference profile's value."""
+    gate: str
+    metric: str
+    limit: float
+    goal: float | None
+    reference: float | None
+    values: list[float | None]
+
+    @property
+    def side(self) -> str:
+        return "host" if self.gate.split("/")[0] in ("host", "host_gains") else "GPU"
+
+    def fails(self, i: int) -> bool:
+        """Whether calibration `i` exceeds the limit."""
+        v = self.values[i]
+        return v is not None and not _holds(self.metric, v, self.limit)
+
+    @property
+    def population(self) -> str:
+        """`in-sample`: a calibrated-split group, whose records the shipped profile was fitted on (for another
+        calibration they are another machine's measurements); `held-out`: every other group."""
+        return "in-sample" if self.gate.endswith("/calibrated") else "held-out"
+
+    @property
+    def kind(self) -> str:
+        """`noise`: the calibrations disagree among themselves by more than the tripwire's margin over the
+        reference (the tripwire sits inside calibration-to-calibration spread); `systematic`: they do not,
+        and every one that fails sits beyond the limit on the same side (the fit or the data differ)."""
+        vals = [v for v in self.values if v is not None]
+        if self.reference is None or len(vals) < 2:
+            return "systematic"
+        return "noise" if max(vals) - min(vals) > abs(self.limit - self.reference) else "systematic"
+
+
+def _holds(metric: str, value: float, limit: float) -> bool:
+    return value >= limit if metric.startswith("min_") else value <= limit
+
+
+def exceeded_tripwires(cals: list[Calibration], reference: dict[str, dict[str, float]],
+                       thresholds: dict[str, Any]) -> list[Exceeded]:
+    """Every tripwire limit some calibration exceeds (from validate's quantities and the thresholds file)."""
+    out = []
+    for gate, spec in sorted((thresholds.get("gates") or {}).items()):
+        trip = spec.get("tripwire") if isinstance(spec, dict) else None
+        if not isinstance(trip, dict):
+            continue
+        goal = spec.get("goal") or {}
+        for metric, limit in sorted(trip.items()):
+            qty = metric[4:] if metric.startswith("min_") else metric
+            values = [c.measured.get(gate, {}).get(qty) for c in cals]
+            if all(v is None or _holds(metric, v, float(limit)) for v in values):
+                continue
+            ref = reference.get(gate, {}).get(qty)
+            out.append(Exceeded(gate, metric, float(limit), goal.get(metric), ref, values))
+    return out
+
+
+def exceeded_markdown(cals: list[Calibration], found: list[Exceeded], reference_name: str) -> list[str]:
+    """The classification of the thresholds the calibrations exceed (every exceeded limit is a tripwire:
+    goals not met do not fail `validate`)."""
+    names = [c.name for c in cals]
+    lines = ["", "### Thresholds the calibrations exceed, classified", "",
+             f"Every limit a calibration fails is a tripwire (a goal not met does not fail `validate`); tripwires sit "
+             f"at the value of the shipped profile (`{reference_name}`) plus a margin. **noise**: the calibrations "
+             "differ among themselves by more than that margin, so the tripwire sits inside the calibration-to-"
+             "calibration spread; **systematic**: they agree within the margin and sit beyond it together (the fit "
+             "or the raw data differ from the shipped ones). **host**: groups priced from host constants "
+             "(`host.*`), which each calibration measures on its own VM while the host validation data come from "
+             "the shipped VMs (calibration/h200/host_context). **in-sample**: a calibrated-split group, whose records "
+             "the shipped profile was fitted on; for another calibration they are another machine's measurements.",
+             "", "| side | population | kind | limits | " + " | ".join(f"{n} fails" for n in names) + " |",
+             "| --- | --- | --- | ---: | " + " | ".join("---:" for _ in names) + " |"]
+    for side in ("GPU", "host"):
+        for pop in ("in-sample", "held-out"):
+            for kind in ("noise", "systematic"):
+                rows = [e for e in found if (e.side, e.population, e.kind) == (side, pop, kind)]
+                if rows:
+                    fails = [sum(e.fails(i) for e in rows) for i in range(len(cals))]
+                    lines.append(f"| {side} | {pop} | {kind} | {len(rows)} | " + " | ".join(map(str, fails)) + " |")
+    totals = [sum(e.fails(i) for e in found) for i in range(len(cals))]
+    lines.append(f"| all | | | {len(found)} | " + " | ".join(map(str, totals)) + " |")
+    lines += ["", "| gate | limit | goal | shipped | " + " | ".join(names) + " | side | kind |",
+              "| --- | ---: | ---: | ---: | " + " | ".join("---:" for _ in names) + " | --- | --- |"]
+
+    def fmt(v: float | None, metric: str, limit: float | None = None) -> str:
+        if v is None:
+            return "—"
+        mark = "" if limit is None or _holds(metric, v, limit) else " ✗"
+        return f"{v:.3f}{mark}"
+
+    for e in found:
+        lines.append(f"| {e.gate}: {e.metric} | {e.limit:.3f} | {fmt(e.goal, e.metric)} | {fmt(e.reference, e.metric)} | "
+                     + " | ".join(fmt(v, e.metric, e.limit) for v in e.values) + f" | {e.side} | {e.kind} |")
+    return lines
+
+
+REPRO_SCHEMA = "kernelsim.repro/v1"
+
+
+def repro_document(cals: list[Calibration], command: str, note: str, reference_name: str,
+                   reference: dict[str, dict[str, float]], driver_lines: list[str] | None) -> dict[str, Any]:
+    """What the report is rendered from (committed as calibration/h200/runs/repro.json; the docs are
+    generated from it by scripts/gen_docs.py). Predictions in us, to 4 decimals."""
+    keys = list(dict.fromkeys(k for c in cals for k in c.predictions))
+    return {"schema": REPRO_SCHEMA, "command": command, "note": note,
+            "reference": {"profile": reference_name, "measured": reference},
+            "cases": [list(k) for k in keys],  # [table, family, label, split]; predictions follow this order
+            "calibrations": [{"name": c.name, "raw_dir": str(c.raw_dir), "params": c.params,
+                              "violations": c.violations, "measured": c.measured,
+                              "predictions": [round(c.predictions[k], 4) if k in c.predictions else None for k in keys]}
+                             for c in cals],
+            "drivers": driver_lines or []}
+
+
+def render_document(doc: dict[str, Any], thresholds: dict[str, Any]) -> str:
+    """The generated Markdown section from a `repro_document`."""
+    if doc.get("schema") != REPRO_SCHEMA:
+        raise InputError("not a reproducibility document", path="schema", value=doc.get("schema"), expected=REPRO_SCHEMA)
+    cals = []
+    for c in doc["calibrations"]:
+        cal = Calibration(c["name"], Path(c["raw_dir"]), Path(), dict(c["params"]), violations=list(c["violations"]),
+                          measured=c["measured"])
+        cal.predictions = {(k[0], k[1], k[2], k[3]): float(v) for k, v in zip(doc["cases"], c["predictions"], strict=True)
+                           if v is not None}
+        cals.append(cal)
+    ref = doc["reference"]
+    found = exceeded_tripwires(cals, ref["measured"], thresholds)
+    return report_markdown(cals, case_spreads(cals), doc["command"], doc["note"], doc["drivers"] or None,
+                           exceeded_markdown(cals, found, ref["profile"]))
 
 
 def keep_generated_section(path: Path, text: str) -> str:
@@ -218,6 +467,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profiles-out", metavar="DIR", help="keep the fitted profiles in DIR")
     ap.add_argument("--markdown", metavar="FILE", help="write the tables into FILE's generated section")
     ap.add_argument("--note", default="", help="a sentence for the report (what the calibrations are)")
+    ap.add_argument("--drivers", action="store_true",
+                    help="also swap each fitted number between the two most different calibrations (a few minutes)")
+    ap.add_argument("--check", action="store_true", help="with --markdown/--json: exit 1 if FILE is not up to date")
+    ap.add_argument("--reference", default="h200-measured",
+                    help="profile whose validation the exceeded tripwires are compared with (default: h200-measured)")
+    ap.add_argument("--json", metavar="FILE", help="write what the report is rendered from (scripts/gen_docs.py renders "
+                    "docs/validation.md's section from calibration/h200/runs/repro.json)")
     ns = ap.parse_args(argv)
     try:
         raw_dirs = [Path(r) for r in ns.raw]
@@ -230,14 +486,38 @@ def main(argv: list[str] | None = None) -> int:
             work = Path(ns.profiles_out) if ns.profiles_out else Path(tmp)
             work.mkdir(parents=True, exist_ok=True)
             cals = calibrate_all(raw_dirs, names, ns.base, work, ns.validation_raw, ns.cases, ns.thresholds)
+            _, reference = _validate(ns.reference, ns.base, ns.validation_raw, ns.cases, ns.thresholds,
+                                     work / "reference.validation.json")
+            driver_lines = None
+            if ns.drivers:
+                a, b = widest_pair(cals)
+                driver_lines = drivers_markdown(a, b, drivers(a, b, ns.cases, work))
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     cases = case_spreads(cals)
-    command = "python -m sim.calibrate.repro " + " ".join(ns.raw) + (f" --names {ns.names}" if ns.names else "")
-    text = report_markdown(cals, cases, command, ns.note)
+    command = ("python -m sim.calibrate.repro " + " ".join(ns.raw) + (f" --names {ns.names}" if ns.names else "")
+               + (" --drivers" if ns.drivers else ""))
+    doc = repro_document(cals, command, ns.note, ns.reference, reference, driver_lines)
+    if ns.json:
+        if ns.check:
+            if not Path(ns.json).is_file() or Path(ns.json).read_text() != dumps(doc):
+                print(f"{ns.json}: not what the committed raw folders give now; rerun without --check", file=sys.stderr)
+                return 1
+        else:
+            write_text_atomic(Path(ns.json), dumps(doc))
+    from sim.validate.core import load_thresholds
+
+    text = render_document(json.loads(dumps(doc)), load_thresholds(Path(ns.thresholds)))
     if ns.markdown:
-        write_text_atomic(Path(ns.markdown), replace_generated_section(Path(ns.markdown), text))
+        new = replace_generated_section(Path(ns.markdown), text)
+        if ns.check:
+            if not Path(ns.markdown).is_file() or Path(ns.markdown).read_text() != new:
+                print(f"{ns.markdown}: the reproducibility section is not up to date; rerun without --check",
+                      file=sys.stderr)
+                return 1
+        else:
+            write_text_atomic(Path(ns.markdown), new)
     print(text)
     bad = [c for c in cases if not c.ok]
     failing = [c for c in cals if c.violations]
