@@ -232,3 +232,27 @@ def test_the_measurement_log_in_a_raw_folder_is_not_a_group(tmp_path: Path) -> N
 def test_a_bad_profile_name_is_an_input_error(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="lower-case"):
         calibrate_from_raw(RAW, BASE, tmp_path / "p.yaml", "Mine", spreads=False)
+
+
+def test_a_fitted_number_carries_the_date_of_its_raw_group() -> None:
+    import yaml
+
+    doc = yaml.safe_load(MEASURED.read_text())
+    raw = load_raw(RAW)
+    dates = {g.file: str(g.meta.get("date_utc", ""))[:10] for g in raw.groups.values()}
+    assert len(set(dates.values())) > 1  # the shipped folder's groups were measured on different days
+    seen = 0
+
+    def walk(node: object) -> None:
+        nonlocal seen
+        if isinstance(node, dict):
+            src = str(node.get("raw", ""))
+            name = src.rsplit("/", 1)[-1]
+            if node.get("source") == "measured" and name in dates and dates[name]:
+                assert node["date"] == dates[name], (src, node["date"], dates[name])
+                seen += 1
+            for v in node.values():
+                walk(v)
+
+    walk(doc)
+    assert seen > 50

@@ -936,6 +936,15 @@ def _provenance(f: Fitted | None, raw_file: str, fit: str, device: str, date: st
     return prov
 
 
+def _group_date(raw: RawData, raw_file: str, default: str) -> str:
+    """The measurement date of the raw group file a value was fitted from (groups of one folder can be
+    measured on different days); `default` (the folder's first group) for values from elsewhere."""
+    for g in raw.groups.values():
+        if g.file == raw_file:
+            return str(g.meta.get("date_utc", ""))[:10] or default
+    return default
+
+
 def build_profile(base: HardwareProfileFile, name: str, result: FitResult, raw: RawData, raw_rel: str) -> dict[str, Any]:
     """The profile as a data structure: the base profile with every fitted number (value, provenance,
     spread, n) put in its place; sections the fit owns (power, corrections) replaced whole."""
@@ -958,7 +967,7 @@ def build_profile(base: HardwareProfileFile, name: str, result: FitResult, raw: 
             table = table[part]
         if len(parts) == 1 and f.key not in table:
             raise InputError(f"base profile has no key '{f.key}' to replace", path=f"{f.section}.{f.key}")
-        prov = _provenance(f, raw_file, f.fit, device, date)
+        prov = _provenance(f, raw_file, f.fit, device, _group_date(raw, f.raw, date))
         if isinstance(f.value, dict):
             # keep the other units of an op cost (e.g. sfu) from the base entry
             old = table.get(f.key) or {}
