@@ -359,17 +359,11 @@ def fit_model_based(raw: RawData, hw: Any) -> list[Fitted]:
         out.append(Fitted("compute", "reduction_step_ns", round(v * 1e9, 1), raw.file_of("kernel_configs"),
                           f"least squares (log time) over {len(reds)} profiled reductions (layer norm, softmax, sums)",
                           {record_id(c.record) for c in reds}, spread=_scaled(sp, 1e9, 1)))
-        fits = fit_reduce_kernel(reds, hw, "warm", raw.file_of("kernel_configs"))
-        for f in fits:
-            assert isinstance(f.value, float)
-            hw = dataclasses.replace(hw, reduce_kernel={**hw.reduce_kernel, f.key: f.value})
+        hw = _with_reduce_fits(hw, fits := fit_reduce_kernel(reds, hw, "warm", raw.file_of("kernel_configs")))
         out += fits
     cold_reds = [c for c in cases if c.family == "reduction_cold"]
     if cold_reds:
-        fits = fit_reduce_kernel(cold_reds, hw, "cold", raw.file_of("l2_cold"))
-        for f in fits:
-            assert isinstance(f.value, float)
-            hw = dataclasses.replace(hw, reduce_kernel={**hw.reduce_kernel, f.key: f.value})
+        hw = _with_reduce_fits(hw, fits := fit_reduce_kernel(cold_reds, hw, "cold", raw.file_of("l2_cold")))
         out += fits
     cold_gemms = [c for c in cases if c.family == "gemm_cold"]
     if cold_gemms and hw.gemm_cold_ramp_s is not None:
@@ -934,6 +928,17 @@ def _provenance(f: Fitted | None, raw_file: str, fit: str, device: str, date: st
     if f is not None and f.n is not None:
         prov["n"] = f.n
     return prov
+
+
+def _with_reduce_fits(hw: Any, fits: list[Fitted]) -> Any:
+    """`hw` with the fitted reduce-kernel iteration times put into its `reduce_kernel` section."""
+    import dataclasses
+
+    values: dict[str, float] = {}
+    for f in fits:
+        assert isinstance(f.value, float)
+        values[f.key] = f.value
+    return dataclasses.replace(hw, reduce_kernel={**hw.reduce_kernel, **values})
 
 
 def _group_date(raw: RawData, raw_file: str, default: str) -> str:
