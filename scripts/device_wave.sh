@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# One device call of a measurement wave, from the repository root:
+#   bash scripts/device_wave.sh WAVE ID PARTS
+# WAVE numbers the wave, ID names this machine's results, PARTS is a comma list of the parts below.
+# Results: $OUT/wave<WAVE>_<ID>/<part>/ and the log wave<WAVE>_<ID>.log beside them, packed into
+# $OUT/wave<WAVE>_<ID>.tar.gz (the device returns only a shallow tree). Each part's budget comes from
+# its environment variable (default in brackets). NVLink multicast stays off for every part (the device
+# machines require it); GPU settings are only queried, never changed.
+#   comm        sim.calibrate.gpu.comm: contention grid and DDP grid on both GPUs [COMM_BUDGET_S=170]
+#   wave3_gpu   sim.calibrate.gpu.wave3_gpu: SDPA host time by backend, transformer step clocks,
+#               held-out GEMM / copy / reduction kernels, GPU 0 [GPU_BUDGET_S=120]
+#   heldout_l2  sim.calibrate.gpu.heldout_l2: held-out GEMMs / copies / sums in three L2 states, GPU 0
+#               [GPU_BUDGET_S=150]
+set -u -o pipefail
+WAVE=${1:?wave number}
+ID=${2:?id}
+PARTS=${3:?parts}
+OUT=${OUT:-/tmp/ks_out}
+NAME="wave${WAVE}_$ID"
+W="$OUT/$NAME"
+mkdir -p "$W"
+export PYTHONUNBUFFERED=1
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+PY=${PY:-python3}
+T0=$(date +%s)
+
+# part NAME GPUS MODULE ARGS...: run `python3 -m MODULE --out DIR ARGS` on GPUS ("all" = every GPU),
+# with the command line recorded as the results' provenance (KS_COMMAND)
+part() {
+  local name=$1 gpus=$2 module=$3; shift 3
+  export KS_COMMAND="bash scripts/device_wave.sh $WAVE $ID $PARTS (part $name: python3 -m $module $*)"
+  if [ "$gpus" = all ]; then
+    $PY -m "$module" --out "$W/$name" "$@"
+  else
+    CUDA_VISIBLE_DEVICES=$gpus $PY -m "$module" --out "$W/$name" "$@"
+  fi
+}
+
+{
+echo "== $NAME parts $PARTS start $(date -u +%FT%TZ) host $(hostname)"
+$PY -c 'import sys, torch, triton, numpy; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__, "numpy", numpy.__version__, "gpus", torch.cuda.device_count())'
+nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,power.limit,temperature.gpu,pstate --format=csv
+for p in ${PARTS//,/ }; do
+  P0=$(date +%s)
+  mkdir -p "$W/$p"
+  case "$p" in
+    comm) part comm all sim.calibrate.gpu.comm --world-sizes 2 --budget-s "${COMM_BUDGET_S:-170}" \
+            --stages check,contention,contention_grid,ddp_grid ;;
+    wave3_gpu) part wave3_gpu 0 sim.calibrate.gpu.wave3_gpu --budget-s "${GPU_BUDGET_S:-120}" ;;
+    heldout_l2) part heldout_l2 0 sim.calibrate.gpu.heldout_l2 --budget-s "${GPU_BUDGET_S:-150}" ;;
+    *) echo "unknown part $p" ;;
+  esac
+  echo "== part $p: exit $?, $(( $(date +%s) - P0 )) s"
+done
+nvidia-smi --query-gpu=index,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv
+echo "== $NAME end after $(( $(date +%s) - T0 )) s"
+} 2>&1 | tee "$W/$NAME.log"
+tar -C "$OUT" -czf "$OUT/$NAME.tar.gz" "$NAME" && ls -la "$OUT"
