@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from sim.errors import InputError
-from sim.outputs import dumps, write_text_atomic
+from sim.outputs import OutputError, check_output_path, dumps, write_files_atomic, write_text_atomic
 from sim.report.progress import busy
 from sim.report.tables import Col, print_table
 
@@ -58,6 +58,17 @@ def measure_raw(raw_dir: Path, quick: bool, console: Console) -> None:
             raise RuntimeError(f"measurement failed ({done.returncode}): {' '.join(cmd)}")
 
 
+def _input_files(*paths: str | Path | None) -> list[Path]:
+    """The files a command reads, for the output checks: each path given, and a folder's files."""
+    out: list[Path] = []
+    for value in paths:
+        if not value:
+            continue
+        p = Path(value)
+        out += sorted(p.iterdir()) if p.is_dir() else [p]
+    return out
+
+
 def _fitted_value(value: Any) -> str:
     return str(value if not isinstance(value, dict) else ("table" if "points" in value else value))
 
@@ -66,9 +77,8 @@ def cmd_calibrate(args: Any, console: Console) -> int:
     from sim.calibrate.fit import calibrate_from_raw
     from sim.hardware import resolve_profile
 
-    out = Path(args.out)
-    if out.is_dir():
-        raise InputError("--out names a folder, expected the profile file to write", value=args.out)
+    raw_inputs = [args.from_raw] if args.from_raw else []
+    out = check_output_path(args.out, "--out", inputs=_input_files(*raw_inputs, args.base))
     base = resolve_profile(args.base, Path.cwd(), path="--base")
     if args.from_raw:
         raw_dir = Path(args.from_raw)
@@ -101,6 +111,16 @@ def cmd_validate(args: Any, console: Console) -> int:
     from sim.validate.suite import run_validation, validation_document
 
     cases = Path(args.cases)
+    inputs = _input_files(args.cases, args.thresholds, args.raw, args.profile, args.base)
+    outputs = {flag: check_output_path(value, flag, inputs=inputs)
+               for flag, value in (("--write-bands", getattr(args, "write_bands", None)),
+                                   ("--markdown", getattr(args, "markdown", None)), ("--json", getattr(args, "json", None)))
+               if value is not None}  # checked before any work; written together at the end
+    resolved = [p.resolve() for p in outputs.values()]
+    for path, r in zip(outputs.values(), resolved, strict=True):
+        if resolved.count(r) > 1:
+            raise OutputError(str(path), "named twice as an output of this command")
+    files: list[tuple[Path, bytes]] = []
     if args.measure:
         _require_gpu(VALIDATE_WITHOUT_GPU)
         target = cases.parent
@@ -145,19 +165,20 @@ def cmd_validate(args: Any, console: Console) -> int:
         console.print(f"note: gate {name} matches no validated group", highlight=False)
     if getattr(args, "write_bands", None):  # sim.calibrate.repro calls this without it
         doc = band_document(v.time_samples, v.gain_samples, hw.name, v.idle, coverage)
-        out = Path(args.write_bands)
-        write_text_atomic(out, BAND_FILE_HEADER + yaml.safe_dump(doc, sort_keys=False, width=120))
-        console.print(f"wrote {out}" + ("" if out.resolve() == DEFAULT_BANDS_FILE else
-                                        f" (run, advise, sweep and serve read {DEFAULT_BANDS_FILE})"))
-    if args.markdown:
+        out = outputs["--write-bands"]
+        files.append((out, (BAND_FILE_HEADER + yaml.safe_dump(doc, sort_keys=False, width=120)).encode()))
+    if "--markdown" in outputs:
         text = (markdown(rows, summaries, "kernelsim validation on an NVIDIA H200", report, coverage, steps.cases)
                 + "\n" + "".join(f"- {line}\n" for line in gain_lines) + "\n" + gains_markdown(gains, ranks))
         from sim.calibrate.repro import keep_generated_section
 
-        write_text_atomic(Path(args.markdown), keep_generated_section(Path(args.markdown), text))
-        console.print(f"wrote {args.markdown}", markup=False)
-    if args.json:
-        write_text_atomic(Path(args.json), dumps(validation_document(v)))
+        files.append((outputs["--markdown"], keep_generated_section(outputs["--markdown"], text).encode()))
+    if "--json" in outputs:
+        files.append((outputs["--json"], dumps(validation_document(v)).encode()))
+    write_files_atomic(files)  # every output or none
+    for out, _ in files:
+        console.print(f"wrote {out}" + ("" if out != outputs.get("--write-bands") or out.resolve() == DEFAULT_BANDS_FILE
+                                        else f" (run, advise, sweep and serve read {DEFAULT_BANDS_FILE})"), markup=False)
     if report.failed:
         for p in report.tripwires_exceeded:
             console.print(f"[red]tripwire exceeded:[/red] {escape(p)}", highlight=False)

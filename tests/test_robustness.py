@@ -446,3 +446,32 @@ def test_control_characters_in_yaml(tmp_path: Path, capsys: pytest.CaptureFixtur
     code, err = _cli(capsys, "advise", str(_write(tmp_path)), "--hardware", str(tmp_path / "hw.yaml"), "--quiet")
     assert code == 2
     _one_error(err, "hw.yaml")
+
+
+def test_validate_and_calibrate_check_their_outputs_before_any_work(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """validate's --json/--markdown/--write-bands and calibrate's --out are refused before the (minutes of)
+    work when they name an input, the same path twice or a read-only file; nothing is written."""
+    thresholds = ROOT / "validation/thresholds.yaml"
+    raw = ROOT / "calibration/h200/raw"
+    before = thresholds.read_bytes()
+    out = tmp_path / "x.json"
+    ro = tmp_path / "ro.md"
+    ro.write_text("keep\n")
+    ro.chmod(0o444)
+    def no_work(*_: Any) -> None:
+        raise AssertionError("the work ran before the output paths were checked")
+
+    monkeypatch.setattr("sim.validate.suite.run_validation", no_work)
+    monkeypatch.setattr("sim.calibrate.fit.calibrate_from_raw", no_work)
+    for argv, names, problem in (
+            (["validate", "--json", str(thresholds)], ["thresholds.yaml"], "input"),
+            (["validate", "--markdown", str(ROOT / "validation/h200/cases.yaml")], ["cases.yaml"], "input"),
+            (["validate", "--json", str(out), "--markdown", str(out)], ["x.json"], "named twice"),
+            (["validate", "--markdown", str(ro)], ["ro.md"], "read-only"),
+            (["calibrate", "--from-raw", str(raw), "--out", str(raw / "copy.json")], ["copy.json"], "input"),
+            (["calibrate", "--from-raw", str(raw), "--out", str(tmp_path)], [tmp_path.name], "folder")):
+        code, err = _cli(capsys, *argv)
+        assert code == 2, argv
+        assert problem in _one_error(err, *names), argv
+    assert thresholds.read_bytes() == before and not out.exists() and ro.read_text() == "keep\n"
