@@ -10,6 +10,17 @@ attention and math-op kernels (sim.calibrate.gpu.fit_groups). Writes DIR/<group>
 and DIR/calibrate_all.json with the wall time and exit status of every step. Does no fitting
 (the fit runs anywhere: `kernelsim calibrate --from-raw DIR`).
 
+--quick (target: at most 90 s of GPU time) measures only the groups the predictions depend on
+most, in order of their weight on the validated step and kernel cases: the host costs that move
+step predictions most between machines (host_costs, two rounds; kernel_overhead), the memory and
+compute groups behind the bandwidth, unit-cost and GEMM fits (copy, elementwise, gemm, in the
+microbenchmarks' quick mode), and the short profiled kernels plus the stream gap behind
+kernel.fixed_us (kernel_configs, stream_gaps with two steps). It skips the groups whose fitted
+numbers vary least between the five committed calibrations or price only profiled/traced runs
+(QUICK_SKIPS): a quick profile keeps the base profile's numbers there, with the base profile's
+provenance, and calibrate_all.json lists them under `skipped_groups`. Without --budget-s a quick
+run stops at QUICK_BUDGET_S.
+
 --budget-s bounds the whole run: a step still running when the budget is spent is stopped
 (its group file keeps the records written so far, status `running`) and later steps are
 skipped; calibrate_all.json says which.
@@ -24,13 +35,36 @@ import subprocess
 import sys
 import time
 
+QUICK_MICRO_GROUPS = ("copy", "kernel_overhead", "elementwise", "gemm")
+QUICK_BUDGET_S = 88.0
+# group -> why a quick calibration keeps the base profile's numbers for it
+QUICK_SKIPS = {
+    "register_sweep": "register allocation fits: 0-7 % spread over the five full calibrations",
+    "attention": "not read by any fit (validation cases only)",
+    "reduction": "not read by any fit (validation cases only)",
+    "layout": "not read by any fit (validation cases only)",
+    "streams": "not read by any fit (validation cases only)",
+    "sustained": "power-capped clock: 2.2 % spread over the five full calibrations",
+    "profiler_overhead": "prices only traced (profiled) runs, not the simulated step",
+    "attention_default": "cuDNN attention fit: an opt-in backend, not the profile default",
+    "math_ops": "math-op costs of the Triton K-sweep (estimates elsewhere)",
+}
+
 
 def steps(out: str, quick: bool) -> list[list[str]]:
     """The measurement steps, in order; `kernelsim calibrate` runs exactly these."""
     py = sys.executable
+    if quick:
+        return [
+            [py, "-m", "sim.calibrate.gpu.micro", "--mode", "quick", "--groups", ",".join(QUICK_MICRO_GROUPS),
+             "--out", out],
+            [py, "-m", "sim.calibrate.gpu.host_costs", "--out", out, "--runs", "2"],
+            [py, "-m", "sim.calibrate.gpu.kernel_configs", "--out", out],
+            [py, "-m", "sim.calibrate.gpu.stream_gaps", "--out", out, "--steps", "2"],
+        ]
     return [
-        [py, "-m", "sim.calibrate.gpu.micro", "--mode", "quick" if quick else "full", "--out", out],
-        [py, "-m", "sim.calibrate.gpu.host_costs", "--out", out, "--runs", "2" if quick else "3"],
+        [py, "-m", "sim.calibrate.gpu.micro", "--mode", "full", "--out", out],
+        [py, "-m", "sim.calibrate.gpu.host_costs", "--out", out, "--runs", "3"],
         [py, "-m", "sim.calibrate.gpu.kernel_configs", "--out", out],
         [py, "-m", "sim.calibrate.gpu.sustained", "--out", out],
         [py, "-m", "sim.calibrate.gpu.profiler_overhead", "--no-traces", "--out", out],
@@ -42,10 +76,13 @@ def steps(out: str, quick: bool) -> list[list[str]]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="raw folder to write")
-    ap.add_argument("--quick", action="store_true", help="microbenchmarks in quick mode")
+    ap.add_argument("--quick", action="store_true",
+                    help=f"the subset that matters most (at most 90 s; budget {QUICK_BUDGET_S:g} s unless --budget-s)")
     ap.add_argument("--budget-s", type=float, default=None, help="stop the run after this many seconds")
     ap.add_argument("--dry-run", action="store_true", help="print the steps and exit")
     ns = ap.parse_args(argv)
+    if ns.quick and ns.budget_s is None:
+        ns.budget_s = QUICK_BUDGET_S
     if ns.dry_run:
         for cmd in steps(ns.out, ns.quick):
             print(" ".join(cmd[1:]))
@@ -72,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         failed += rc != 0
         print(f"== {cmd[2]}: exit {rc}, {time.time() - t0:.1f} s", flush=True)
     doc = {"steps": log, "wall_s": round(time.time() - t_all, 2), "quick": ns.quick, "budget_s": ns.budget_s,
+           "skipped_groups": dict(QUICK_SKIPS) if ns.quick else {},
            "command": os.environ.get("KS_COMMAND") or " ".join(sys.argv)}
     with open(os.path.join(ns.out, "calibrate_all.json"), "w") as fh:
         json.dump(doc, fh, indent=1)
