@@ -35,6 +35,11 @@ Launches one process per GPU itself (torch.multiprocessing, NCCL backend, rendez
   Linear H->F, GELU, Linear F->H), bucket cap and gradient_as_bucket_view, per token count the
   step with and without communication, and rank 0's kernel timeline of one profiled step
   (torch.profiler: name, stream, start, duration).
+- `bench: ddp_ranks` (stage ddp_ranks): the ddp_grid workloads with every rank's clocks: per step
+  (DDP as shipped, DDP with a comm hook that timestamps each bucket, no_sync) the host clock
+  (perf_counter_ns: one clock for both processes of the host) at the barrier's return, the call and
+  its return, the device time, and per bucket the hook's host entry / return and the device time its
+  last gradient was in; one profiled step per rank (CPU and CUDA, the profiler's absolute times).
 - `bench: nccl_init`: NCCL's own INFO log of rank 0 (INIT, GRAPH, ENV): channel counts, rings,
   trees, transports (NVLink / P2P / SHM), one per world size.
 
@@ -68,7 +73,8 @@ from . import common
 GROUP = "comm"
 MODULE = "sim.calibrate.gpu.comm"
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
-STAGES = ("check", "host", "collectives", "channels", "contention", "ddp", "contention_grid", "ddp_grid")
+STAGES = ("check", "host", "collectives", "channels", "contention", "ddp", "contention_grid", "ddp_grid",
+          "ddp_ranks")
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv")
 ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "TORCH_SYMM_MEM", "NVSHMEM_", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_MAX",
                 "MASTER_ADDR", "OMP_NUM_THREADS")
@@ -665,6 +671,167 @@ def _stage_ddp_grid(ctx: _Ctx) -> None:
         ctx.flush()
 
 
+# ----------------------------------------------------------------------------- per-rank DDP timelines
+
+
+def _rank_kineto(prof: Any, keep: int) -> list[dict[str, Any]]:
+    """Every CPU op, annotation, runtime call and GPU activity of a torch.profiler run, with the
+    profiler's own absolute timestamps (us) and thread / stream: name, cat, tid, ts_us, dur_us."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "trace.json")
+        prof.export_chrome_trace(path)
+        with open(path) as fh:
+            events = json.load(fh).get("traceEvents", [])
+    cats = ("kernel", "gpu_memcpy", "gpu_memset", "cpu_op", "user_annotation", "cuda_runtime", "cuda_driver")
+    out = [{"name": str(e.get("name", ""))[:100], "cat": e.get("cat"), "tid": e.get("tid"),
+            "stream": (e.get("args") or {}).get("stream"), "ts_us": round(float(e["ts"]), 3),
+            "dur_us": round(float(e.get("dur", 0.0)), 3)}
+           for e in events if e.get("ph") == "X" and e.get("cat") in cats]
+    out.sort(key=lambda r: r["ts_us"])
+    return out[:keep]
+
+
+def _ddp_model(ctx: _Ctx, var: dict[str, Any], hook_log: list[Any] | None) -> tuple[Any, list[Any]]:
+    """The ddp_grid workload `var` under DDP (seed 0); with `hook_log`, a comm hook that records, per
+    bucket and before DDP's own all-reduce hook runs, the host clock (perf_counter_ns, one clock for
+    every process of the host) on entry and on return, and a CUDA event on the backward's stream (the
+    device time the bucket's last gradient is in)."""
+    torch = ctx.torch
+    from torch import nn
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    torch.manual_seed(0)
+    blocks: list[Any] = []
+    for _ in range(var["layers"]):
+        blocks += [nn.Linear(var["hidden"], var["ffn"]), nn.GELU(), nn.Linear(var["ffn"], var["hidden"])]
+    model = nn.Sequential(*blocks).to(device="cuda", dtype=torch.bfloat16)
+    ddp = DDP(model, device_ids=[ctx.rank], bucket_cap_mb=var["bucket_cap_mb"],
+              gradient_as_bucket_view=bool(var.get("gradient_as_bucket_view", False)))
+    if hook_log is not None:
+        def hook(state: Any, bucket: Any) -> Any:
+            t_in = time.perf_counter_ns()
+            ev = torch.cuda.Event(enable_timing=True)
+            ev.record()
+            fut = default_hooks.allreduce_hook(state, bucket)
+            buf = bucket.buffer()
+            hook_log.append((bucket.index(), buf.numel() * buf.element_size(), t_in, time.perf_counter_ns(), ev))
+            return fut
+        ddp.register_comm_hook(None, hook)
+    return ddp, list(ddp.parameters())
+
+
+def _ranks_step(ctx: _Ctx, ddp: Any, params: list[Any], x: Any, gy: Any, sync: bool,
+                hook_log: list[Any] | None) -> dict[str, Any]:
+    """One step from a barrier and an idle GPU on this rank: host clock (perf_counter_ns, us) at the
+    barrier's return, the step call and its return; device us from the start event to the end event
+    and, with a comm hook, to each bucket's hook event."""
+    torch, dist = ctx.torch, ctx.dist
+    dist.barrier()
+    torch.cuda.synchronize()
+    if hook_log is not None:
+        hook_log.clear()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    t_ready = time.perf_counter_ns()
+    s.record()
+    t0 = time.perf_counter_ns()
+    if sync:
+        ddp(x).backward(gy)
+    else:
+        with ddp.no_sync():
+            ddp(x).backward(gy)
+    e.record()
+    t1 = time.perf_counter_ns()
+    torch.cuda.synchronize()
+    t_done = time.perf_counter_ns()
+    for p in params:
+        p.grad = None
+    out: dict[str, Any] = {"host_ready_us": t_ready / 1e3, "host_call_us": t0 / 1e3, "host_return_us": t1 / 1e3,
+                           "host_synced_us": t_done / 1e3, "device_us": s.elapsed_time(e) * 1e3}
+    if hook_log:
+        out["buckets"] = [{"index": i, "bytes": nb, "host_in_us": a / 1e3, "host_out_us": b / 1e3,
+                           "device_ready_us": round(s.elapsed_time(ev) * 1e3, 2)} for i, nb, a, b, ev in hook_log]
+    return out
+
+
+def _ddp_ranks_variant(ctx: _Ctx, var: dict[str, Any]) -> None:
+    """One ddp_grid workload, per token count: `ddp_rank_steps` steps of each mode, alternated — DDP
+    as shipped ("ddp"), DDP with the timestamping comm hook ("ddp_hook"), under no_sync ("no_sync")
+    — with every rank's own clocks, then one profiled step per rank ("ddp", CPU and CUDA activity, the
+    profiler's absolute times, a `ks_step` annotation whose host clock is recorded, so both ranks map
+    onto one clock)."""
+    torch, cfg = ctx.torch, ctx.cfg
+    hook_log: list[Any] = []
+    ddp, params = _ddp_model(ctx, var, None)
+    ddp_h, params_h = _ddp_model(ctx, var, hook_log)
+    base = {"bench": "ddp_ranks", "variant": var["name"], "world_size": ctx.world, "hidden": var["hidden"],
+            "ffn": var["ffn"], "layers": var["layers"], "dtype": "bfloat16", "bucket_cap_mb": var["bucket_cap_mb"],
+            "gradient_as_bucket_view": bool(var.get("gradient_as_bucket_view", False)),
+            "param_bytes": [p.numel() * p.element_size() for p in params], "clock": "time.perf_counter_ns (us)"}
+    modes = (("ddp", ddp, params, True, None), ("ddp_hook", ddp_h, params_h, True, hook_log),
+             ("no_sync", ddp, params, False, None))
+    for tokens in var["tokens"]:
+        if ctx.expired():
+            ctx.add({**base, "tokens": tokens, "skipped": "budget"})
+            continue
+        try:
+            x = torch.randn(tokens, var["hidden"], device="cuda", dtype=torch.bfloat16)
+            gy = torch.randn(tokens, var["hidden"], device="cuda", dtype=torch.bfloat16)
+            for _ in range(3):
+                for _name, d, ps, sync, log in modes:
+                    _ranks_step(ctx, d, ps, x, gy, sync, log)
+            steps: dict[str, list[dict[str, Any]]] = {name: [] for name, *_ in modes}
+            for _ in range(cfg["ddp_rank_steps"]):
+                for name, d, ps, sync, log in modes:
+                    steps[name].append(_ranks_step(ctx, d, ps, x, gy, sync, log))
+            mine: dict[str, Any] = {"rank": ctx.rank, "steps": steps}
+            if cfg["ddp_profile"] and not ctx.expired():
+                try:
+                    from torch.profiler import ProfilerActivity, profile, record_function
+
+                    ctx.dist.barrier()
+                    torch.cuda.synchronize()
+                    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                        ctx.dist.barrier()
+                        torch.cuda.synchronize()
+                        t_mark = time.perf_counter_ns()
+                        with record_function("ks_step"):
+                            ddp(x).backward(gy)
+                        torch.cuda.synchronize()
+                    for p in params:
+                        p.grad = None
+                    mine["profile"] = {"ks_step_host_us": t_mark / 1e3,
+                                       "events": _rank_kineto(prof, cfg["ddp_rank_keep"])}
+                except Exception as exc:  # noqa: BLE001 - the timeline is extra; the clocks stand
+                    mine["profile_error"] = repr(exc)[:300]
+            ranks = ctx.gather(mine)
+            ctx.add({**base, "tokens": tokens, "ranks": ranks})
+            if ctx.rank == 0:
+                med = statistics.median
+                dev = {n: [med(s["device_us"] for s in r["steps"][n]) for r in ranks] for n, *_ in modes}
+                common.log(f"world {ctx.world} ddp_ranks {var['name']} T={tokens}: device us per rank "
+                           + ", ".join(f"{n} {[round(v) for v in dev[n]]}" for n in dev))
+        except Exception as exc:  # noqa: BLE001
+            ctx.error(f"ddp_ranks {var['name']} tokens {tokens}", exc)
+    del ddp, ddp_h
+
+
+def _stage_ddp_ranks(ctx: _Ctx) -> None:
+    """The ddp_grid workloads with every rank's clocks (rank skew, DDP's host cost per bucket)."""
+    for var in ctx.cfg["ddp_rank_variants"]:
+        if ctx.expired():
+            ctx.add({"bench": "ddp_ranks", "variant": var["name"], "world_size": ctx.world, "skipped": "budget"})
+            continue
+        try:
+            _ddp_ranks_variant(ctx, var)
+        except Exception as exc:  # noqa: BLE001
+            ctx.error(f"ddp_ranks {var['name']}", exc)
+        ctx.torch.cuda.empty_cache()
+        ctx.flush()
+
+
 def _stage_ddp(ctx: _Ctx) -> None:
     """DDP MLP step (bucketed all-reduce in backward) against the same step under no_sync()."""
     torch, dist, cfg = ctx.torch, ctx.dist, ctx.cfg
@@ -795,7 +962,8 @@ def _worker(rank: int, world: int, port: int, cfg: dict[str, Any], result_path: 
     ctx.flush()
     stages = [("check", _stage_check), ("host", _stage_host), ("collectives", _stage_collectives),
               ("channels", _stage_channels), ("contention", _stage_contention), ("ddp", _stage_ddp),
-              ("contention_grid", _stage_contention_grid), ("ddp_grid", _stage_ddp_grid)]
+              ("contention_grid", _stage_contention_grid), ("ddp_grid", _stage_ddp_grid),
+              ("ddp_ranks", _stage_ddp_ranks)]
     for name, fn in stages:
         if name not in cfg["stages"]:
             continue
@@ -856,6 +1024,14 @@ def _ddp_variants(quick: bool) -> list[dict[str, Any]]:
              "tokens": t} for n, h, f, layer, b, v, t in rows]
 
 
+def _ddp_rank_variants(quick: bool) -> list[dict[str, Any]]:
+    """Stage ddp_ranks' workloads: ddp_grid's, the calibrated one (mlp4096_b25) at 1024, 4096, 16384 tokens."""
+    out = _ddp_variants(quick)
+    if not quick:
+        out[0] = {**out[0], "tokens": [1024, 4096, 16384]}
+    return out
+
+
 def _config(quick: bool, deadline: float, nccl_log: bool) -> dict[str, Any]:
     return {
         "quick": quick,
@@ -893,6 +1069,11 @@ def _config(quick: bool, deadline: float, nccl_log: bool) -> dict[str, Any]:
         "ddp_variants": _ddp_variants(quick),
         "ddp_profile": True,
         "ddp_profile_keep": 400,
+        # stage ddp_ranks: the ddp_grid workloads (the calibrated one also at 1024 and 16384 tokens) with
+        # every rank's clocks, steps per mode, events kept per rank's profiled step
+        "ddp_rank_variants": _ddp_rank_variants(quick),
+        "ddp_rank_steps": 4 if quick else 10,
+        "ddp_rank_keep": 3000,
         "stages": (os.environ["KS_COMM_STAGES"].split(",") if os.environ.get("KS_COMM_STAGES")
                    else ["check", "host", "collectives", "channels", "contention", "ddp"]),
         "nccl_log": nccl_log,
