@@ -2,6 +2,7 @@
 per-op host costs inside autograd/no_grad/inference_mode, and Kineto traces of the same steps.
 
     python3 -m sim.calibrate.gpu.host_context --out DIR [--traces-out DIR] [--smoke] [--budget-s S]
+        [--parts ops,steps] [--trace-repeats N] [--profiler-warmup]
 
 Models (all bf16 parameters on one GPU, never seen by the older calibration groups):
 - gpt: token + position embedding, L pre-LN blocks (LayerNorm, qkv Linear with bias, causal SDPA,
@@ -20,7 +21,12 @@ Per config, after warm-up: `b2b_us` = wall time per step of N steps issued back 
 (synchronize only at the end; median of 5 loops) — the steady-state step time; `sync_us` = wall
 per step when every step starts from an idle GPU and ends with torch.cuda.synchronize (median);
 `enqueue_us` = host time until the step's Python call returns (median of the sync loop).
-Then one Kineto trace (record_shapes=True, ProfilerStep# markers; wait 1, warmup 1, active 3).
+Then one Kineto trace (record_shapes=True, ProfilerStep# markers; wait 1, warmup 1, active 3);
+with `--trace-repeats N`, N traces one after the other (`<config>.json.gz`, `<config>.r2.json.gz`, ...).
+Every trace's record names its profiling session's index in the process (`trace_sessions`: 0 = the
+process's first). With `--profiler-warmup` one throwaway profiling session (the same settings, a few
+small matmuls, exported and deleted) runs before the first traced config: the first session of a
+process was seen to cost more per event than later ones (issue 15).
 
 Per-op records (`bench: op_in_context`): host time per call of one framework op on modest
 tensors (64 x 1024 rows) in three modes: `grad` (inputs require grad: autograd records a
@@ -100,6 +106,8 @@ def write_trace(path_gz: str, fn: Callable[[], Any]) -> dict[str, Any]:
             fn()
             prof.step()
         torch.cuda.synchronize()
+    global _SESSIONS
+    _SESSIONS += 1
     tmp = path_gz[:-3]
     export_trace(prof, tmp)
     with open(tmp, "rb") as src, gzip.open(path_gz, "wb", compresslevel=6) as dst:
@@ -108,11 +116,29 @@ def write_trace(path_gz: str, fn: Callable[[], Any]) -> dict[str, Any]:
     return {"trace": os.path.basename(path_gz), "trace_bytes": os.path.getsize(path_gz)}
 
 
+_SESSIONS = 0  # profiling sessions this process has run (write_trace and the throwaway one)
+
+
+def profiler_warmup(scratch: str) -> dict[str, Any]:
+    """One throwaway profiling session with the traces' settings (a few small matmuls), exported to
+    `scratch` and deleted: whatever the profiler does once per process is paid here, not in a trace."""
+    import torch
+
+    a = torch.randn(256, 256, device="cuda")
+    t0 = time.time()
+    path = os.path.join(scratch, "profiler_warmup.json.gz")
+    write_trace(path, lambda: [torch.mm(a, a) for _ in range(8)])
+    os.unlink(path)
+    return {"profiler_warmup_s": round(time.time() - t0, 3)}
+
+
 class Runner:
-    def __init__(self, out: str, traces_out: str | None, smoke: bool, budget_s: float) -> None:
-        meta = common.collect_meta({"mode": "smoke" if smoke else "full"})
+    def __init__(self, out: str, traces_out: str | None, smoke: bool, budget_s: float, trace_repeats: int = 1,
+                 warmup: bool = False) -> None:
+        meta = common.collect_meta({"mode": "smoke" if smoke else "full", "trace_repeats": trace_repeats,
+                                    "profiler_warmup": warmup})
         self.rf = common.ResultFile(os.path.join(out, "host_context.json"), "host_context", meta)
-        self.traces_out, self.smoke = traces_out, smoke
+        self.traces_out, self.smoke, self.trace_repeats = traces_out, smoke, trace_repeats
         self.deadline = time.time() + budget_s
 
     def left(self) -> float:
@@ -135,7 +161,17 @@ class Runner:
         rec = {"bench": "step", "config": name, **info, "warmup_s": round(time.time() - t0, 2)}
         rec.update(time_step(fn, target_s=0.05 if self.smoke else 0.25, repeats=2 if self.smoke else 5))
         if trace and self.traces_out:
+            sessions = [_SESSIONS]
             rec.update(write_trace(os.path.join(self.traces_out, f"{name}.json.gz"), fn))
+            repeats = []
+            for k in range(2, self.trace_repeats + 1):
+                if self.left() < 5:
+                    break
+                sessions.append(_SESSIONS)
+                repeats.append(write_trace(os.path.join(self.traces_out, f"{name}.r{k}.json.gz"), fn)["trace"])
+            rec["trace_sessions"] = sessions
+            if repeats:
+                rec["trace_repeats"] = repeats
         self.rf.add(rec)
         common.log(f"{name}: b2b {rec['b2b_us']:.1f} us, sync {rec['sync_us']:.1f} us, enqueue {rec['enqueue_us']:.1f} us")
 
@@ -353,7 +389,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--traces-out", default=None, help="folder for <config>.json.gz Kineto traces")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes, few repetitions")
     ap.add_argument("--budget-s", type=float, default=300.0, help="wall budget (s)")
+    ap.add_argument("--parts", default="ops,steps", help="comma list of: ops (per-op costs), steps (models' steps)")
+    ap.add_argument("--trace-repeats", type=int, default=1, help="traces per config, one after the other")
+    ap.add_argument("--profiler-warmup", action="store_true",
+                    help="one throwaway profiling session before the first traced config")
     ns = ap.parse_args(argv)
+    parts = [p for p in ns.parts.split(",") if p]
+    if not parts or any(p not in ("ops", "steps") for p in parts) or ns.trace_repeats < 1:
+        ap.error(f"--parts takes ops and/or steps (got {ns.parts!r}); --trace-repeats >= 1 (got {ns.trace_repeats})")
     os.makedirs(ns.out, exist_ok=True)
     if ns.traces_out:
         os.makedirs(ns.traces_out, exist_ok=True)
@@ -363,10 +406,14 @@ def main(argv: list[str] | None = None) -> int:
 
     _set_dynamo_limits()
     torch.backends.cuda.matmul.allow_tf32 = False
-    r = Runner(ns.out, ns.traces_out, ns.smoke, ns.budget_s)
+    r = Runner(ns.out, ns.traces_out, ns.smoke, ns.budget_s, ns.trace_repeats, ns.profiler_warmup)
     common.warm_gpu(1.0)
-    r.attempt("ops", lambda: run_ops(r))
-    r.attempt("steps", lambda: run_steps(r))
+    if "ops" in parts:
+        r.attempt("ops", lambda: run_ops(r))
+    if "steps" in parts:
+        if ns.profiler_warmup and ns.traces_out:
+            r.rf.doc["meta"].update(r.attempt("profiler_warmup", lambda: profiler_warmup(ns.traces_out)) or {})
+        r.attempt("steps", lambda: run_steps(r))
     r.rf.close("truncated" if r.rf.doc.get("truncated") else "complete")
     common.log(f"host_context: {len(r.rf.doc['records'])} records, {len(r.rf.doc['errors'])} errors")
     return 0
