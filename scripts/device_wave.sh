@@ -11,6 +11,14 @@
 #               held-out GEMM / copy / reduction kernels, GPU 0 [GPU_BUDGET_S=120]
 #   heldout_l2  sim.calibrate.gpu.heldout_l2: held-out GEMMs / copies / sums in three L2 states, GPU 0
 #               [GPU_BUDGET_S=150]
+#   comm_ranks  sim.calibrate.gpu.comm stage ddp_ranks: the DDP grid's workloads with every rank's clocks
+#               (rank skew, per-bucket host cost), both GPUs [COMM_BUDGET_S=110]
+#   host_cold   sim.calibrate.gpu.host_context --parts steps, every config traced twice in a row, GPU 0
+#               [HOST_BUDGET_S=80]
+#   host_warm   the same after one throwaway profiling session (--profiler-warmup) [HOST_BUDGET_S=80]
+#   calib_quick sim.calibrate.gpu.calibrate_all --quick (stops itself at 88 s), GPU 0
+#   calib_full  sim.calibrate.gpu.calibrate_all, the full calibration, GPU 0 [CALIB_BUDGET_S=240]
+# Parts run one after the other: host costs are measured, so nothing else runs beside them.
 set -u -o pipefail
 WAVE=${1:?wave number}
 ID=${2:?id}
@@ -48,6 +56,13 @@ for p in ${PARTS//,/ }; do
             --stages check,contention,contention_grid,ddp_grid ;;
     wave3_gpu) part wave3_gpu 0 sim.calibrate.gpu.wave3_gpu --budget-s "${GPU_BUDGET_S:-120}" ;;
     heldout_l2) part heldout_l2 0 sim.calibrate.gpu.heldout_l2 --budget-s "${GPU_BUDGET_S:-150}" ;;
+    comm_ranks) part comm_ranks all sim.calibrate.gpu.comm --world-sizes 2 --budget-s "${COMM_BUDGET_S:-110}" \
+                  --stages check,ddp_ranks ;;
+    host_cold|host_warm)
+      part "$p" 0 sim.calibrate.gpu.host_context --traces-out "$W/$p/traces" --parts steps --trace-repeats 2 \
+        $([ "$p" = host_warm ] && echo --profiler-warmup) --budget-s "${HOST_BUDGET_S:-80}" ;;
+    calib_quick) part calib_quick 0 sim.calibrate.gpu.calibrate_all --quick ;;
+    calib_full) part calib_full 0 sim.calibrate.gpu.calibrate_all --budget-s "${CALIB_BUDGET_S:-240}" ;;
     *) echo "unknown part $p" ;;
   esac
   echo "== part $p: exit $?, $(( $(date +%s) - P0 )) s"

@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from sim.capture.api import CaptureResult, capture_factory, from_recordings
+from sim.capture.check import BUNDLE_SCHEMA, check_bundle, check_recording
 from sim.errors import InputError, KernelsimError
-
-BUNDLE_SCHEMA = "kernelsim.capture-bundle/v1"
+from sim.limits import MAX_RECORDING_BYTES
+from sim.schema.loader import read_input_text
 
 
 def load_factory(source: str) -> Callable[..., Any]:
@@ -71,17 +72,39 @@ def run_capture(source: str, params: Mapping[str, float], *, vary: list[str] | N
 def lower_bundle(path: Path, *, buckets: list[dict[str, Any]] | None = None, name: str | None = None,
                  module_calls: bool = True) -> CaptureResult:
     """Lower a recording (or a bundle of recordings at several sizes) saved by --save-recording."""
+    text = read_input_text(path, max_bytes=MAX_RECORDING_BYTES, what="capture recording (.json)")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError("file not found", file=str(path), expected="a capture recording (.json)") from None
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"not JSON ({exc.msg} at line {exc.lineno})", file=str(path)) from None
+    except RecursionError:
+        raise InputError("nested too deeply", file=str(path), expected="a capture recording") from None
+    file = str(path)
     if isinstance(data, dict) and data.get("schema") == BUNDLE_SCHEMA:
-        return from_recordings(data["base"], data.get("doubled", {}), data.get("check_params", {}),
-                               check=data.get("check"), name=name or data.get("name", path.stem),
-                               params=data.get("params"), vary=data.get("vary"), buckets=buckets,
-                               module_calls=module_calls)
-    if not isinstance(data, dict):
-        raise InputError("not a capture recording", file=str(path), expected="a JSON object")
-    return from_recordings(data, {}, {}, name=name or path.stem, buckets=buckets, module_calls=module_calls)
+        check_bundle(data, file)
+        return _located(file, lambda: from_recordings(
+            data["base"], data.get("doubled", {}), data.get("check_params", {}), check=data.get("check"),
+            name=name or data.get("name", path.stem), params=data.get("params"), vary=data.get("vary"),
+            buckets=buckets, module_calls=module_calls))
+    check_recording(data, file)
+    return _located(file, lambda: from_recordings(data, {}, {}, name=name or path.stem, buckets=buckets,
+                                                  module_calls=module_calls))
+
+
+def _located(file: str, lower: Callable[[], CaptureResult]) -> CaptureResult:
+    """Run the lowering of a checked recording; an op whose arguments do not fit its lowering rule
+    (a hand-edited recording: an mm with a scalar where a tensor was) is an error naming the file."""
+    try:
+        return lower()
+    except InputError as exc:
+        if exc.file is None:
+            exc.file = file
+            exc.args = (exc.render(),)
+        raise
+    except KernelsimError as exc:
+        raise InputError(f"the recording does not lower: {exc}", file=file) from None
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError, ZeroDivisionError, OverflowError,
+            StopIteration) as exc:
+        raise InputError(f"the recording does not lower: an op's arguments do not fit its rule ({type(exc).__name__}: "
+                         f"{exc})", file=file, expected="a recording as kernelsim capture --save-recording writes it"
+                         ) from None

@@ -509,7 +509,7 @@ def _ignore(ctx: _Ctx, ev: dict[str, Any], entry: dict[str, Any], name: str) -> 
 
 
 def lower(recording: dict[str, Any], *, module_calls: bool = True, table_path: Path = TABLE_PATH,
-          file: str = "<recording>") -> Lowered:
+          file: str | None = None) -> Lowered:
     """Lower `recording`'s events to workload tensors and ops (numeric shapes)."""
     if recording.get("schema") != "kernelsim.capture/v1":
         raise InputError("not a kernelsim capture recording", file=file, path="schema", value=recording.get("schema"),
