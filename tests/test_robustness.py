@@ -475,3 +475,22 @@ def test_validate_and_calibrate_check_their_outputs_before_any_work(tmp_path: Pa
         assert code == 2, argv
         assert problem in _one_error(err, *names), argv
     assert thresholds.read_bytes() == before and not out.exists() and ro.read_text() == "keep\n"
+
+
+@pytest.mark.parametrize("mutate", [
+    lambda d: d["base"]["events"][1].pop("outputs"),
+    lambda d: d["base"]["events"][1]["args"][0].update(storage="x"),
+    lambda d: d["base"]["events"][2].update(phase=-1),
+    lambda d: d["base"]["storages"].__setitem__(2, -1),
+    lambda d: d["base"]["events"][1]["args"][1].update(shape=[2**45, 2**45]),
+    lambda d: d.pop("check_params"),
+    lambda d: d["base"]["events"][1].update(args=[1, 2]),  # an mm with scalars: the lowering rule cannot apply
+])
+def test_a_bad_capture_recording_is_one_error_line(mutate: Any, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    doc = json.loads((ROOT / "tests/fixtures/capture/mlp.bundle.json").read_text())
+    mutate(doc)
+    rec = tmp_path / "r.json"
+    rec.write_text(json.dumps(doc))
+    code, err = _cli(capsys, "capture", str(rec), "-o", str(tmp_path / "w.yaml"))
+    assert code == 2 and _one_error(err, "r.json") and not (tmp_path / "w.yaml").exists()

@@ -413,9 +413,42 @@ def profile_cases(draw: st.DrawFn) -> Case:
                                                                          "s.yaml", "t.json"])
 
 
+_RECORDING = Path(__file__).parents[1] / "fixtures" / "capture" / "mlp.bundle.json"
+_RECORDING_DOC: list[Any] = []
+
+
+@st.composite
+def recording_cases(draw: st.DrawFn) -> Case:
+    """A mutated capture recording bundle lowered by `kernelsim capture` (no torch): values replaced,
+    keys deleted, values wrapped in lists, then the text truncated or with bytes inserted."""
+    if not _RECORDING_DOC:
+        _RECORDING_DOC.append(json.loads(_RECORDING.read_text()))
+    doc = copy.deepcopy(_RECORDING_DOC[0])
+    paths = _paths(doc)
+    for _ in range(draw(st.integers(1, 3))):
+        path = draw(st.sampled_from(paths))
+        how = draw(st.sampled_from(("replace", "replace", "delete", "wrap")))
+        if not path or how != "replace" and not path:
+            continue
+        with contextlib.suppress(KeyError, IndexError, TypeError):
+            doc = _set(doc, path, draw(bad_values()), how)
+        paths = _paths(doc)
+    text = _expand(json.dumps(doc))
+    form = draw(st.sampled_from(("plain", "plain", "plain", "truncate", "garbage")))
+    data = text.encode()
+    if form == "truncate":
+        data = data[: draw(st.integers(0, len(data)))]
+    elif form == "garbage":
+        at = draw(st.integers(0, len(data)))
+        data = data[:at] + draw(st.binary(min_size=1, max_size=8)) + data[at:]
+    return Case("recording", ["capture", "r.json", "-o", "w.yaml"], files={"r.json": data}, outputs=["w.yaml"],
+                blame=["r.json"])
+
+
 _KINDS = {"yaml": yaml_cases(), "expr": expression_cases(), "trace": trace_cases(), "cli": cli_cases(),
-          "profile": profile_cases()}
-_MIX = ("cli", "yaml", "expr", "trace", "profile", "yaml", "expr", "trace", "profile", "yaml", "expr", "trace", "cli")
+          "profile": profile_cases(), "recording": recording_cases()}
+_MIX = ("cli", "yaml", "expr", "trace", "profile", "yaml", "expr", "trace", "profile", "yaml", "expr", "trace", "cli",
+        "recording")
 
 
 @st.composite
@@ -425,5 +458,6 @@ def _any_case(draw: st.DrawFn) -> Case:
 
 def cases() -> st.SearchStrategy[Case]:
     """Every kind of case: scenario/workload YAML, expressions (a quarter of them direct evaluator
-    calls) and traces about 23% each, hardware profiles and command-line/file-system cases about 15% each."""
+    calls) and traces about 21% each, hardware profiles and command-line/file-system cases about 14% each,
+    capture recordings 7%."""
     return _any_case()
