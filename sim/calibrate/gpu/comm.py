@@ -719,6 +719,9 @@ def _ddp_model(ctx: _Ctx, var: dict[str, Any], hook_log: list[Any] | None) -> tu
             buf = bucket.buffer()
             hook_log.append((bucket.index(), buf.numel() * buf.element_size(), t_in, time.perf_counter_ns(), ev))
             return fut
+        # DDP refuses a hook whose annotations are not dist.GradBucket / Future[Tensor]; under
+        # `from __future__ import annotations` they are strings, so the hook goes unannotated
+        hook.__annotations__ = {}
         ddp.register_comm_hook(None, hook)
     return ddp, list(ddp.parameters())
 
