@@ -395,6 +395,30 @@ class MemcpyLibrary(Strict):
     registers_per_thread: Count
 
 
+class ProtocolNumbers(Provenance):
+    """One number per NCCL protocol (LL, LL128, Simple); a protocol left out does not apply."""
+
+    ll: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    ll128: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    simple: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+
+
+class NcclLibrary(Strict):
+    """NCCL's tuner constants (src/graph/tuning.cc) and pipeline sizes (sim/costmodel/nccl.py)."""
+
+    base_latency_us: dict[Literal["ring", "tree", "nvls"], ProtocolNumbers] = Field(
+        description="latency of one call by algorithm and protocol (tuning.cc baseLat); a protocol left out "
+                    "does not run that algorithm")
+    hop_latency_us: dict[Literal["nvlink", "pcie", "net"], ProtocolNumbers] = Field(
+        description="latency per hop by link kind and protocol (tuning.cc hwLat)")
+    chunk_bytes: ProtocolNumbers = Field(description="bytes a channel moves per pipeline step, by protocol")
+    tree_bandwidth_factor: PositiveQuantity = Field(description="tree bus bandwidth over the ring's")
+    protocol_bandwidth: ProtocolNumbers = Field(
+        description="share of the bus bandwidth each protocol carries (LL: for all-reduce or across nodes)")
+    ll_bandwidth_other: PositiveQuantity = Field(
+        description="LL's share of the bus bandwidth for other collectives within one node")
+
+
 class LibrarySection(Strict):
     """Heuristics of the libraries whose kernels the workloads name (PyTorch ATen, FlashAttention, the CUDA
     driver): software constants, not hardware numbers; each says which library source it comes from."""
@@ -403,6 +427,7 @@ class LibrarySection(Strict):
     elementwise: StreamingLibrary = Field(description="PyTorch's vectorized elementwise kernels")
     reduction: ReductionLibrary
     memcpy: MemcpyLibrary
+    nccl: NcclLibrary
 
 
 class HardwareProfileFile(Strict):
