@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from types import MappingProxyType
 
-from sim.costmodel import KernelCost, register
+from sim.costmodel import KernelCost
 from sim.costmodel.corrections import interpolate
 from sim.costmodel.elementwise import io_bytes
 from sim.costmodel.gemm import _peak
@@ -68,7 +68,6 @@ def _decode_cost(op: Op, graph: Graph, hw: Hardware, b: int, h: int, skv: int) -
     )
 
 
-@register("attention")
 def attention_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
     b, h = int(op.attrs["batch"]), int(op.attrs["heads"])
     sq, skv, d = int(op.attrs["seq_q"]), int(op.attrs["seq_kv"]), int(op.attrs["head_dim"])
