@@ -21,7 +21,7 @@ DTYPE_BYTES: Mapping[str, float] = MappingProxyType(
 
 # Kernel kinds run on the GPU, host kinds on the host thread only. The built-in ones; op kinds defined
 # as plugins (sim/ops/) are added by `add_op_kind` when sim.ops defines them.
-KERNEL_KINDS: set[str] = {"gemm", "elementwise", "reduction", "copy", "layout", "collective"}  # plugins: add_op_kind
+KERNEL_KINDS: set[str] = {"gemm", "elementwise", "reduction", "copy", "collective"}  # plugins: add_op_kind
 HOST_KINDS: set[str] = {"host", "sync"}
 
 

@@ -59,7 +59,6 @@ _BUILTIN_EXAMPLES: dict[str, str] = {  # op kinds defined as plugins carry their
     "reduction": "{name: bias_grad, kind: reduction, rows: tokens, cols: ffn, axis: rows, reads: [dg], "
                  "writes: [db], phase: backward}",
     "copy": "{name: h2d, kind: copy, bytes: 4 * tokens * hidden, engine: copy_engine, direction: h2d}",
-    "layout": "{name: to_nhwc, kind: layout, transform: nchw_to_nhwc, reads: [x], writes: [x_nhwc]}",
     "collective": "{name: grad_sync, kind: collective, collective: all_reduce, bytes: 2 * hidden * ffn, "
                   "group: data, stream: 1}",
     "host": "{name: optimizer_py, kind: host, duration_us: 40, framework_ops: 12}",

@@ -42,7 +42,6 @@ def copy_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
 TRANSPOSING = frozenset({"transpose", "nchw_to_nhwc", "nhwc_to_nchw"})
 
 
-@register("layout")
 def layout_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
     numel = numel_of(op, graph)
     r, w = io_bytes(op, graph)

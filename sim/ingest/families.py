@@ -19,7 +19,6 @@ _RULES: list[tuple[str, re.Pattern[str]]] = list(
         ("collective", r"nccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|sendrecv"),
         ("triton", r"^triton_|^triton__|\btriton\b"),
         ("copy", r"^memcpy|^memset|copy_kernel|copy_device_to_device|\bcopy\b|fill_kernel|zero_kernel|cat_array"),
-        ("layout", r"transpose|permute|nchw|nhwc|im2col|col2im"),
         ("gemm", r"gemm|cutlass|cublas|nvjet|xmma|sm\d+_xmma|\bmma\b|matmul|gemv|dot_kernel|splitkreduce|s\d+gemm|wgrad|dgrad"),
         ("reduction", r"reduce|layer_norm|gammabetabackward|layernorm|rms_?norm|softmax|batch_norm|group_norm|norm_kernel|"
                       r"cross_entropy|nll_loss|argmax|argmin|cumsum|scan|topk|sort"),

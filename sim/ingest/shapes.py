@@ -64,7 +64,7 @@ class Inferred:
     writes: list[str] = field(default_factory=list)
 
 
-def _short(name: str) -> str:
+def short_name(name: str) -> str:
     base = name.split("::")[-1]
     return base[:-1] if base.endswith("_") and base not in ("copy_", "fill_", "zero_", "index_put_") else base
 
@@ -197,7 +197,7 @@ def _nll(op: CpuOp, prefix: str, backward: bool) -> Inferred | None:
     return inf
 
 
-def _streaming(op: CpuOp, kind: str, prefix: str, math: dict[str, float]) -> Inferred | None:
+def streaming_fields(op: CpuOp, kind: str, prefix: str, math: dict[str, float]) -> Inferred | None:
     ts = input_tensors(op)
     shapes = [s for s, _ in ts if s]
     if not shapes:
@@ -246,7 +246,7 @@ REDUCED_DIM_ARGS = {"sum": (1, 2), "mean": (1, 2), "amax": (1, 2), "amin": (1, 2
 def _reduced_dims(op: CpuOp, rank: int) -> tuple[list[int], bool] | None:
     """The dims a reducing op removes (sorted, non-negative) and its keepdim, from `Concrete Inputs`;
     None for ops whose output keeps the input's shape (softmax, norms, scans)."""
-    at = REDUCED_DIM_ARGS.get(_short(op.name))
+    at = REDUCED_DIM_ARGS.get(short_name(op.name))
     if at is None:
         return None
     dim_at, keep_at = at
@@ -313,7 +313,7 @@ def infer_op(family: str, stack: list[CpuOp], act: GpuActivity, prefix: str) -> 
             inferred = rule(op, prefix, act.name) if rule_family == family else None
             if inferred is not None:
                 return inferred
-        short = _short(op.name)
+        short = short_name(op.name)
         if family == "gemm" and op.name in GEMM_OPS:
             fields = _gemm(op)
             if fields is not None:
@@ -321,13 +321,13 @@ def infer_op(family: str, stack: list[CpuOp], act: GpuActivity, prefix: str) -> 
         elif family == "elementwise" and short in ("index_select", "embedding"):
             return _gather(op, prefix)
         elif family == "elementwise" and short in ELEMENTWISE_MATH:
-            return _streaming(op, "elementwise", prefix, _pow_math(op) if short == "pow" else ELEMENTWISE_MATH[short])
+            return streaming_fields(op, "elementwise", prefix, _pow_math(op) if short == "pow" else ELEMENTWISE_MATH[short])
         elif family == "reduction" and short in ("nll_loss_forward", "nll_loss_backward"):
             return _nll(op, prefix, short == "nll_loss_backward")
         elif family == "reduction" and short in REDUCTION_MATH:
-            return _streaming(op, "reduction", prefix, REDUCTION_MATH[short])
+            return streaming_fields(op, "reduction", prefix, REDUCTION_MATH[short])
         elif family == "copy" and (short in COPY_OPS or op.name.split("::")[-1] in COPY_OPS):
-            inf = _streaming(op, "elementwise", prefix, {})
+            inf = streaming_fields(op, "elementwise", prefix, {})
             if inf is None:
                 return None
             sizes = [_numel(tuple(t["shape"])) * _BYTES[t["dtype"]] for t in inf.tensors.values()]
@@ -336,11 +336,6 @@ def infer_op(family: str, stack: list[CpuOp], act: GpuActivity, prefix: str) -> 
                 sizes = [2 * sizes[-2]] if len(sizes) >= 2 else sizes
             nbytes = sum(sizes)
             return Inferred({"kind": "copy", "bytes": nbytes, "engine": "sm", "direction": "d2d"})
-        elif family == "layout" and short in ("transpose", "permute", "contiguous", "clone", "copy_", "_to_copy"):
-            inf = _streaming(op, "layout", prefix, {})
-            if inf is not None:
-                inf.fields = {"kind": "layout", "transform": "transpose"}
-                return inf
         elif family == "collective":
             fields = _collective(op)
             if fields is not None:

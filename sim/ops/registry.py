@@ -3,4 +3,5 @@ plugin; the order is the order the workload schema and the reference list them i
 built-in lists keeps its place there: OpKind.listed_after)."""
 
 from sim.ops import attention  # noqa: F401,I001 - attention
+from sim.ops import layout  # noqa: F401,I001 - layout
 from sim.ops import sortscan  # noqa: F401,I001 - sort, scan, unique

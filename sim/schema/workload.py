@@ -118,11 +118,6 @@ class CopyOp(OpBase):
     direction: Literal["d2d", "h2d", "d2h"] = "d2d"
 
 
-class LayoutOp(OpBase):
-    kind: Literal["layout"]
-    transform: Literal["transpose", "contiguous", "nchw_to_nhwc", "nhwc_to_nchw", "cast"]
-
-
 class CollectiveOp(OpBase):
     kind: Literal["collective"]
     collective: Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv"]
@@ -187,7 +182,7 @@ class SyncOp(OpBase):
 # The built-in op models. Op kinds defined as plugins (sim/ops/) join the union through `add_op_model`;
 # `Op` and `Entry` below are the static types of the built-in ones (for type checking).
 Op = Annotated[
-    GemmOp | ElementwiseOp | ReductionOp | CopyOp | LayoutOp | CollectiveOp | HostOp | SyncOp,
+    GemmOp | ElementwiseOp | ReductionOp | CopyOp | CollectiveOp | HostOp | SyncOp,
     Field(discriminator="kind"),
 ]
 
@@ -211,7 +206,7 @@ class RepeatBlock(Strict):
 
 
 Entry = Annotated[
-    GemmOp | ElementwiseOp | ReductionOp | CopyOp | LayoutOp | CollectiveOp | HostOp | SyncOp | RepeatBlock,
+    GemmOp | ElementwiseOp | ReductionOp | CopyOp | CollectiveOp | HostOp | SyncOp | RepeatBlock,
     Field(discriminator="kind"),
 ]
 RepeatBlock.model_rebuild()

@@ -30,7 +30,7 @@ def test_every_kind_needs_an_example_and_a_shape_rule_needs_a_family() -> None:
 
 
 def test_the_shipped_plugins_are_defined_in_registry_order() -> None:
-    assert [ok.kinds for ok in defined()] == [("attention",), ("sort", "scan", "unique")]
+    assert [ok.kinds for ok in defined()] == [("attention",), ("layout",), ("sort", "scan", "unique")]
 
 
 def test_a_place_that_names_no_kind_or_family_is_refused_before_any_layer_changes() -> None:
@@ -48,8 +48,10 @@ def test_a_moved_kind_keeps_its_place_in_the_schema_and_among_the_trace_rules() 
     # the built-in order (gemm ... sync) with the plugins' kinds where they were, then the new ones
     assert op_kinds() == ("gemm", "elementwise", "reduction", "attention", "copy", "layout", "collective", "host",
                           "sync", "sort", "scan", "unique", "repeat")
-    rules = [f for f in rule_families() if f in ("collective", "triton", "attention", "copy")]
-    assert rules == ["collective", "triton", "attention", "copy"]
+    assert rule_families()[-8:] == ("collective", "triton", "attention", "copy", "layout", "gemm", "reduction",
+                                     "elementwise")
     assert kernel_family("triton_per_fused_attn_softmax_0") == "triton"  # Triton's own rule first, as before
     assert kernel_family("flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4>>") == "attention"
     assert kernel_family("ncclDevKernel_AllReduce_Sum_bf16_RING_LL") == "collective"
+    assert kernel_family("transpose_copy_kernel") == "copy"  # the copy rule first, as before
+    assert kernel_family("nchwToNhwcKernel") == "layout"
