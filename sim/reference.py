@@ -61,8 +61,6 @@ _BUILTIN_EXAMPLES: dict[str, str] = {  # op kinds defined as plugins carry their
     "copy": "{name: h2d, kind: copy, bytes: 4 * tokens * hidden, engine: copy_engine, direction: h2d}",
     "collective": "{name: grad_sync, kind: collective, collective: all_reduce, bytes: 2 * hidden * ffn, "
                   "group: data, stream: 1}",
-    "host": "{name: optimizer_py, kind: host, duration_us: 40, framework_ops: 12}",
-    "sync": "{name: step_end, kind: sync}",
     "repeat": "{kind: repeat, name: layer, count: layers, ops: [{name: mm, kind: gemm, m: tokens, n: hidden, "
               "k: hidden, reads: [x], writes: [x]}]}",
 }

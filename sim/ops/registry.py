@@ -4,4 +4,6 @@ built-in lists keeps its place there: OpKind.listed_after)."""
 
 from sim.ops import attention  # noqa: F401,I001 - attention
 from sim.ops import layout  # noqa: F401,I001 - layout
+from sim.ops import host  # noqa: F401,I001 - host
+from sim.ops import sync  # noqa: F401,I001 - sync
 from sim.ops import sortscan  # noqa: F401,I001 - sort, scan, unique

@@ -161,28 +161,11 @@ class Parallel(Strict):
     jitter: Jitter | None = None
 
 
-class HostOp(OpBase):
-    """Host-only time: an explicit duration and/or a count of framework ops that launch no kernel."""
-
-    kind: Literal["host"]
-    duration_us: Expr = 0
-    framework_ops: Expr = 0
-    backward_calls: Expr = 0
-    autograd_nodes: Expr = 0
-    function_calls: Expr = 0
-    module_calls: Expr = 0
-    ddp_steps: Expr = 0
-    ddp_hooks: Expr = 0
-
-
-class SyncOp(OpBase):
-    kind: Literal["sync"]
-
 
 # The built-in op models. Op kinds defined as plugins (sim/ops/) join the union through `add_op_model`;
 # `Op` and `Entry` below are the static types of the built-in ones (for type checking).
 Op = Annotated[
-    GemmOp | ElementwiseOp | ReductionOp | CopyOp | CollectiveOp | HostOp | SyncOp,
+    GemmOp | ElementwiseOp | ReductionOp | CopyOp | CollectiveOp,
     Field(discriminator="kind"),
 ]
 
@@ -206,7 +189,7 @@ class RepeatBlock(Strict):
 
 
 Entry = Annotated[
-    GemmOp | ElementwiseOp | ReductionOp | CopyOp | CollectiveOp | HostOp | SyncOp | RepeatBlock,
+    GemmOp | ElementwiseOp | ReductionOp | CopyOp | CollectiveOp | RepeatBlock,
     Field(discriminator="kind"),
 ]
 RepeatBlock.model_rebuild()

@@ -30,7 +30,18 @@ def test_every_kind_needs_an_example_and_a_shape_rule_needs_a_family() -> None:
 
 
 def test_the_shipped_plugins_are_defined_in_registry_order() -> None:
-    assert [ok.kinds for ok in defined()] == [("attention",), ("layout",), ("sort", "scan", "unique")]
+    assert [ok.kinds for ok in defined()] == [("attention",), ("layout",), ("host",), ("sync",), ("sort", "scan", "unique")]
+
+
+def test_a_host_kind_has_no_cost_function_and_a_kernel_kind_needs_one() -> None:
+    from sim.graph import HOST_KINDS, KERNEL_KINDS
+
+    assert {"host", "sync"} <= HOST_KINDS and not {"host", "sync"} & KERNEL_KINDS
+    with pytest.raises(ValueError, match="a host kind has no cost function"):
+        define(OpKind(spec=_Toy, cost=primitive_cost, examples={"toy_for_define_test": "{}"}, host_kind=True))
+    with pytest.raises(ValueError, match="a kernel kind needs a cost function"):
+        define(OpKind(spec=_Toy, cost=None, examples={"toy_for_define_test": "{}"}))
+    assert "toy_for_define_test" not in op_kinds()
 
 
 def test_a_place_that_names_no_kind_or_family_is_refused_before_any_layer_changes() -> None:
