@@ -21,8 +21,8 @@ DTYPE_BYTES: Mapping[str, float] = MappingProxyType(
 
 # Kernel kinds run on the GPU, host kinds on the host thread only. The built-in ones; op kinds defined
 # as plugins (sim/ops/) are added by `add_op_kind` when sim.ops defines them.
-KERNEL_KINDS: set[str] = {"gemm", "elementwise", "reduction", "attention", "copy", "layout", "collective"}
-HOST_KINDS: set[str] = {"host", "sync"}
+KERNEL_KINDS: set[str] = {"gemm", "elementwise", "reduction", "copy", "collective"}  # plugins: add_op_kind
+HOST_KINDS: set[str] = set()  # plugins: add_op_kind (sim/ops/host.py, sim/ops/sync.py)
 
 
 def add_op_kind(kind: str, *, kernel: bool) -> None:

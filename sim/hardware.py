@@ -11,12 +11,83 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from sim.errors import InfeasibleError, InputError
+from sim.graph import LaunchConfig
 from sim.resources import shipped
-from sim.schema.hardware import HardwareProfileFile, TopologySection
+from sim.schema.hardware import (
+    HardwareProfileFile,
+    LibrarySection,
+    NcclLibrary,
+    ProtocolNumbers,
+    TopologySection,
+)
 from sim.schema.loader import read_yaml, validation_to_input_error
 from sim.topology import ReferenceBusBw, Topology, default_topology
 
 PROFILE_DIR_ENV = "KERNELSIM_PROFILES"
+
+
+@dataclass(frozen=True)
+class NcclTuning:
+    """NCCL's tuner constants from the profile's `library.nccl` (seconds, bytes); a missing protocol is inf."""
+
+    base_latency_s: dict[str, dict[str, float]]  # algorithm -> protocol -> s
+    hop_latency_s: dict[str, dict[str, float]]  # link kind -> protocol -> s
+    chunk_bytes: dict[str, float]  # protocol -> bytes per channel and pipeline step
+    tree_bandwidth_factor: float
+    protocol_bandwidth: dict[str, float]  # protocol -> share of the bus bandwidth (LL: all-reduce or multi-node)
+    ll_bandwidth_other: float
+
+    @classmethod
+    def from_section(cls, n: NcclLibrary) -> NcclTuning:
+        def per_protocol(row: ProtocolNumbers, scale: float = 1.0) -> dict[str, float]:
+            return {p: math.inf if v is None else v * scale
+                    for p, v in (("ll", row.ll), ("ll128", row.ll128), ("simple", row.simple))}
+
+        return cls(
+            base_latency_s={algo: per_protocol(row, 1e-6) for algo, row in n.base_latency_us.items()},
+            hop_latency_s={kind: per_protocol(row, 1e-6) for kind, row in n.hop_latency_us.items()},
+            chunk_bytes=per_protocol(n.chunk_bytes),
+            tree_bandwidth_factor=n.tree_bandwidth_factor.value,
+            protocol_bandwidth=per_protocol(n.protocol_bandwidth),
+            ll_bandwidth_other=n.ll_bandwidth_other.value,
+        )
+
+
+@dataclass(frozen=True)
+class Library:
+    """The profile's `library` section: the libraries' launch and work-split heuristics (whole numbers)."""
+
+    attention_query_tile: int
+    attention_decode_kv_chunk: int
+    attention_decode_blocks_per_sm: int
+    elementwise_threads: int
+    elementwise_vector_bytes: int
+    reduction_threads: int
+    reduction_vector_bytes: int
+    column_split_rows: int
+    column_split_blocks_per_sm: int
+    column_split_min_rows: int
+    memcpy_launch: LaunchConfig
+    nccl: NcclTuning
+
+    @classmethod
+    def from_section(cls, lib: LibrarySection) -> Library:
+        a, e, r, m = lib.attention, lib.elementwise, lib.reduction, lib.memcpy
+        return cls(
+            attention_query_tile=int(a.query_tile.value),
+            attention_decode_kv_chunk=int(a.decode_kv_chunk.value),
+            attention_decode_blocks_per_sm=int(a.decode_blocks_per_sm.value),
+            elementwise_threads=int(e.threads_per_block.value),
+            elementwise_vector_bytes=int(e.vector_bytes.value),
+            reduction_threads=int(r.threads_per_block.value),
+            reduction_vector_bytes=int(r.vector_bytes.value),
+            column_split_rows=int(r.column_split_rows.value),
+            column_split_blocks_per_sm=int(r.column_split_blocks_per_sm.value),
+            column_split_min_rows=int(r.column_split_min_rows.value),
+            memcpy_launch=LaunchConfig(block=int(m.threads_per_block.value), elems_per_thread=int(m.elems_per_thread.value),
+                                       regs_per_thread=int(m.registers_per_thread.value)),
+            nccl=NcclTuning.from_section(lib.nccl),
+        )
 
 
 @dataclass(frozen=True)
@@ -101,6 +172,7 @@ class Hardware:
     network_bps: float
     network_latency_s: float
     comm_efficiency: float
+    library: Library
     libraries: dict[str, dict[str, float]] = field(default_factory=dict)
     primitives: dict[str, float] = field(default_factory=dict)
     gemm_cold_ramp_s: float | None = None
@@ -225,6 +297,7 @@ class Hardware:
             network_bps=ln.network_gbps.value * 1e9,
             network_latency_s=ln.network_latency_us.value * us,
             comm_efficiency=ln.comm_efficiency.value,
+            library=Library.from_section(f.library),
             libraries={lib: {kind: q.value for kind, q in kinds.items()} for lib, kinds in f.libraries.items()},
             primitives={name: q.value for name, q in f.primitives.items()},
             reduce_kernel={name: q.value for name, q in f.reduce_kernel.items()},

@@ -58,14 +58,9 @@ _BUILTIN_EXAMPLES: dict[str, str] = {  # op kinds defined as plugins carry their
     "elementwise": "{name: gelu, kind: elementwise, reads: [h], writes: [g], math: {gelu: 1}}",
     "reduction": "{name: bias_grad, kind: reduction, rows: tokens, cols: ffn, axis: rows, reads: [dg], "
                  "writes: [db], phase: backward}",
-    "attention": "{name: attn, kind: attention, batch: 1, heads: 32, seq_q: seq, seq_kv: seq, head_dim: 128, "
-                 "causal: true, reads: [q, k, v], writes: [o]}",
     "copy": "{name: h2d, kind: copy, bytes: 4 * tokens * hidden, engine: copy_engine, direction: h2d}",
-    "layout": "{name: to_nhwc, kind: layout, transform: nchw_to_nhwc, reads: [x], writes: [x_nhwc]}",
     "collective": "{name: grad_sync, kind: collective, collective: all_reduce, bytes: 2 * hidden * ffn, "
                   "group: data, stream: 1}",
-    "host": "{name: optimizer_py, kind: host, duration_us: 40, framework_ops: 12}",
-    "sync": "{name: step_end, kind: sync}",
     "repeat": "{kind: repeat, name: layer, count: layers, ops: [{name: mm, kind: gemm, m: tokens, n: hidden, "
               "k: hidden, reads: [x], writes: [x]}]}",
 }

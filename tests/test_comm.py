@@ -13,7 +13,7 @@ import pytest
 from sim.costmodel import KernelCost
 from sim.costmodel.collective import links_of
 from sim.costmodel.host import host_costs
-from sim.costmodel.nccl import BASE_LATENCY_US, HOP_LATENCY_US, Links, busbw_factor, plan_collective
+from sim.costmodel.nccl import Links, busbw_factor, plan_collective
 from sim.engine import simulate_ranks
 from sim.graph import Graph, Op, Tensor
 from sim.hardware import Hardware, list_profiles, load_profile
@@ -31,15 +31,16 @@ GIB = 1024**3
 # systems; 10 % is that spread with a margin, and still fails a model off by a protocol
 # factor (LL128 0.92, tree 0.9) or a bus-bandwidth factor (2(n−1)/n vs (n−1)/n).
 BUSBW_TOLERANCE = 0.10
+NCCL = load_profile("h200-sxm").library.nccl  # NCCL's tuner constants (tuning.cc), from the profile
 
 
 # -- alpha–beta by hand -------------------------------------------------------------------
 def test_ring_all_reduce_matches_hand_computed_alpha_beta() -> None:
-    links = Links(intra_bps=360e9, intra_kind="nvlink", nic_bps=47e9)
+    links = Links(intra_bps=360e9, intra_kind="nvlink", nic_bps=47e9, nccl=NCCL)
     topo = default_topology(450e9)
     n, size = 8, 1 * GIB
     plan = plan_collective("all_reduce", size, n, 1, links, topo, algorithm="ring", protocol="simple")
-    alpha = BASE_LATENCY_US["ring"]["simple"] * US + 2 * (n - 1) * HOP_LATENCY_US["nvlink"]["simple"] * US
+    alpha = 8.4 * US + 2 * (n - 1) * 3.4 * US  # the profile's library.nccl: ring/Simple base and NVLink hop
     beta = 2 * (n - 1) / n * size / 360e9
     assert plan.latency_s == pytest.approx(alpha, rel=1e-12)
     assert plan.transfer_s == pytest.approx(beta, rel=1e-12)
@@ -52,7 +53,7 @@ def test_bus_bandwidth_factors_and_all_gather_half_of_all_reduce() -> None:
     assert busbw_factor("all_reduce", 8) == pytest.approx(1.75)
     assert busbw_factor("all_gather", 8) == busbw_factor("reduce_scatter", 8) == pytest.approx(0.875)
     assert busbw_factor("broadcast", 8) == busbw_factor("send_recv", 2) == 1.0
-    links = Links(intra_bps=360e9, intra_kind="nvlink", nic_bps=47e9)
+    links = Links(intra_bps=360e9, intra_kind="nvlink", nic_bps=47e9, nccl=NCCL)
     topo = default_topology(450e9)
     ar = plan_collective("all_reduce", GIB, 8, 1, links, topo, algorithm="ring", protocol="simple")
     ag = plan_collective("all_gather", GIB, 8, 1, links, topo, algorithm="ring", protocol="simple")

@@ -494,3 +494,11 @@ def test_a_bad_capture_recording_is_one_error_line(mutate: Any, tmp_path: Path,
     rec.write_text(json.dumps(doc))
     code, err = _cli(capsys, "capture", str(rec), "-o", str(tmp_path / "w.yaml"))
     assert code == 2 and _one_error(err, "r.json") and not (tmp_path / "w.yaml").exists()
+
+
+def test_a_capture_recording_past_jsons_integer_limit_is_one_error_line(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    rec = tmp_path / "r.json"
+    rec.write_text('{"schema": ' + "9" * 5000 + "}")  # json refuses integers past 4300 digits (a ValueError)
+    code, err = _cli(capsys, "capture", str(rec), "-o", str(tmp_path / "w.yaml"))
+    assert code == 2 and "4300 digits" in _one_error(err, "r.json") and not (tmp_path / "w.yaml").exists()

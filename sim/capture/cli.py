@@ -79,6 +79,8 @@ def lower_bundle(path: Path, *, buckets: list[dict[str, Any]] | None = None, nam
         raise InputError(f"not JSON ({exc.msg} at line {exc.lineno})", file=str(path)) from None
     except RecursionError:
         raise InputError("nested too deeply", file=str(path), expected="a capture recording") from None
+    except ValueError as exc:  # json's own limits, e.g. an integer past 4300 digits
+        raise InputError(f"not a readable capture recording ({str(exc).splitlines()[0]})", file=str(path)) from None
     file = str(path)
     if isinstance(data, dict) and data.get("schema") == BUNDLE_SCHEMA:
         check_bundle(data, file)

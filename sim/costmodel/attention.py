@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from types import MappingProxyType
 
-from sim.costmodel import KernelCost, register
+from sim.costmodel import KernelCost
 from sim.costmodel.corrections import interpolate
 from sim.costmodel.elementwise import io_bytes
 from sim.costmodel.gemm import _peak
@@ -26,27 +26,29 @@ from sim.errors import KernelsimError
 from sim.graph import Graph, Op
 from sim.hardware import Hardware
 
-TILE = 128
-# NB: decode kernels (FlashDecoding-style; cuDNN's SDPA decode path) run a block per
-# (batch, head) and split the keys in chunks of 1024 until about two blocks per SM
-# (estimate of the library's heuristic). What the library does beyond that per shape is in
-# the profile's calibrated `corrections.attention_decode` table.
-DECODE_KV_CHUNK = 1024
+# NB: the query tile, the decode kernels' key chunk and their blocks per SM are the libraries'
+# heuristics, in the profile's `library.attention` (hw.library). Decode kernels (FlashDecoding-style;
+# cuDNN's SDPA decode path) run a block per (batch, head) and split the keys in chunks until about
+# that many blocks per SM; what the library does beyond that per shape is in the profile's
+# calibrated `corrections.attention_decode` table.
 
 
-def causal_share(sq: int, skv: int, key_tile: int = TILE) -> float:
-    """Share of the score tiles a causal kernel computes: query tile i (of TILE queries) runs
-    every key tile up to the one holding its last query; a tile crossing the diagonal runs whole."""
-    n = max(1, math.ceil(max(sq, skv) / TILE))
-    if key_tile == TILE:
+def causal_share(sq: int, skv: int, query_tile: int, key_tile: int | None = None) -> float:
+    """Share of the score tiles a causal kernel computes: query tile i (of `query_tile` queries) runs
+    every key tile (of `key_tile` keys, default the query tile) up to the one holding its last query;
+    a tile crossing the diagonal runs whole."""
+    n = max(1, math.ceil(max(sq, skv) / query_tile))
+    if key_tile is None or key_tile == query_tile:
         return (n + 1) / (2 * n)
     nk = max(1, math.ceil(max(sq, skv) / key_tile))
-    return sum(min(nk, math.ceil((i + 1) * TILE / key_tile)) for i in range(n)) / (n * nk)
+    return sum(min(nk, math.ceil((i + 1) * query_tile / key_tile)) for i in range(n)) / (n * nk)
 
 
 def decode_model_s(hw: Hardware, nbytes: float, heads: int, skv: int) -> tuple[float, int, int]:
     """Analytic decode time before the calibrated correction: (seconds, grid, kv splits)."""
-    splits = max(1, min(math.ceil(2 * hw.sm_count / heads), math.ceil(skv / DECODE_KV_CHUNK)))
+    lib = hw.library
+    splits = max(1, min(math.ceil(lib.attention_decode_blocks_per_sm * hw.sm_count / heads),
+                        math.ceil(skv / lib.attention_decode_kv_chunk)))
     grid = heads * splits
     fill = min(1.0, grid / hw.sm_count)
     return hw.kernel_fixed_s + hw.mem_latency_s + nbytes / (hw.hbm_sustained_bps * fill), grid, splits
@@ -66,7 +68,6 @@ def _decode_cost(op: Op, graph: Graph, hw: Hardware, b: int, h: int, skv: int) -
     )
 
 
-@register("attention")
 def attention_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
     b, h = int(op.attrs["batch"]), int(op.attrs["heads"])
     sq, skv, d = int(op.attrs["seq_q"]), int(op.attrs["seq_kv"]), int(op.attrs["head_dim"])
@@ -79,13 +80,14 @@ def attention_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
         return _decode_cost(op, graph, hw, b, h, skv)
     backend = str(op.attrs.get("backend") or hw.attention_default_backend)
     measured = hw.attention_backends.get(backend)
-    key_tile = measured[3] if measured is not None else TILE
-    share = causal_share(sq, skv, key_tile) if causal and sq > 1 else 1.0
+    query_tile = hw.library.attention_query_tile
+    key_tile = measured[3] if measured is not None else query_tile
+    share = causal_share(sq, skv, query_tile, key_tile) if causal and sq > 1 else 1.0
     flops = 4.0 * b * h * sq * skv * d * share
     if not fwd:
         flops *= 2.5
     ramp = skv / (skv + hw.gemm_k_half)
-    tiles = b * h * max(1, math.ceil(sq / TILE))
+    tiles = b * h * max(1, math.ceil(sq / query_tile))
     fill = min(1.0, tiles / hw.sm_count)
     side_s = 0.0
     if measured is not None:

@@ -31,7 +31,8 @@ def links_of(hw: Hardware) -> Links:
         intra, kind = hw.nvlink_bps, "nvlink"
     else:
         intra, kind = hw.pcie_bps, "pcie"
-    return Links(intra_bps=intra * hw.comm_efficiency, intra_kind=kind, nic_bps=hw.network_bps * topo.network_efficiency)
+    return Links(intra_bps=intra * hw.comm_efficiency, intra_kind=kind, nic_bps=hw.network_bps * topo.network_efficiency,
+                 nccl=hw.library.nccl)
 
 
 @register("collective")

@@ -21,17 +21,14 @@ from sim.errors import KernelsimError
 from sim.graph import DTYPE_BYTES, Graph, LaunchConfig, Op
 from sim.hardware import Hardware, Occupancy, occupancy
 
-# NB: defaults for library kernels whose launch config a workload does not give.
-# PyTorch's vectorized elementwise kernels (aten/src/ATen/native/cuda/CUDALoops.cuh) run
-# 128 threads per block, each thread one 16-byte vector per input (8 bf16 elements; the
-# H200 kernel traces show grid = numel / 1024 for bf16). Registers come from the estimator.
-DEFAULT_THREADS = 128
-VECTOR_BYTES = 16
+# NB: a library kernel whose launch config a workload does not give runs the library's defaults,
+# the profile's `library.elementwise` (PyTorch's vectorized elementwise kernels: threads per block,
+# one vector of that many bytes per input per thread). Registers come from the estimator.
 
 
-def default_elems_per_thread(graph: Graph, op: Op) -> int:
+def default_elems_per_thread(hw: Hardware, graph: Graph, op: Op) -> int:
     widest = max((DTYPE_BYTES[graph.tensors[t].dtype] for t in op.reads + op.writes), default=2)
-    return max(1, int(VECTOR_BYTES // widest))
+    return max(1, int(hw.library.elementwise_vector_bytes // widest))
 
 
 def estimate_registers(hw: Hardware, elems_per_thread: int) -> int:
@@ -160,15 +157,15 @@ def streaming_cost(
     grid when the op gives none (e.g. one block per row).
     """
     launch = op.launch or LaunchConfig()
-    threads = launch.block or DEFAULT_THREADS
+    threads = launch.block or hw.library.elementwise_threads
     grid = launch.grid or default_grid
     if launch.elems_per_thread:
         ept = launch.elems_per_thread  # elements a thread holds at once (one iteration)
     elif grid:
         # A fixed grid (grid-stride loop, one block per row): each iteration moves one vector.
-        ept = min(default_elems_per_thread(graph, op), max(1, math.ceil(numel / (grid * threads))))
+        ept = min(default_elems_per_thread(hw, graph, op), max(1, math.ceil(numel / (grid * threads))))
     else:
-        ept = default_elems_per_thread(graph, op)
+        ept = default_elems_per_thread(hw, graph, op)
     regs = launch.regs_per_thread or estimate_registers(hw, ept)
     grid = grid or max(1, math.ceil(numel / (threads * ept)))
     occ = occupancy(hw, threads, regs, launch.smem_per_block or 0, grid)
@@ -178,7 +175,7 @@ def streaming_cost(
     if inflight_cap is not None:
         inflight = min(inflight, inflight_cap)
     mem_s, mem_lim, bw_share = stream_time(hw, total / bandwidth_factor, occ, max(inflight, 1.0))
-    vector_elems = default_elems_per_thread(graph, op)
+    vector_elems = default_elems_per_thread(hw, graph, op)
     comp_s, comp_lim, fp32, hide = compute_time(hw, op, numel, math_ops, occ, min(1.0, ept / vector_elems),
                                                 vector_elems)
     # Registers estimated past the limit spill; the compiler spills more words than the excess.

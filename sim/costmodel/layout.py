@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from sim.costmodel import KernelCost, register
 from sim.costmodel.elementwise import io_bytes, numel_of, read_bytes_per_elem, streaming_cost
-from sim.graph import Graph, LaunchConfig, Op
+from sim.graph import Graph, Op
 from sim.hardware import Hardware
 
-# NB: a copy with no launch config is the driver's memcpy kernel (cudaMemcpyAsync D2D):
-# 128-thread blocks, each thread moving four 16-byte vectors (estimate).
-MEMCPY_LAUNCH = LaunchConfig(block=128, elems_per_thread=32, regs_per_thread=32)
+# NB: a copy with no launch config is the driver's memcpy kernel (cudaMemcpyAsync D2D), with the
+# launch of the profile's `library.memcpy`.
 
 
 @register("copy")
@@ -33,7 +32,7 @@ def copy_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
         )
     numel = max(1, int(nbytes // 4))  # bf16 elements: 2 bytes read + 2 written each
     if op.launch is None:
-        op = op.with_(launch=MEMCPY_LAUNCH)
+        op = op.with_(launch=hw.library.memcpy_launch)
     return streaming_cost(
         op, graph, hw, numel=numel, bytes_read=nbytes / 2, bytes_written=nbytes / 2,
         inflight_per_elem=2.0, math_ops={},
@@ -43,7 +42,6 @@ def copy_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
 TRANSPOSING = frozenset({"transpose", "nchw_to_nhwc", "nhwc_to_nchw"})
 
 
-@register("layout")
 def layout_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
     numel = numel_of(op, graph)
     r, w = io_bytes(op, graph)

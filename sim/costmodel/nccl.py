@@ -31,29 +31,17 @@ import math
 from dataclasses import dataclass
 
 from sim.busbw import busbw_factor  # noqa: F401 - re-exported: the model and the harness share it
+from sim.hardware import NcclTuning
 from sim.topology import Topology
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv")
 ALGORITHMS = ("ring", "tree", "nvls")
 PROTOCOLS = ("ll", "ll128", "simple")
 
-# NB: NCCL's own software constants, not hardware numbers: src/graph/tuning.cc (NVIDIA/nccl,
-# the baseLat / hwLat tables, in µs). Tree/Simple's per-hop figure there folds in a 256 kB
-# chunk; here the chunk pipeline is explicit, so tree hops use the ring per-hop latencies.
-BASE_LATENCY_US = {
-    "ring": {"ll": 3.6, "ll128": 10.0, "simple": 8.4},
-    "tree": {"ll": 4.4, "ll128": 4.4, "simple": 0.0},
-    "nvls": {"ll": math.inf, "ll128": math.inf, "simple": 25.0},  # estimate: NVLS setup ~25 µs (Simple only)
-}
-HOP_LATENCY_US = {
-    "nvlink": {"ll": 0.47, "ll128": 1.9, "simple": 3.4},
-    "pcie": {"ll": 1.0, "ll128": 2.5, "simple": 5.7},
-    "net": {"ll": 2.7, "ll128": 4.0, "simple": 9.6},
-}
-# Bytes a channel moves per pipeline step: NCCL_BUFFSIZE 4 MiB / NCCL_STEPS 8 for Simple;
-# LL and LL128 use smaller buffers (estimates of the same order as NCCL's defaults).
-CHUNK_BYTES = {"ll": 16 * 1024, "ll128": 128 * 1024, "simple": 512 * 1024}
-TREE_BANDWIDTH_FACTOR = 0.9  # tuning.cc: tree busBw = ring busBw × 0.9
+# NB: NCCL's own software constants (src/graph/tuning.cc: the baseLat / hwLat tables, the tree
+# and protocol bandwidth factors; the chunk sizes) are the profile's `library.nccl`, carried in
+# `Links.nccl`. Tree/Simple's per-hop figure there folds in a 256 kB chunk; here the chunk
+# pipeline is explicit, so tree hops use the ring per-hop latencies.
 
 
 def measured_busbw(topo: Topology, collective: str, size: float) -> float | None:
@@ -81,6 +69,7 @@ class Links:
     intra_bps: float  # effective (× comm_efficiency) NVLink or PCIe rate of one GPU
     intra_kind: str  # nvlink | pcie
     nic_bps: float  # effective rate of one NIC (× network_efficiency)
+    nccl: NcclTuning  # the profile's library.nccl
 
 
 @dataclass(frozen=True)
@@ -120,14 +109,13 @@ def _candidate(collective: str, size: float, n: int, m: int, algo: str, proto: s
     net_node_bps = min(topo.nics_per_node, p) * links.nic_bps if m > 1 else math.inf
     channel_bps = channels * topo.channel_bps
     ring_bus = min(links.intra_bps, net_node_bps, channel_bps)
-    if proto == "ll":
-        proto_bw = 0.25 if (m > 1 or collective == "all_reduce") else 1 / 3
-    elif proto == "ll128":
-        proto_bw = 0.92
+    nccl = links.nccl
+    if proto == "ll" and not (m > 1 or collective == "all_reduce"):
+        proto_bw = nccl.ll_bandwidth_other
     else:
-        proto_bw = 1.0
-    intra_hop = HOP_LATENCY_US[links.intra_kind][proto] * 1e-6
-    net_hop = HOP_LATENCY_US["net"][proto] * 1e-6
+        proto_bw = nccl.protocol_bandwidth[proto]
+    intra_hop = nccl.hop_latency_s[links.intra_kind][proto]
+    net_hop = nccl.hop_latency_s["net"][proto]
     f = busbw_factor(collective, n)
     if measured_bus is not None and algo != "nvls":
         # NB: a measured bus bandwidth at this size replaces the link estimate for every protocol
@@ -138,22 +126,22 @@ def _candidate(collective: str, size: float, n: int, m: int, algo: str, proto: s
         if collective != "all_reduce" or m > 1 or topo.nvls_busbw_bps <= 0 or proto != "simple":
             return None
         bus = topo.nvls_busbw_bps * min(1.0, channels / topo.channels)
-        lat = BASE_LATENCY_US["nvls"][proto] * 1e-6 + 2 * intra_hop
+        lat = nccl.base_latency_s["nvls"][proto] + 2 * intra_hop
         return lat, f * size / bus, 1.0, 0.0
     if algo == "tree":
         if collective != "all_reduce":
             return None
-        bus = ring_bus * proto_bw * TREE_BANDWIDTH_FACTOR
+        bus = ring_bus * proto_bw * nccl.tree_bandwidth_factor
         depth = 2 * ((p - 1) + math.ceil(math.log2(m)) if m > 1 else (p - 1))
         hops_s = 2 * ((p - 1) * intra_hop + (math.ceil(math.log2(m)) if m > 1 else 0) * net_hop)
         bw_s = 2 * size / bus  # NCCL's tree accounting: algorithm bandwidth = bus bandwidth / 2
-        k = max(1, math.ceil(size / (channels * CHUNK_BYTES[proto])))
+        k = max(1, math.ceil(size / (channels * nccl.chunk_bytes[proto])))
         transfer = bw_s * (k + max(0, depth - 1)) / k
-        lat = BASE_LATENCY_US["tree"][proto] * 1e-6 + hops_s
+        lat = nccl.base_latency_s["tree"][proto] + hops_s
         return lat, transfer, bus / (2 * links.intra_bps), (bus / (2 * net_node_bps) if m > 1 else 0.0)
     # ring family
     bus = ring_bus * proto_bw
-    base = BASE_LATENCY_US["ring"][proto] * 1e-6
+    base = nccl.base_latency_s["ring"][proto]
     if collective == "all_to_all":
         intra_bytes = (p - 1) / n * size
         net_bytes = p * (n - p) / n * size  # per node, over its NICs
@@ -173,7 +161,7 @@ def _candidate(collective: str, size: float, n: int, m: int, algo: str, proto: s
     hops, inter = _ring_steps(collective, n, m)
     lat = base + (hops - inter) * intra_hop + inter * net_hop
     if collective == "broadcast":
-        k = max(1, math.ceil(size / (channels * CHUNK_BYTES[proto])))
+        k = max(1, math.ceil(size / (channels * nccl.chunk_bytes[proto])))
         transfer = size / bus * (k + hops - 1) / k
     else:
         transfer = f * size / bus

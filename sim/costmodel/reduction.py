@@ -39,19 +39,21 @@ from sim.errors import KernelsimError
 from sim.graph import Graph, LaunchConfig, Op
 from sim.hardware import Hardware, occupancy
 
-# NB: PyTorch's defaults (H200 traces, torch 2.11): layer norm and most row reductions run
-# 128 threads per row; column sums blocks of 32 × 4 threads covering 128 columns.
-REDUCTION_THREADS = 128
-VECTOR_BYTES = 16
+# NB: PyTorch's defaults are the profile's `library.reduction` (H200 traces, torch 2.11: layer norm
+# and most row reductions run 128 threads per row; column sums blocks of 32 × 4 threads covering
+# 128 columns).
 
 
 def column_sum_grid(hw: Hardware, rows: int, cols: int) -> int:
-    """PyTorch's reduce_kernel grid for a sum over rows (H200 traces): 128 columns per block;
-    past 1024 rows the rows split over enough blocks for ~16 per SM, at least 64 rows each."""
-    col_blocks = max(1, math.ceil(cols / REDUCTION_THREADS))
-    if rows <= 1024:
+    """PyTorch's reduce_kernel grid for a sum over rows (H200 traces): a block's threads cover as many
+    columns; past `column_split_rows` rows the rows split over enough blocks for about
+    `column_split_blocks_per_sm` per SM, at least `column_split_min_rows` rows each (library.reduction)."""
+    lib = hw.library
+    col_blocks = max(1, math.ceil(cols / lib.reduction_threads))
+    if rows <= lib.column_split_rows:
         return col_blocks
-    splits = max(1, min(math.ceil(16 * hw.sm_count / col_blocks), rows // 64))
+    splits = max(1, min(math.ceil(lib.column_split_blocks_per_sm * hw.sm_count / col_blocks),
+                        rows // lib.column_split_min_rows))
     return col_blocks * splits
 
 
@@ -153,7 +155,7 @@ def _torch_reduce_cost(op: Op, graph: Graph, hw: Hardware, rows: int, cols: int)
     )
 
 
-def row_layout(launch: LaunchConfig, op: Op) -> tuple[int, int, int]:
+def row_layout(launch: LaunchConfig, op: Op, default_threads: int) -> tuple[int, int, int]:
     """(threads per block, threads per row, rows per block) of a row-wise reduction.
 
     The launch's `threads_per_row` / `rows_per_block` win over the op's `threads_per_row`
@@ -161,7 +163,7 @@ def row_layout(launch: LaunchConfig, op: Op) -> tuple[int, int, int]:
     """
     per_row = launch.threads_per_row or (int(op.attrs["threads_per_row"]) if "threads_per_row" in op.attrs else None)
     rows = launch.rows_per_block
-    threads = launch.block or (per_row * rows if per_row and rows else REDUCTION_THREADS)
+    threads = launch.block or (per_row * rows if per_row and rows else default_threads)
     if per_row is None:
         per_row = max(1, threads // rows) if rows else threads
     rows = rows or max(1, threads // per_row)
@@ -180,13 +182,13 @@ def reduction_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
     r, w = io_bytes(op, graph)
     math_ops = op.attrs.get("math", {})
     if op.attrs.get("axis", "cols") == "rows":
-        launch = op.launch or LaunchConfig(block=REDUCTION_THREADS)
+        launch = op.launch or LaunchConfig(block=hw.library.reduction_threads)
         op = op.with_(launch=launch)
         return streaming_cost(op, graph, hw, numel=numel, bytes_read=r * passes, bytes_written=w,
                               inflight_per_elem=read_bytes_per_elem(op, graph, numel), math_ops=math_ops,
-                              inflight_cap=VECTOR_BYTES, default_grid=column_sum_grid(hw, rows, cols))
-    launch = op.launch or LaunchConfig(block=REDUCTION_THREADS)
-    threads, per_row, rows_per_block = row_layout(launch, op)
+                              inflight_cap=hw.library.reduction_vector_bytes, default_grid=column_sum_grid(hw, rows, cols))
+    launch = op.launch or LaunchConfig(block=hw.library.reduction_threads)
+    threads, per_row, rows_per_block = row_layout(launch, op, hw.library.reduction_threads)
     grid = launch.grid or math.ceil(rows / rows_per_block)
     # A grid smaller than the rows need (a persistent kernel, e.g. Inductor's) loops: each block
     # covers `row_iters` groups of rows, one after the other.
@@ -203,7 +205,7 @@ def reduction_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
         if not count:
             continue
         sms = min(hw.sm_count, blocks)
-        bw, lim = bandwidth(hw, sms, blocks / sms * threads * VECTOR_BYTES)
+        bw, lim = bandwidth(hw, sms, blocks / sms * threads * hw.library.reduction_vector_bytes)
         wave = 0.0
         for p in range(passes):
             nbytes = blocks * rows_per_block * row_iters * (row_read + (row_write if p == passes - 1 else 0.0))

@@ -13,15 +13,12 @@ import re
 
 FAMILIES = ("gemm", "attention", "elementwise", "reduction", "copy", "layout", "collective", "triton", "unknown")
 
-_RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+_RULES: list[tuple[str, re.Pattern[str]]] = list(
     (family, re.compile(pattern, re.IGNORECASE))
     for family, pattern in (
         ("collective", r"nccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|sendrecv"),
         ("triton", r"^triton_|^triton__|\btriton\b"),
-        ("attention", r"flash|fmha|attention|attn|sdpa|mha_|_mha|cudnn_.*(mha|sdpa)|"
-                      r"cudnn::fusion::(compute_dot_do_o|convert_dq)"),
         ("copy", r"^memcpy|^memset|copy_kernel|copy_device_to_device|\bcopy\b|fill_kernel|zero_kernel|cat_array"),
-        ("layout", r"transpose|permute|nchw|nhwc|im2col|col2im"),
         ("gemm", r"gemm|cutlass|cublas|nvjet|xmma|sm\d+_xmma|\bmma\b|matmul|gemv|dot_kernel|splitkreduce|s\d+gemm|wgrad|dgrad"),
         ("reduction", r"reduce|layer_norm|gammabetabackward|layernorm|rms_?norm|softmax|batch_norm|group_norm|norm_kernel|"
                       r"cross_entropy|nll_loss|argmax|argmin|cumsum|scan|topk|sort"),
@@ -34,9 +31,22 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
 _PLUGIN_RULES: list[tuple[str, re.Pattern[str]]] = []  # op kinds defined as plugins (sim/ops/), tried first
 
 
-def add_family_rule(family: str, pattern: str) -> None:
-    """Recognise kernels whose name matches `pattern` (case-insensitive) as `family`, before the built-in rules."""
-    _PLUGIN_RULES.append((family, re.compile(pattern, re.IGNORECASE)))
+def rule_families() -> tuple[str, ...]:
+    """The families of the rules, in the order they are tried (plugins' first)."""
+    return tuple(family for family, _ in (*_PLUGIN_RULES, *_RULES))
+
+
+def add_family_rule(family: str, pattern: str, before: str | None = None) -> None:
+    """Recognise kernels whose name matches `pattern` (case-insensitive) as `family`: before every built-in
+    rule, or, with `before`, just before the rule of that family (the first match wins)."""
+    rule = (family, re.compile(pattern, re.IGNORECASE))
+    if before is None:
+        _PLUGIN_RULES.append(rule)
+        return
+    at = [i for i, (f, _) in enumerate(_RULES) if f == before]
+    if not at:
+        raise ValueError(f"family rule {family!r}: no rule of family {before!r} to go before")
+    _RULES.insert(at[0], rule)
 
 
 def kernel_family(name: str, category: str = "kernel") -> str:

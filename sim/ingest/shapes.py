@@ -26,18 +26,6 @@ TORCH_DTYPES = {
 
 GEMM_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::_scaled_mm", "aten::addmv", "aten::mv",
             "aten::linear", "aten::_addmm_activation"}
-ATTENTION_OPS = {  # op → (index of is_causal in its arguments, direction)
-    "aten::_scaled_dot_product_flash_attention": (4, "forward"),
-    "aten::_scaled_dot_product_efficient_attention": (5, "forward"),
-    "aten::_scaled_dot_product_cudnn_attention": (6, "forward"),
-    "aten::_flash_attention_forward": (6, "forward"),
-    "aten::_efficient_attention_forward": (7, "forward"),
-    "aten::_scaled_dot_product_flash_attention_backward": (11, "backward"),
-    "aten::_scaled_dot_product_efficient_attention_backward": (8, "backward"),
-    "aten::_scaled_dot_product_cudnn_attention_backward": (14, "backward"),
-    "aten::_flash_attention_backward": (10, "backward"),
-    "aten::_efficient_attention_backward": (11, "backward"),
-}
 # Elementwise math per element, in the hardware profile's `op_costs` names (estimates).
 ELEMENTWISE_MATH: dict[str, dict[str, float]] = {
     "add": {"add": 1}, "sub": {"add": 1}, "rsub": {"add": 1}, "mul": {"mul": 1}, "div": {"div": 1},
@@ -76,7 +64,7 @@ class Inferred:
     writes: list[str] = field(default_factory=list)
 
 
-def _short(name: str) -> str:
+def short_name(name: str) -> str:
     base = name.split("::")[-1]
     return base[:-1] if base.endswith("_") and base not in ("copy_", "fill_", "zero_", "index_put_") else base
 
@@ -85,7 +73,7 @@ def _dtype(t: Any) -> str | None:
     return TORCH_DTYPES.get(str(t).lower()) if isinstance(t, str) else None
 
 
-def _tensors(op: CpuOp) -> list[tuple[tuple[int, ...], str]]:
+def input_tensors(op: CpuOp) -> list[tuple[tuple[int, ...], str]]:
     """The op's tensor inputs with a known dtype, in order: (shape, dtype); scalars have shape ()."""
     dims, types = op.input_dims or [], op.input_types or []
     out = []
@@ -124,7 +112,7 @@ def _decl(inf: Inferred, prefix: str, role: str, shape: tuple[int, ...], dtype: 
 
 
 def _gemm(op: CpuOp) -> dict[str, Any] | None:
-    ts = [t for t in _tensors(op) if t[0]]
+    ts = [t for t in input_tensors(op) if t[0]]
     short = op.name
     try:
         if short in ("aten::mm", "aten::_scaled_mm"):
@@ -174,31 +162,10 @@ def attention_backend(kernel_name: str, op_name: str = "") -> str | None:
     return None
 
 
-def _attention(op: CpuOp, kernel_name: str = "") -> dict[str, Any] | None:
-    causal_at, direction = ATTENTION_OPS[op.name]
-    ts = [t for t in _tensors(op) if len(t[0]) == 4]
-    if direction == "backward":
-        ts = ts[1:]  # grad_out first
-    if len(ts) < 3:
-        return None
-    (q, dt), (k, _) = ts[0], ts[1]
-    causal = False
-    if op.concrete and causal_at < len(op.concrete):
-        causal = str(op.concrete[causal_at]).strip().lower() == "true"
-    out = {"kind": "attention", "batch": q[0], "heads": q[1], "seq_q": q[2], "seq_kv": k[2], "head_dim": q[3],
-           "causal": causal, "direction": direction, "dtype": dt if dt in ("bf16", "fp16", "fp8", "fp32") else "bf16"}
-    # the library that ran, as the kernel's name shows: the profile prices each backend by its own
-    # fit (efficiency.attention_backends), whatever the profile's default for a workload's SDPA.
-    backend = attention_backend(kernel_name, op.name)
-    if backend is not None:
-        out["backend"] = backend
-    return out
-
-
 def _gather(op: CpuOp, prefix: str) -> Inferred | None:
     """index_select(table, dim, index) / embedding(table, index): the kernel reads only the rows it
     gathers (and the indices) and writes them; the table's other rows are never touched."""
-    ts = _tensors(op)
+    ts = input_tensors(op)
     tables = [t for t in ts if t[1] not in ("int64", "int32") and len(t[0]) >= 1]
     index = [t for t in ts if t[1] in ("int64", "int32")]
     if not tables or not index:
@@ -216,7 +183,7 @@ def _gather(op: CpuOp, prefix: str) -> Inferred | None:
 def _nll(op: CpuOp, prefix: str, backward: bool) -> Inferred | None:
     """nll_loss forward/backward on [N, C] log-probabilities: one value per row is read (forward,
     summed) or written (backward, into a gradient zeroed by a separate fill), never the whole input."""
-    ts = _tensors(op)
+    ts = input_tensors(op)
     probs = [t for t in ts if t[1] not in ("int64", "int32") and len(t[0]) == 2]
     if not probs:
         return None
@@ -230,8 +197,8 @@ def _nll(op: CpuOp, prefix: str, backward: bool) -> Inferred | None:
     return inf
 
 
-def _streaming(op: CpuOp, kind: str, prefix: str, math: dict[str, float]) -> Inferred | None:
-    ts = _tensors(op)
+def streaming_fields(op: CpuOp, kind: str, prefix: str, math: dict[str, float]) -> Inferred | None:
+    ts = input_tensors(op)
     shapes = [s for s, _ in ts if s]
     if not shapes:
         return None
@@ -279,7 +246,7 @@ REDUCED_DIM_ARGS = {"sum": (1, 2), "mean": (1, 2), "amax": (1, 2), "amin": (1, 2
 def _reduced_dims(op: CpuOp, rank: int) -> tuple[list[int], bool] | None:
     """The dims a reducing op removes (sorted, non-negative) and its keepdim, from `Concrete Inputs`;
     None for ops whose output keeps the input's shape (softmax, norms, scans)."""
-    at = REDUCED_DIM_ARGS.get(_short(op.name))
+    at = REDUCED_DIM_ARGS.get(short_name(op.name))
     if at is None:
         return None
     dim_at, keep_at = at
@@ -319,13 +286,13 @@ def _pow_math(op: CpuOp) -> dict[str, float]:
     return POW_SPECIAL.get(exponent, ELEMENTWISE_MATH["pow"]) if exponent is not None else ELEMENTWISE_MATH["pow"]
 
 
-ShapeRule = Callable[[CpuOp, str], "Inferred | None"]
+ShapeRule = Callable[[CpuOp, str, str], "Inferred | None"]  # (CPU op, tensor-name prefix, kernel name)
 _PLUGIN_SHAPES: list[tuple[str, ShapeRule]] = []  # op kinds defined as plugins (sim/ops/), tried first
 
 
 def add_shape_rule(family: str, rule: ShapeRule) -> None:
-    """For a kernel of `family`, try `rule(cpu_op, prefix)` on each enclosing CPU op (innermost first)
-    before the built-in rules: the workload fields it returns, or None when the op is not its own."""
+    """For a kernel of `family`, try `rule(cpu_op, prefix, kernel_name)` on each enclosing CPU op (innermost
+    first) before the built-in rules: the workload fields it returns, or None when the op is not its own."""
     _PLUGIN_SHAPES.append((family, rule))
 
 
@@ -343,28 +310,24 @@ def infer_op(family: str, stack: list[CpuOp], act: GpuActivity, prefix: str) -> 
         return Inferred({"kind": "copy", "bytes": nbytes, "engine": engine, "direction": direction})
     for op in reversed(stack):
         for rule_family, rule in _PLUGIN_SHAPES:
-            inferred = rule(op, prefix) if rule_family == family else None
+            inferred = rule(op, prefix, act.name) if rule_family == family else None
             if inferred is not None:
                 return inferred
-        short = _short(op.name)
+        short = short_name(op.name)
         if family == "gemm" and op.name in GEMM_OPS:
             fields = _gemm(op)
-            if fields is not None:
-                return Inferred(fields)
-        elif family == "attention" and op.name in ATTENTION_OPS:
-            fields = _attention(op, act.name)
             if fields is not None:
                 return Inferred(fields)
         elif family == "elementwise" and short in ("index_select", "embedding"):
             return _gather(op, prefix)
         elif family == "elementwise" and short in ELEMENTWISE_MATH:
-            return _streaming(op, "elementwise", prefix, _pow_math(op) if short == "pow" else ELEMENTWISE_MATH[short])
+            return streaming_fields(op, "elementwise", prefix, _pow_math(op) if short == "pow" else ELEMENTWISE_MATH[short])
         elif family == "reduction" and short in ("nll_loss_forward", "nll_loss_backward"):
             return _nll(op, prefix, short == "nll_loss_backward")
         elif family == "reduction" and short in REDUCTION_MATH:
-            return _streaming(op, "reduction", prefix, REDUCTION_MATH[short])
+            return streaming_fields(op, "reduction", prefix, REDUCTION_MATH[short])
         elif family == "copy" and (short in COPY_OPS or op.name.split("::")[-1] in COPY_OPS):
-            inf = _streaming(op, "elementwise", prefix, {})
+            inf = streaming_fields(op, "elementwise", prefix, {})
             if inf is None:
                 return None
             sizes = [_numel(tuple(t["shape"])) * _BYTES[t["dtype"]] for t in inf.tensors.values()]
@@ -373,11 +336,6 @@ def infer_op(family: str, stack: list[CpuOp], act: GpuActivity, prefix: str) -> 
                 sizes = [2 * sizes[-2]] if len(sizes) >= 2 else sizes
             nbytes = sum(sizes)
             return Inferred({"kind": "copy", "bytes": nbytes, "engine": "sm", "direction": "d2d"})
-        elif family == "layout" and short in ("transpose", "permute", "contiguous", "clone", "copy_", "_to_copy"):
-            inf = _streaming(op, "layout", prefix, {})
-            if inf is not None:
-                inf.fields = {"kind": "layout", "transform": "transpose"}
-                return inf
         elif family == "collective":
             fields = _collective(op)
             if fields is not None:

@@ -20,7 +20,7 @@ from typing import get_args
 
 from sim.costmodel import CostFn, register
 from sim.graph import add_op_kind
-from sim.ingest.families import add_family_rule
+from sim.ingest.families import add_family_rule, rule_families
 from sim.ingest.shapes import ShapeRule, add_shape_rule
 from sim.schema.workload import OpBase, add_op_model
 
@@ -28,14 +28,21 @@ from sim.schema.workload import OpBase, add_op_model
 @dataclass(frozen=True)
 class OpKind:
     """One plugin: a spec model whose `kind` literals are its op kinds (one model may serve several,
-    e.g. sort / scan / unique), and what each layer needs of them. Kernel kinds only: a host kind is
-    priced by the host model (sim.costmodel.host), which has no plugin hook."""
+    e.g. sort / scan / unique), and what each layer needs of them. A host kind (`host_kind=True`: host
+    time, no kernel) has no cost function here: the host model (sim.costmodel.host) and the engine price
+    and run it, and have no plugin hook yet."""
 
     spec: type[OpBase]
-    cost: CostFn  # (op, graph, hardware) → KernelCost, for every kind of `spec`
+    cost: CostFn | None  # (op, graph, hardware) → KernelCost, for every kind of `spec`; None for a host kind
     examples: Mapping[str, str]  # kind → one workload entry in YAML flow style (the reference shows it)
     family: tuple[str, str] | None = None  # (family, regex on kernel names) for imported traces
-    shape_rule: ShapeRule | None = None  # (framework op, prefix) → workload fields, for kernels of `family`
+    shape_rule: ShapeRule | None = None  # (framework op, prefix, kernel name) → workload fields, for `family`
+    # Where the built-in order puts it (a kind moved into a plugin keeps its place, so the schema, the
+    # reference and the trace importer read as before): the union lists it right after this kind (None: last),
+    # and its family rule goes just before this family's rule (None: before every built-in rule).
+    listed_after: str | None = None
+    family_before: str | None = None
+    host_kind: bool = False
     extra: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
@@ -50,14 +57,23 @@ def define(op_kind: OpKind) -> OpKind:
     """List an op kind in every layer; defining a kind twice is an error (from the first registry that has it)."""
     if set(op_kind.examples) != set(op_kind.kinds):
         raise ValueError(f"op kinds {op_kind.kinds}: one example per kind expected, got {sorted(op_kind.examples)}")
+    if op_kind.host_kind and (op_kind.cost is not None or op_kind.family is not None):
+        raise ValueError(f"op kinds {op_kind.kinds}: a host kind has no cost function or trace family here "
+                         "(the host model prices it)")
+    if not op_kind.host_kind and op_kind.cost is None:
+        raise ValueError(f"op kinds {op_kind.kinds}: a kernel kind needs a cost function")
     if op_kind.shape_rule is not None and op_kind.family is None:
         raise ValueError(f"op kinds {op_kind.kinds}: a shape rule needs the family whose kernels it infers")
-    add_op_model(op_kind.spec)
+    if op_kind.family_before is not None and (op_kind.family is None or op_kind.family_before not in rule_families()):
+        raise ValueError(f"op kinds {op_kind.kinds}: family_before {op_kind.family_before!r} needs a family rule "
+                         f"of its own and names one of {sorted(set(rule_families()))}")
+    add_op_model(op_kind.spec, after=op_kind.listed_after)
     for kind in op_kind.kinds:
-        add_op_kind(kind, kernel=True)
-        register(kind)(op_kind.cost)
+        add_op_kind(kind, kernel=not op_kind.host_kind)
+        if op_kind.cost is not None:
+            register(kind)(op_kind.cost)
     if op_kind.family is not None:
-        add_family_rule(*op_kind.family)
+        add_family_rule(*op_kind.family, before=op_kind.family_before)
         if op_kind.shape_rule is not None:
             add_shape_rule(op_kind.family[0], op_kind.shape_rule)
     _DEFINED.append(op_kind)

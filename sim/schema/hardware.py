@@ -360,6 +360,76 @@ class PowerSection(Strict):
     sustained_clock_mhz: PositiveQuantity = Field(description="SM clock in steady state under sustained tensor-core load")
 
 
+class AttentionLibrary(Strict):
+    """How the fused-attention kernels split their work (sim/costmodel/attention.py)."""
+
+    query_tile: Count = Field(
+        description="queries per tile (one thread block's rows) of the prefill/training kernels; the tiles "
+                    "set how many blocks fill the GPU and how much of a causal mask's diagonal runs whole")
+    decode_kv_chunk: Count = Field(description="keys per split of a decode kernel (one query per (batch, head))")
+    decode_blocks_per_sm: Count = Field(
+        description="a decode kernel splits its keys until its grid has about this many blocks per SM")
+
+
+class StreamingLibrary(Strict):
+    """Launch defaults of a library's streaming kernels, for ops whose workload gives no launch config."""
+
+    threads_per_block: Count
+    vector_bytes: Count = Field(description="bytes one thread loads per vector access")
+
+
+class ReductionLibrary(StreamingLibrary):
+    """PyTorch's row reductions (layer norm, softmax, sums) and its column-sum grid (sim/costmodel/reduction.py)."""
+
+    column_split_rows: Count = Field(
+        description="a sum over rows keeps one block per column group up to this many rows; past it the rows split")
+    column_split_blocks_per_sm: Count = Field(description="the split aims at about this many blocks per SM")
+    column_split_min_rows: Count = Field(description="rows each split covers at least")
+
+
+class MemcpyLibrary(Strict):
+    """The driver's device-to-device copy kernel (cudaMemcpyAsync D2D; sim/costmodel/layout.py)."""
+
+    threads_per_block: Count
+    elems_per_thread: Count = Field(description="2-byte elements a thread moves per iteration")
+    registers_per_thread: Count
+
+
+class ProtocolNumbers(Provenance):
+    """One number per NCCL protocol (LL, LL128, Simple); a protocol left out does not apply."""
+
+    ll: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    ll128: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    simple: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+
+
+class NcclLibrary(Strict):
+    """NCCL's tuner constants (src/graph/tuning.cc) and pipeline sizes (sim/costmodel/nccl.py)."""
+
+    base_latency_us: dict[Literal["ring", "tree", "nvls"], ProtocolNumbers] = Field(
+        description="latency of one call by algorithm and protocol (tuning.cc baseLat); a protocol left out "
+                    "does not run that algorithm")
+    hop_latency_us: dict[Literal["nvlink", "pcie", "net"], ProtocolNumbers] = Field(
+        description="latency per hop by link kind and protocol (tuning.cc hwLat)")
+    chunk_bytes: ProtocolNumbers = Field(description="bytes a channel moves per pipeline step, by protocol")
+    tree_bandwidth_factor: PositiveQuantity = Field(description="tree bus bandwidth over the ring's")
+    protocol_bandwidth: ProtocolNumbers = Field(
+        description="share of the bus bandwidth each protocol carries (LL: for all-reduce or across nodes)")
+    ll_bandwidth_other: PositiveQuantity = Field(
+        description="LL's share of the bus bandwidth for other collectives within one node")
+
+
+class LibrarySection(Strict):
+    """Heuristics of the libraries whose kernels the workloads name (PyTorch ATen, FlashAttention, the CUDA
+    driver): software constants, not hardware numbers; each says which library source it comes from."""
+
+    attention: AttentionLibrary
+    elementwise: StreamingLibrary = Field(description="PyTorch's vectorized elementwise kernels")
+    reduction: ReductionLibrary
+    memcpy: MemcpyLibrary
+    nccl: NcclLibrary
+
+
 class HardwareProfileFile(Strict):
     schema_: Literal["kernelsim.hardware/v1"] = Field(alias="schema")
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9_.-]*$")
@@ -395,6 +465,9 @@ class HardwareProfileFile(Strict):
         description="sort / scan / unique (CUB device-wide algorithms): radix_digit_bits, scan_passes,"
         " unique_passes (sim/ops/sortscan.py)",
     )
+    library: LibrarySection = Field(
+        description="launch and work-split heuristics of the libraries (ATen, FlashAttention, the CUDA driver) "
+                    "for kernels a workload gives no launch config")
 
     @model_validator(mode="after")
     def _consistent(self) -> HardwareProfileFile:

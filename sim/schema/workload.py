@@ -111,30 +111,11 @@ class ReductionOp(OpBase):
     math: dict[str, Expr] = Field(default_factory=dict)
 
 
-class AttentionOp(OpBase):
-    kind: Literal["attention"]
-    batch: Expr
-    heads: Expr
-    seq_q: Expr
-    seq_kv: Expr
-    head_dim: Expr
-    causal: bool = False
-    direction: Literal["forward", "backward"] = "forward"
-    dtype: DType = "bf16"
-    backend: str | None = Field(
-        default=None, description="fused-attention library (flash, cudnn, ...); default: the profile's SDPA choice")
-
-
 class CopyOp(OpBase):
     kind: Literal["copy"]
     bytes: Expr | None = None
     engine: Literal["sm", "copy_engine"] = "sm"
     direction: Literal["d2d", "h2d", "d2h"] = "d2d"
-
-
-class LayoutOp(OpBase):
-    kind: Literal["layout"]
-    transform: Literal["transpose", "contiguous", "nchw_to_nhwc", "nhwc_to_nchw", "cast"]
 
 
 class CollectiveOp(OpBase):
@@ -180,28 +161,11 @@ class Parallel(Strict):
     jitter: Jitter | None = None
 
 
-class HostOp(OpBase):
-    """Host-only time: an explicit duration and/or a count of framework ops that launch no kernel."""
-
-    kind: Literal["host"]
-    duration_us: Expr = 0
-    framework_ops: Expr = 0
-    backward_calls: Expr = 0
-    autograd_nodes: Expr = 0
-    function_calls: Expr = 0
-    module_calls: Expr = 0
-    ddp_steps: Expr = 0
-    ddp_hooks: Expr = 0
-
-
-class SyncOp(OpBase):
-    kind: Literal["sync"]
-
 
 # The built-in op models. Op kinds defined as plugins (sim/ops/) join the union through `add_op_model`;
 # `Op` and `Entry` below are the static types of the built-in ones (for type checking).
 Op = Annotated[
-    GemmOp | ElementwiseOp | ReductionOp | AttentionOp | CopyOp | LayoutOp | CollectiveOp | HostOp | SyncOp,
+    GemmOp | ElementwiseOp | ReductionOp | CopyOp | CollectiveOp,
     Field(discriminator="kind"),
 ]
 
@@ -225,8 +189,7 @@ class RepeatBlock(Strict):
 
 
 Entry = Annotated[
-    GemmOp | ElementwiseOp | ReductionOp | AttentionOp | CopyOp | LayoutOp | CollectiveOp | HostOp | SyncOp
-    | RepeatBlock,
+    GemmOp | ElementwiseOp | ReductionOp | CopyOp | CollectiveOp | RepeatBlock,
     Field(discriminator="kind"),
 ]
 RepeatBlock.model_rebuild()
@@ -265,15 +228,21 @@ def uses_op_union(model: type[BaseModel], name: str, *, entries: bool, many: boo
     _OP_FIELDS.append((model, name, entries, many))
 
 
-def add_op_model(model: type[OpBase]) -> None:
+def add_op_model(model: type[OpBase], after: str | None = None) -> None:
     """Add an op kind's spec model to the workload schema (sim.ops.define calls this): every field that
     holds ops (`uses_op_union`) is retyped with the new union and every schema model that contains one
-    is rebuilt, inner models first."""
+    is rebuilt, inner models first. The union lists it last, or right after the model of kind `after`."""
     taken = set(op_kinds())
     clash = [k for k in get_args(model.model_fields["kind"].annotation) if k in taken]
     if clash:
         raise ValueError(f"op kind {clash[0]!r} is already defined")
-    _OP_MODELS.append(model)
+    if after is None:
+        _OP_MODELS.append(model)
+    else:
+        at = [i for i, m in enumerate(_OP_MODELS) if after in get_args(m.model_fields["kind"].annotation)]
+        if not at:
+            raise ValueError(f"op kind {after!r} is not defined (listing a new kind after it)")
+        _OP_MODELS.insert(at[0] + 1, model)
     for owner, name, entries, many in _OP_FIELDS:
         union = entry_union() if entries else op_union()
         annotation = cast(Any, list)[union] if many else union

@@ -23,9 +23,20 @@ def attention(hw: Hardware, b: int, h: int, sq: int, skv: int, d: int, **attrs: 
 
 
 def test_causal_share_counts_whole_diagonal_tiles() -> None:
-    assert causal_share(1024, 1024) == 9 / 16  # 8 tiles per side: (8 + 1) / 16
+    assert causal_share(1024, 1024, 128) == 9 / 16  # 8 tiles per side: (8 + 1) / 16
     # key tiles of 256: query tile i runs ceil((i + 1) / 2) of 4 key tiles: 1+1+2+2+3+3+4+4 = 20 of 32
-    assert causal_share(1024, 1024, key_tile=256) == 20 / 32
+    assert causal_share(1024, 1024, 128, key_tile=256) == 20 / 32
+    assert causal_share(1024, 1024, 256) == 5 / 8  # the profile's query tile sets the diagonal: 4 per side
+
+
+def test_query_tile_comes_from_the_profiles_library_section(testgpu: Hardware) -> None:
+    # library.attention.query_tile 64 instead of 128: 8 heads x 1024 queries make 128 tiles, the 100 SMs fill
+    from dataclasses import replace
+
+    hw = replace(testgpu, library=replace(testgpu.library, attention_query_tile=64))
+    assert attention(testgpu, 1, 8, 1024, 1024, 128).detail["tiles"] == 64
+    cost = attention(hw, 1, 8, 1024, 1024, 128)
+    assert (cost.detail["tiles"], cost.sm_demand, cost.limiter) == (128, 1.0, "tensor_core")
 
 
 def test_forward_prefill(testgpu: Hardware) -> None:

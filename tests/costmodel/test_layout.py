@@ -45,3 +45,18 @@ def test_contiguous_streams_like_a_copy_and_transpose_at_its_bandwidth_factor(te
     assert transpose.memory_s == pytest.approx(streaming / 0.7 + LATENCY, rel=1e-9)
     assert transpose.time_s == pytest.approx(FIXED + streaming / 0.7 + LATENCY, rel=1e-9)
     assert contiguous.category == transpose.category == "layout"
+
+
+def test_a_device_copy_without_launch_runs_the_profiles_memcpy_kernel(testgpu: Hardware) -> None:
+    # library.memcpy: 128 threads x 32 elements of 2 bytes per block; 64 MB (32 MB each way) = 2^24 / 4096 blocks
+    from dataclasses import replace
+
+    from sim.graph import LaunchConfig
+
+    op, graph = one_op_graph("copy", {"bytes": 2.0 ** 26})
+    detail = kernel_cost(op, graph, testgpu).detail
+    assert (detail["grid"], detail["block"], detail["elems_per_thread"]) == (2 ** 24 // 4096, 128, 32)
+    hw = replace(testgpu, library=replace(testgpu.library, memcpy_launch=LaunchConfig(block=256, elems_per_thread=8,
+                                                                                      regs_per_thread=32)))
+    detail = kernel_cost(op, graph, hw).detail
+    assert (detail["grid"], detail["block"], detail["elems_per_thread"]) == (2 ** 24 // 2048, 256, 8)

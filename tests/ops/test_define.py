@@ -25,9 +25,44 @@ def test_every_kind_needs_an_example_and_a_shape_rule_needs_a_family() -> None:
         define(OpKind(spec=_Toy, cost=primitive_cost, examples={}))
     with pytest.raises(ValueError, match="shape rule needs the family"):
         define(OpKind(spec=_Toy, cost=primitive_cost, examples={"toy_for_define_test": "{}"},
-                      shape_rule=lambda op, prefix: None))
+                      shape_rule=lambda op, prefix, kernel: None))
     assert "toy_for_define_test" not in op_kinds()  # refused before any layer was changed
 
 
 def test_the_shipped_plugins_are_defined_in_registry_order() -> None:
-    assert [ok.kinds for ok in defined()] == [("sort", "scan", "unique")]
+    assert [ok.kinds for ok in defined()] == [("attention",), ("layout",), ("host",), ("sync",), ("sort", "scan", "unique")]
+
+
+def test_a_host_kind_has_no_cost_function_and_a_kernel_kind_needs_one() -> None:
+    from sim.graph import HOST_KINDS, KERNEL_KINDS
+
+    assert {"host", "sync"} <= HOST_KINDS and not {"host", "sync"} & KERNEL_KINDS
+    with pytest.raises(ValueError, match="a host kind has no cost function"):
+        define(OpKind(spec=_Toy, cost=primitive_cost, examples={"toy_for_define_test": "{}"}, host_kind=True))
+    with pytest.raises(ValueError, match="a kernel kind needs a cost function"):
+        define(OpKind(spec=_Toy, cost=None, examples={"toy_for_define_test": "{}"}))
+    assert "toy_for_define_test" not in op_kinds()
+
+
+def test_a_place_that_names_no_kind_or_family_is_refused_before_any_layer_changes() -> None:
+    with pytest.raises(ValueError, match="op kind 'nope' is not defined"):
+        define(OpKind(spec=_Toy, cost=primitive_cost, examples={"toy_for_define_test": "{}"}, listed_after="nope"))
+    with pytest.raises(ValueError, match="family_before 'nope'"):
+        define(OpKind(spec=_Toy, cost=primitive_cost, examples={"toy_for_define_test": "{}"},
+                      family=("toy", "toy"), family_before="nope"))
+    assert "toy_for_define_test" not in op_kinds()
+
+
+def test_a_moved_kind_keeps_its_place_in_the_schema_and_among_the_trace_rules() -> None:
+    from sim.ingest.families import kernel_family, rule_families
+
+    # the built-in order (gemm ... sync) with the plugins' kinds where they were, then the new ones
+    assert op_kinds() == ("gemm", "elementwise", "reduction", "attention", "copy", "layout", "collective", "host",
+                          "sync", "sort", "scan", "unique", "repeat")
+    assert rule_families()[-8:] == ("collective", "triton", "attention", "copy", "layout", "gemm", "reduction",
+                                     "elementwise")
+    assert kernel_family("triton_per_fused_attn_softmax_0") == "triton"  # Triton's own rule first, as before
+    assert kernel_family("flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4>>") == "attention"
+    assert kernel_family("ncclDevKernel_AllReduce_Sum_bf16_RING_LL") == "collective"
+    assert kernel_family("transpose_copy_kernel") == "copy"  # the copy rule first, as before
+    assert kernel_family("nchwToNhwcKernel") == "layout"
