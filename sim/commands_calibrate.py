@@ -106,6 +106,7 @@ def cmd_validate(args: Any, console: Console) -> int:
     from sim.validate.bands import BAND_FILE_HEADER, DEFAULT_BANDS_FILE, band_document
     from sim.validate.comm import contention_lines
     from sim.validate.core import markdown
+    from sim.validate.fused_configs import config_lines, config_markdown
     from sim.validate.host import host_gain_lines
     from sim.validate.steps import gains_markdown
     from sim.validate.suite import run_validation, validation_document
@@ -148,6 +149,7 @@ def cmd_validate(args: Any, console: Console) -> int:
     gain_lines += host_gain_lines(v.host_gains)
     gain_lines += [line.replace('host gains ', 'host gains (held-out machine) ', 1) for line in host_gain_lines(v.machine_gains)]
     gain_lines += contention_lines(v.slowdowns)
+    gain_lines += config_lines(v.config_gains, v.config_ranks)
     for line in gain_lines:
         console.print(escape(line))
     for key, c in coverage.items():
@@ -169,7 +171,8 @@ def cmd_validate(args: Any, console: Console) -> int:
         files.append((out, (BAND_FILE_HEADER + yaml.safe_dump(doc, sort_keys=False, width=120)).encode()))
     if "--markdown" in outputs:
         text = (markdown(rows, summaries, "kernelsim validation on an NVIDIA H200", report, coverage, steps.cases)
-                + "\n" + "".join(f"- {line}\n" for line in gain_lines) + "\n" + gains_markdown(gains, ranks))
+                + "\n" + "".join(f"- {line}\n" for line in gain_lines) + "\n" + gains_markdown(gains, ranks)
+                + "\n" + config_markdown(v.config_gains, v.config_ranks))
         from sim.calibrate.repro import keep_generated_section
 
         files.append((outputs["--markdown"], keep_generated_section(outputs["--markdown"], text).encode()))

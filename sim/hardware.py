@@ -176,6 +176,7 @@ class Hardware:
     libraries: dict[str, dict[str, float]] = field(default_factory=dict)
     primitives: dict[str, float] = field(default_factory=dict)
     gemm_cold_ramp_s: float | None = None
+    memcpy_clean_fixed_s: float | None = None
     reduce_kernel: dict[str, float] = field(default_factory=dict)
     # backend -> (tensor-core efficiency, s per score element per SM forward, backward, causal key tile)
     attention_backends: dict[str, tuple[float, float, float, int]] = field(default_factory=dict)
@@ -302,6 +303,7 @@ class Hardware:
             primitives={name: q.value for name, q in f.primitives.items()},
             reduce_kernel={name: q.value for name, q in f.reduce_kernel.items()},
             gemm_cold_ramp_s=g.cold_ramp_us.value * 1e-6 if g.cold_ramp_us else None,
+            memcpy_clean_fixed_s=k.memcpy_clean_fixed_us.value * us if k.memcpy_clean_fixed_us else None,
             attention_backends={name: (b.tc_efficiency.value, b.score_ns_fwd.value * 1e-9, b.score_ns_bwd.value * 1e-9,
                                        int(b.causal_key_tile.value))
                                 for name, b in eff.attention_backends.items()},

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from sim.hardware import load_profile
 from sim.validate.wave2 import wave4_kernel_rows
 
@@ -30,3 +32,21 @@ def test_wave4_rows_gate_the_clean_state_only(tmp_path: Path) -> None:
         ("heldout_w4", "reduction", "unseen", 7.0)]
     assert all(r.predicted_us > 0 for r in rows)
     assert wave4_kernel_rows(hw, tmp_path / "absent.json") == []
+
+
+def test_copies_profiled_after_a_read_only_flush_are_priced_through_a_clean_l2(tmp_path: Path) -> None:
+    # the clean record gets l2: cold (the memcpy's own fixed cost); dirty and warm keep the default price
+    from sim.calibrate.cases import profiled_copy
+
+    def rec(state: str) -> dict[str, object]:
+        return {"bench": "copy", "set": "new", "l2_state": state, "impl": "torch_copy_", "numel": 102400,
+                "bytes": 409600, "dtype": "bfloat16", "tensor_bytes": 204800,
+                "kernels": [{"name": "Memcpy DtoD (Device -> Device)", "duration_us": 1.44}]}
+
+    hw = load_profile("h200-measured")
+    assert hw.memcpy_clean_fixed_s is not None
+    clean, dirty = profiled_copy(rec("clean")), profiled_copy(rec("dirty"))
+    assert clean is not None and dirty is not None
+    assert clean.graph.ops[0].attrs.get("l2") == "cold" and "l2" not in dirty.graph.ops[0].attrs
+    gap = hw.kernel_fixed_s - hw.memcpy_clean_fixed_s
+    assert dirty.predicted_us(hw) - clean.predicted_us(hw) == pytest.approx(gap * 1e6, rel=1e-9)

@@ -62,3 +62,18 @@ def test_validation_markdown(validated: tuple[int, dict[str, Any], str, Path]) -
     text = validated[2]
     assert "| family | unseen n |" in text and "Gains over the baseline" in text and "Ranking" in text
     assert "## Band coverage" in text and "## Gates" in text and "ungated: kernel/gemm/calibrated" in text
+
+
+def test_a_used_record_counts_in_its_fits_raw_group_only() -> None:
+    # an l2_cold copy and the copy group's event-timed copy of the same size share a record id
+    from types import SimpleNamespace
+
+    from sim.validate.core import _used_by_group
+
+    raw = SimpleNamespace(groups={"copy": SimpleNamespace(file="raw/copy.json"),
+                                  "l2_cold": SimpleNamespace(file="raw/l2_cold.json")})
+    result = SimpleNamespace(values=[SimpleNamespace(raw="raw/l2_cold.json", used={"abc"}),
+                                     SimpleNamespace(raw="", used={"def"})],
+                             gemm_correction=[{"id": "ghi"}])
+    assert _used_by_group(raw, result) == {("l2_cold", "abc"), ("copy", "def"), ("l2_cold", "def"),
+                                           ("copy", "ghi"), ("l2_cold", "ghi")}

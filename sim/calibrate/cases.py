@@ -197,8 +197,8 @@ def cases_from_raw(groups: dict[str, list[dict[str, Any]]]) -> list[Case]:
 
 
 def _l2_cold_cases(records: list[dict[str, Any]]) -> list[Case]:
-    """Small-M GEMMs and PyTorch sums at calibration shapes profiled after a read-only L2 flush (a
-    clean cold L2; sim.calibrate.gpu.heldout_l2, set cal): families gemm_cold and reduction_cold."""
+    """Small-M GEMMs, PyTorch sums and copies at calibration shapes profiled after a read-only L2 flush (a
+    clean cold L2; sim.calibrate.gpu.heldout_l2, set cal): families gemm_cold, reduction_cold and copy_cold."""
     import dataclasses
 
     out = []
@@ -211,7 +211,27 @@ def _l2_cold_cases(records: list[dict[str, Any]]) -> list[Case]:
             case = _profiled_reduction({**rec, "bench": f"sum_dim{rec['dim']}"})
             if case is not None:
                 out.append(dataclasses.replace(case, family="reduction_cold"))
+        elif rec.get("bench") == "copy":
+            case = profiled_copy(rec)
+            if case is not None:
+                out.append(dataclasses.replace(case, family="copy_cold"))
     return out
+
+
+def profiled_copy(rec: dict[str, Any]) -> Case | None:
+    """A `torch.Tensor.copy_` between contiguous bf16 tensors, profiled: the driver's device-to-device
+    memcpy (no launch config). Measured after a read-only L2 flush (l2_state clean), its operands come
+    from HBM behind a clean L2 (`l2: cold`); other records keep the default price."""
+    kern = [k for k in rec.get("kernels") or [] if "Memset" not in str(k.get("name", ""))]
+    if not kern:
+        return None
+    numel = int(rec["numel"])
+    t = [Tensor("x", (numel,), "bf16"), Tensor("y", (numel,), "bf16")]
+    attrs = MappingProxyType({"l2": "cold"}) if rec.get("l2_state") == "clean" else MappingProxyType({})
+    op = Op(name="copy", kind="copy", reads=("x",), writes=("y",), attrs=attrs)
+    tensor_bytes = rec.get("tensor_bytes", 2 * numel)
+    return Case("copy", f"copy {tensor_bytes}B (profiled)", _graph([op], t),
+                sum(float(k["duration_us"]) for k in kern), rec, profiled=True)
 
 
 def _reduction(rec: dict[str, Any]) -> Case | None:

@@ -376,6 +376,19 @@ def fit_model_based(raw: RawData, hw: Any) -> list[Fitted]:
                           f"least squares (log time) over {len(cold_gemms)} small-M GEMMs profiled after a read-only "
                           "L2 flush (operands from HBM at the sustained rate, correction table on the compute term only)",
                           {record_id(c.record) for c in cold_gemms}, spread=g.spread["v"]))
+    cold_copies = [c for c in cases if c.family == "copy_cold"]
+    if cold_copies and hw.memcpy_clean_fixed_s is not None:
+        def hw_memcpy(cand: dict[str, float]) -> Any:
+            return dataclasses.replace(hw, memcpy_clean_fixed_s=cand["v"] * 1e-6)
+
+        # profiled durations are the fixed cost less the stream gap: candidates start above the gap
+        start = math.ceil(hw.launch_gap_s * 1e6 / 0.01) + 1
+        g = _grid_fit(cold_copies, [{"v": 0.01 * i} for i in range(start, start + 300)], hw_memcpy)
+        hw = hw_memcpy(g.best)
+        out.append(Fitted("kernel", "memcpy_clean_fixed_us", round(g.best["v"], 2), raw.file_of("l2_cold"),
+                          f"least squares (log time) over {len(cold_copies)} device-to-device copies (driver memcpy) "
+                          "profiled after a read-only L2 flush (calibration-split sizes, few KiB to 128 MiB; streaming term as modeled)",
+                          {record_id(c.record) for c in cold_copies}, spread=g.spread["v"]))
     mis = [c for c in cases if c.family == "gemm" and c.record.get("tag") == "misaligned"
            and not _gemm_aligned(c.record)]
     if mis:

@@ -4,12 +4,21 @@ correction table uses. Each record becomes the one-op graph a user would write f
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from sim.calibrate.cases import Case, _attention, _elementwise, _gemm, _graph, _profiled_reduction
+from sim.calibrate.cases import (
+    Case,
+    _attention,
+    _elementwise,
+    _gemm,
+    _graph,
+    _profiled_reduction,
+    profiled_copy,
+)
 from sim.graph import Op, Tensor
 
 # The held-out records' reduction names, as the profiled-reduction builder knows them.
@@ -67,14 +76,8 @@ def heldout_case(rec: dict[str, Any]) -> Case | None:
         case = _gemm({**rec, "l2_state": rec.get("l2_state", "dirty")})
         return Case("gemm_heldout", case.label, case.graph, case.measured_us, rec, profiled=case.profiled)
     if bench == "copy":
-        kern = _kernels(rec)
-        if not kern:
-            return None
-        numel = int(rec["numel"])
-        t = [Tensor("x", (numel,), "bf16"), Tensor("y", (numel,), "bf16")]
-        op = Op(name="copy", kind="copy", reads=("x",), writes=("y",))
-        return Case("copy_heldout", f"copy {rec['tensor_bytes']}B (profiled)", _graph([op], t),
-                    sum(float(k["duration_us"]) for k in kern), rec, profiled=True)
+        case = profiled_copy(rec)
+        return None if case is None else dataclasses.replace(case, family="copy_heldout")
     if bench == "math_eager":
         kern = _kernels(rec)
         if not kern:

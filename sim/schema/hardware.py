@@ -215,6 +215,10 @@ class KernelSection(Strict):
     event_timing_overhead_us: Quantity = Field(
         description="what CUDA events around one kernel add to its duration (for comparing with event-timed data)")
     launch_latency_us: Quantity = Field(description="host launch return to earliest kernel start")
+    memcpy_clean_fixed_us: Quantity | None = Field(
+        default=None, description="fixed_us of the driver's device-to-device memcpy (a copy op with no launch config)"
+        " whose operands come from an L2 holding no dirty lines (op attribute l2: cold); the default copy price"
+        " keeps the calibration's convention (copies measured after an L2 flush that writes); absent: fixed_us")
 
 
 class FrameworkOpCost(Provenance):

@@ -55,7 +55,7 @@ class Row:
 
 # The raw group each kernel family's records come from (sim.calibrate.cases).
 FAMILY_GROUP = {"fused_elementwise": "elementwise", "reduction_profiled": "kernel_configs", "gemm_cold": "l2_cold",
-               "reduction_cold": "l2_cold"}
+               "reduction_cold": "l2_cold", "copy_cold": "l2_cold"}
 
 
 def shape_key(rec: Mapping[str, Any]) -> str:
@@ -63,17 +63,31 @@ def shape_key(rec: Mapping[str, Any]) -> str:
     return json.dumps({k: rec.get(k) for k in SHAPE_FIELDS if k in rec}, sort_keys=True, default=str)
 
 
+def _used_by_group(raw: Any, result: Any) -> set[tuple[str, str]]:
+    """(raw group, record id) of every record a fit used. A record id names a record's inputs, not its
+    group: l2_cold's copies share theirs with the copy group's event-timed copies of the same size, which
+    no fit of the copy group used. A fitted value's records come from its raw file's group (a value
+    without one, and the GEMM correction points, count in every group, as before)."""
+    group_of_file = {grp.file: g for g, grp in raw.groups.items()}
+    out: set[tuple[str, str]] = set()
+    for f in result.values:
+        owner = group_of_file.get(f.raw)
+        out |= {(g, rid) for rid in f.used for g in ([owner] if owner else raw.groups)}
+    out |= {(g, p["id"]) for p in result.gemm_correction for g in raw.groups}
+    return out
+
+
 def kernel_rows(raw_dir: Path, hw: Hardware, base_profile: Path) -> list[Row]:
     """Predicted vs measured for every describable calibration record, split by shape."""
     raw = load_raw(raw_dir)
     _, result = calibrate_from_raw(raw_dir, base_profile, raw_dir / "profile.yaml", "validation", spreads=False)
-    used = result.used_ids()
+    used = _used_by_group(raw, result)
     # Event-timed records hold the timing harness's own overhead on the machine that measured them
     # (2.9 us on the committed run, 5.5 us on another H200 VM): compare with that machine's.
     harness = next((f.value for f in result.values if f.key == "event_timing_overhead_us"), None)
     if isinstance(harness, float):
         hw = dataclasses.replace(hw, event_overhead_s=harness * 1e-6)
-    fitted_shapes = {(g, shape_key(r)) for g, grp in raw.groups.items() for r in grp.records if record_id(r) in used}
+    fitted_shapes = {(g, shape_key(r)) for g, grp in raw.groups.items() for r in grp.records if (g, record_id(r)) in used}
     groups = {g: list(raw.groups[g].records) for g in raw.groups}
     points = correction_points(hw)
     rows = []
@@ -82,8 +96,9 @@ def kernel_rows(raw_dir: Path, hw: Hardware, base_profile: Path) -> list[Row]:
             continue
         # a case is calibrated when a fit used its shape (in its raw group), its own record (a case built
         # from a rewritten record, e.g. l2_cold's sums), or a correction point it sits on
-        seen = (FAMILY_GROUP.get(case.family, case.family), shape_key(case.record)) in fitted_shapes or (
-            record_id(case.record) in used) or any(points.holds(op) for op in case.graph.ops if op.is_kernel)
+        group = FAMILY_GROUP.get(case.family, case.family)
+        seen = (group, shape_key(case.record)) in fitted_shapes or (group, record_id(case.record)) in used or any(
+            points.holds(op) for op in case.graph.ops if op.is_kernel)
         rows.append(Row("kernel", case.family, case.label, "calibrated" if seen else "unseen", case.measured_us,
                         case.predicted_us(hw)))
     return rows

@@ -27,6 +27,13 @@ from sim.validate.core import (
     measured_quantities,
     summarize,
 )
+from sim.validate.fused_configs import (
+    ConfigGain,
+    ConfigRank,
+    config_gains,
+    config_quantities,
+    fused_config_times,
+)
 from sim.validate.host import HELDOUT_MACHINE, gain_groups, heldout_machine_rows, host_rows
 from sim.validate.steps import GainRow, StepResults, step_rows
 from sim.validate.wave2 import contention_validation, wave2_rows
@@ -50,6 +57,8 @@ class Validation:
     report: GateReport
     slowdowns: Any  # the contention validation's rows (sim.validate.wave2.contention_validation)
     machine_gains: list[GainRow] = dataclasses.field(default_factory=list)  # host gains on machines held out by machine
+    config_gains: list[ConfigGain] = dataclasses.field(default_factory=list)  # fused block-size configs (held out)
+    config_ranks: list[ConfigRank] = dataclasses.field(default_factory=list)
 
 
 def _quiet(text: str) -> AbstractContextManager[Any]:
@@ -77,6 +86,8 @@ def run_validation(profile: str, base: str, raw: Path, cases: Path, thresholds_p
         rows += mrows
         # second measurement wave: held-out kernels (issue 18) and collectives on two GPUs (issue 20)
         rows += wave2_rows(hw, raw.parent.parent.parent)
+        # issue 18: the fused kernel's block-size configs — micro gains and ranking per bucket
+        cgains, cranks = config_gains(fused_config_times(hw, raw.parent.parent.parent))
     gains, ranks = steps.gains, steps.ranks
     summaries = summarize(rows)
     measured = measured_quantities(summaries)
@@ -98,6 +109,7 @@ def run_validation(profile: str, base: str, raw: Path, cases: Path, thresholds_p
         errs = [abs(g.error_pp) for g in grp]
         measured[f"host_gains/{key}/{HELDOUT_MACHINE}"] = {"median_abs_pp": statistics.median(errs),
                                                             "n": float(len(errs))}
+    measured.update(config_quantities(cgains, cranks))
     # issue 20: slowdowns of a load and all-reduces on two streams of two GPUs, in percentage points
     slowdowns = contention_validation(raw.parent.parent.parent)
     measured.update(contention_quantities(slowdowns))
@@ -112,7 +124,7 @@ def run_validation(profile: str, base: str, raw: Path, cases: Path, thresholds_p
                 measured[f"bands/{kind}/{how}"] = {"coverage": c.share, "n": float(c.n)}
     report = check(measured, thresholds, str(thresholds_path))
     return Validation(hw, idle, rows, steps, hgains, summaries, measured, gain_stats, time_samples, gain_samples,
-                      coverage, report, slowdowns, mgains)
+                      coverage, report, slowdowns, mgains, cgains, cranks)
 
 
 def validation_document(v: Validation) -> dict[str, Any]:
@@ -124,6 +136,8 @@ def validation_document(v: Validation) -> dict[str, Any]:
            "ranking": [{"case": r.case, "bucket": r.bucket, "split": r.split, "measured": list(r.measured_order),
                         "predicted": list(r.predicted_order), "wrong_pairs": r.wrong_pairs()} for r in v.steps.ranks],
            "cases": [c.__dict__ for c in v.steps.cases],
+           "fused_configs": {"gains": [{**g.__dict__, "error_pp": g.error_pp} for g in v.config_gains],
+                             "ranking": [r.__dict__ for r in v.config_ranks]},
            "band_coverage": v.coverage,
            "gates": {"tripwires_exceeded": v.report.tripwires_exceeded, "goals_not_met": v.report.goals_not_met,
                      "goals_met": v.report.goals_met,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from sim.costmodel import kernel_cost
+from sim.graph import LaunchConfig
 from sim.hardware import Hardware
 from tests.costmodel.conftest import one_op_graph
 
@@ -60,3 +61,20 @@ def test_a_device_copy_without_launch_runs_the_profiles_memcpy_kernel(testgpu: H
                                                                                       regs_per_thread=32)))
     detail = kernel_cost(op, graph, hw).detail
     assert (detail["grid"], detail["block"], detail["elems_per_thread"]) == (2 ** 24 // 2048, 256, 8)
+
+
+def test_driver_memcpy_through_a_clean_l2_has_the_profiles_memcpy_fixed_cost(testgpu: Hardware) -> None:
+    # a copy op with no launch config is the driver's memcpy; `l2: cold` swaps only its fixed cost
+    import dataclasses
+
+    hw = dataclasses.replace(testgpu, memcpy_clean_fixed_s=1.5e-6)
+    plain_op, graph = one_op_graph("copy", {"bytes": 1e6})
+    cold_op, _ = one_op_graph("copy", {"bytes": 1e6, "l2": "cold"})
+    plain, cold = kernel_cost(plain_op, graph, hw), kernel_cost(cold_op, graph, hw)
+    assert plain.fixed_s == FIXED and cold.fixed_s == 1.5e-6
+    assert cold.time_s == pytest.approx(plain.time_s - FIXED + 1.5e-6, rel=1e-12)
+    assert cold.memory_s == plain.memory_s
+    # absent from the profile, or a copy kernel with its own launch config: the default price
+    assert kernel_cost(cold_op, graph, testgpu).time_s == plain.time_s
+    launched, g2 = one_op_graph("copy", {"bytes": 1e6, "l2": "cold"}, launch=LaunchConfig(block=256, elems_per_thread=8))
+    assert kernel_cost(launched, g2, hw).fixed_s == FIXED

@@ -1,0 +1,47 @@
+"""The fused kernel's block-size configs on held-out data (issue 18): micro gains over each bucket's
+reference config and the ranking of configs measured more than 5 % apart."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sim.hardware import load_profile
+from sim.validate.fused_configs import (
+    ConfigTime,
+    config_gains,
+    config_quantities,
+    fused_config_times,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _t(block: int, warps: int, measured: float, predicted: float, bucket: str = "fwd tokens=16") -> ConfigTime:
+    return ConfigTime("heldout", bucket, f"B{block}/w{warps}", block, warps, measured, predicted)
+
+
+def test_gains_are_over_the_smallest_block_at_the_fewest_warps_and_rank_pairs_beyond_noise() -> None:
+    times = [_t(2048, 4, 8.0, 9.0), _t(1024, 8, 10.3, 9.5), _t(1024, 4, 10.0, 10.0), _t(4096, 4, 20.0, 8.0)]
+    gains, ranks = config_gains(times)
+    assert [(g.config, g.reference) for g in gains] == [("B2048/w4", "B1024/w4"), ("B1024/w8", "B1024/w4"),
+                                                       ("B4096/w4", "B1024/w4")]
+    assert gains[0].measured_gain == pytest.approx(0.2) and gains[0].predicted_gain == pytest.approx(0.1)
+    assert gains[0].error_pp == pytest.approx(-10.0)
+    (rank,) = ranks
+    # 10.0 vs 10.3 is within 5 %: not a pair; B4096 measured slowest but predicted fastest: wrong vs all three
+    assert rank.pairs == 5
+    assert sorted(rank.wrong_pairs) == [("B1024/w4", "B4096/w4"), ("B1024/w8", "B4096/w4"), ("B2048/w4", "B4096/w4")]
+    q = config_quantities(gains, ranks)["fused_configs/heldout/unseen"]
+    assert (q["wrong_pairs"], q["pairs"], q["wrong_buckets"], q["buckets"], q["n"]) == (3, 5, 1, 1, 3)
+
+
+def test_every_held_out_fused_config_has_a_bucket_and_a_reference() -> None:
+    times = fused_config_times(load_profile("h200-measured"), ROOT)
+    gains, ranks = config_gains(times)
+    # wave 2: 2 machines x (fwd, bwd) x 5 token counts x 2 hidden sizes, 10 configs each; wave 4: 3 buckets of 8
+    assert sorted({(r.table, len(r.measured_order)) for r in ranks}) == [("heldout", 10), ("heldout_w4", 8)]
+    assert sum(1 for r in ranks if r.table == "heldout") == 40 and sum(1 for r in ranks if r.table == "heldout_w4") == 3
+    assert len(gains) == 40 * 9 + 3 * 7
+    assert {g.reference for g in gains} == {"B1024/w4", "B1024/w2"}
