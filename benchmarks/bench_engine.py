@@ -21,9 +21,10 @@ Figures:
   the local process pool (and Dask's LocalCluster with --dask);
 - instructions (`--instructions`, needs valgrind): CPU instructions per simulated kernel, counted by
   callgrind: a process that builds and prices the graph and simulates it once, another that
-  simulates it twice; the difference is one simulate(). Unlike times, the count does not depend on
-  the machine's other load (it repeats to within 0.1 % here), so it resolves changes of a few per
-  cent that timings on a shared machine cannot; it runs about 50x slower than natively.
+  simulates it twice; the difference is one simulate(). Unlike times, the count hardly moves with
+  the machine's other load: identical code read 0.983x to 0.988x of itself in three pairs of runs
+  (1000 and 2000 kernels) on the shared 2-core VM, where its CPU-time ratios read 1.33x and 1.58x;
+  so it resolves changes of a few per cent, not less. It runs about 50x slower than natively.
 """
 
 from __future__ import annotations
@@ -290,13 +291,18 @@ def bench_instructions(sizes: list[int], trees: list[Path]) -> list[dict[str, An
     if valgrind is None:
         print("instructions: valgrind not found, skipped", flush=True)
         return []
+    # Addresses fixed where the system allows it (object ids key some dicts): fewer run-to-run differences.
+    setarch = shutil.which("setarch")
+    no_aslr = [setarch, platform.machine(), "-R"] if setarch else []
     runs = {}
     for n in sizes:
         for t, tree in enumerate(trees):
             for sims in (1, 2):
-                cmd = [valgrind, "--tool=callgrind", "--callgrind-out-file=/dev/null",
+                cmd = [*no_aslr, valgrind, "--tool=callgrind", "--callgrind-out-file=/dev/null",
                        *_task_command({"kind": "engine_loop", "kernels": n, "simulations": sims}, tree)]
-                runs[n, t, sims] = subprocess.Popen(cmd, cwd=tree, env={**os.environ, **BENCH_LIMITS}, text=True,
+                # A fixed hash seed: string hashes (so dict probes) the same in every process.
+                runs[n, t, sims] = subprocess.Popen(cmd, cwd=tree, env={**os.environ, **BENCH_LIMITS, "PYTHONHASHSEED": "0"},
+                                                    text=True,
                                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     counts: dict[tuple[int, int, int], int] = {}
     kernels: dict[int, int] = {}
