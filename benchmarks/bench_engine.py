@@ -1,7 +1,8 @@
 """Engine and sweep throughput: simulated kernels/s, the 1M-kernel step end to end, metrics vs streams, sweeps.
 
 Run: `python benchmarks/bench_engine.py [--big] [--sizes 10000] [--e2e KERNELS] [--streams 1 16 256]
-[--sweep-points 1000] [--workers N] [--dask] [--repeats R] [--against OTHER_CHECKOUT] [--json OUT]`.
+[--sweep-points 1000] [--workers N] [--dask] [--repeats R] [--against OTHER_CHECKOUT] [--instructions]
+[--json OUT]`.
 A default run is short (10k-kernel engine, metrics vs streams, a 1000-point sweep); `--big` adds the
 1M-kernel engine run and the 1M-kernel step end to end (minutes on a 2-core machine).
 It is a command, not a timed test: numbers depend on the machine (and on its other load: on a
@@ -17,7 +18,13 @@ Figures:
 - streams: step_metrics time on a graph of independent kernels spread over S streams (as many
   in flight as streams), same kernel count for every S;
 - sweep: the shipped bias+GELU+dropout scenario swept over hardware profiles and MLP sizes, on
-  the local process pool (and Dask's LocalCluster with --dask).
+  the local process pool (and Dask's LocalCluster with --dask);
+- instructions (`--instructions`, needs valgrind): CPU instructions per simulated kernel, counted by
+  callgrind: a process that builds and prices the graph and simulates it once, another that
+  simulates it twice; the difference is one simulate(). Unlike times, the count hardly moves with
+  the machine's other load: identical code read 0.983x to 0.988x of itself in three pairs of runs
+  (1000 and 2000 kernels) on the shared 2-core VM, where its CPU-time ratios read 1.33x and 1.58x;
+  so it resolves changes of a few per cent, not less. It runs about 50x slower than natively.
 """
 
 from __future__ import annotations
@@ -107,6 +114,15 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
     """One measurement, in this process (a fresh one: see --task)."""
     hw = load_profile("h200-sxm")
     kind = task["kind"]
+    if kind == "engine_loop":  # for --instructions: no timing, the collector off (its passes vary)
+        import gc
+
+        gc.disable()
+        graph = synthetic_graph(task["kernels"])
+        costs, host = price(graph, hw), host_costs(hw)
+        for _ in range(task["simulations"]):
+            simulate(graph, costs, host)
+        return {"kernels": graph.kernel_count()}
     if kind == "engine":
         graph = synthetic_graph(task["kernels"])
         costs = price(graph, hw)
@@ -147,13 +163,18 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
     raise ValueError(f"unknown task kind {kind!r}")
 
 
-def in_fresh_process(task: dict[str, Any], tree: Path) -> dict[str, Any]:
-    """Run one task in a new Python process whose `sim` comes from `tree` (this checkout or another)."""
+def _task_command(task: dict[str, Any], tree: Path) -> list[str]:
+    """The command that runs one task in a new Python process whose `sim` comes from `tree`."""
     code = ("import json, sys; sys.path.insert(0, sys.argv[1]); import sim; "
             f"sys.path.insert(1, {str(ROOT / 'benchmarks')!r}); import bench_engine; "
             "print(json.dumps(bench_engine.run_task(json.loads(sys.argv[2]))))")
-    out = subprocess.run([sys.executable, "-c", code, str(tree), json.dumps(task)], check=True,
-                         capture_output=True, text=True, cwd=tree, env={**os.environ, **BENCH_LIMITS})
+    return [sys.executable, "-c", code, str(tree), json.dumps(task)]
+
+
+def in_fresh_process(task: dict[str, Any], tree: Path) -> dict[str, Any]:
+    """Run one task in a new Python process whose `sim` comes from `tree` (this checkout or another)."""
+    out = subprocess.run(_task_command(task, tree), check=True, capture_output=True, text=True, cwd=tree,
+                         env={**os.environ, **BENCH_LIMITS})
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -261,6 +282,49 @@ def bench_sweep(points: int, workers: int, executors: list[str], trees: list[Pat
     return rows
 
 
+def bench_instructions(sizes: list[int], trees: list[Path]) -> list[dict[str, Any]]:
+    """Instructions per simulated kernel (callgrind), per size and tree; every process runs at once."""
+    import re
+    import shutil
+
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        print("instructions: valgrind not found, skipped", flush=True)
+        return []
+    # Addresses fixed where the system allows it (object ids key some dicts): fewer run-to-run differences.
+    setarch = shutil.which("setarch")
+    no_aslr = [setarch, platform.machine(), "-R"] if setarch else []
+    runs = {}
+    for n in sizes:
+        for t, tree in enumerate(trees):
+            for sims in (1, 2):
+                cmd = [*no_aslr, valgrind, "--tool=callgrind", "--callgrind-out-file=/dev/null",
+                       *_task_command({"kind": "engine_loop", "kernels": n, "simulations": sims}, tree)]
+                # A fixed hash seed: string hashes (so dict probes) the same in every process.
+                runs[n, t, sims] = subprocess.Popen(cmd, cwd=tree, env={**os.environ, **BENCH_LIMITS, "PYTHONHASHSEED": "0"},
+                                                    text=True,
+                                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    counts: dict[tuple[int, int, int], int] = {}
+    kernels: dict[int, int] = {}
+    for key, proc in runs.items():
+        out, err = proc.communicate()
+        found = re.search(r"Collected\s*:\s*(\d+)", err)
+        if proc.returncode != 0 or found is None:
+            raise RuntimeError(f"callgrind run {key} failed: {err[-2000:]}")
+        counts[key] = int(found.group(1))
+        kernels[key[0]] = json.loads(out.strip().splitlines()[-1])["kernels"]
+    rows = []
+    for n in sizes:
+        per = [(counts[n, t, 2] - counts[n, t, 1]) / kernels[n] for t in range(len(trees))]
+        for t in range(len(trees)):
+            print(f"instructions {kernels[n]:>8} kernels, {_label(trees, t)}: {per[t]:,.0f} per simulated kernel",
+                  flush=True)
+        if len(per) > 1:
+            print(f"  [this is {per[0] / per[1]:.3f}x the other]", flush=True)
+        rows.append({"kernels": kernels[n], "instructions_per_kernel": per})
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="*", default=[10_000], help="engine graph sizes (kernels)")
@@ -274,6 +338,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dask", action="store_true", help="also run the sweep on a Dask LocalCluster")
     ap.add_argument("--against", metavar="CHECKOUT", help="another checkout (e.g. a worktree of main): "
                     "every figure is measured for both, alternately")
+    ap.add_argument("--instructions", action="store_true", help="also count CPU instructions per simulated "
+                    "kernel with valgrind's callgrind at each --sizes size below 1M (load-independent; slow)")
     ap.add_argument("--json", metavar="OUT", help="write the figures as JSON")
     args = ap.parse_args(argv)
     if args.big:
@@ -287,6 +353,8 @@ def main(argv: list[str] | None = None) -> int:
                            "trees": [str(t) for t in trees]}
     if args.sizes:
         out["engine"] = bench_engine(args.sizes, trees, args.repeats)
+    if args.instructions:
+        out["instructions"] = bench_instructions([n for n in args.sizes if n < 1_000_000] or [10_000], trees)
     if args.streams:
         out["streams"] = bench_streams(args.streams, args.streams_kernels, trees, args.repeats)
     if args.e2e > 0:

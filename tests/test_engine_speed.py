@@ -90,3 +90,17 @@ def test_graphs_are_built_once_per_run_and_shared_across_profiles() -> None:
             assert traces[key].graph is traces[(b, key[1], key[2])].graph
     alone, _ = run_scenario(dataclasses.replace(scn, hardware=scn.hardware[1:]))  # nothing shared
     assert alone["hardware"][0] == result["hardware"][1]
+
+
+def test_bench_instruction_count_task_and_missing_valgrind(monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    import shutil
+
+    import bench_engine
+
+    try:
+        assert bench_engine.run_task({"kind": "engine_loop", "kernels": 20, "simulations": 2}) == {"kernels": 20}
+    finally:
+        gc.enable()  # the task turns the collector off (it is meant for a process of its own)
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    assert bench_engine.bench_instructions([1000], [ROOT]) == []
+    assert "valgrind not found" in capsys.readouterr().out
