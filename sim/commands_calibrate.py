@@ -179,10 +179,18 @@ def cmd_validate(args: Any, console: Console) -> int:
     for out, _ in files:
         console.print(f"wrote {out}" + ("" if out != outputs.get("--write-bands") or out.resolve() == DEFAULT_BANDS_FILE
                                         else f" (run, advise, sweep and serve read {DEFAULT_BANDS_FILE})"), markup=False)
+    if report.policy == "fresh":
+        console.print(f"{hw.name} is not the shipped profile the tripwires guard: gated by the fresh-calibration "
+                      f"limits (validation/fresh_limits.yaml, {report.fresh_checked} limits); "
+                      f"{len(report.shipped_tripwires_exceeded)} of the shipped profile's tripwires would be exceeded "
+                      "(listed with --json, not applied)", markup=False)
     if report.failed:
         for p in report.tripwires_exceeded:
             console.print(f"[red]tripwire exceeded:[/red] {escape(p)}", highlight=False)
+        for p in report.fresh_exceeded:
+            console.print(f"[red]fresh limit exceeded:[/red] {escape(p)}", highlight=False)
         return VALIDATION_EXIT
-    console.print(f"all tripwires hold; {len(report.goals_met)} goal(s) met, {len(report.goals_not_met)} not met, "
+    held = "all fresh-calibration limits hold" if report.policy == "fresh" else "all tripwires hold"
+    console.print(f"{held}; {len(report.goals_met)} goal(s) met, {len(report.goals_not_met)} not met, "
                   f"{len(report.ungated)} group(s) ungated")
     return 0
