@@ -154,3 +154,15 @@ def test_quick_calibration_defaults_to_its_budget(tmp_path: Path, monkeypatch: p
     assert calibrate_all.main(["--out", str(tmp_path), "--quick"]) == 0
     log = json.loads((tmp_path / "calibrate_all.json").read_text())
     assert log["quick"] and log["budget_s"] == calibrate_all.QUICK_BUDGET_S and "profiler_overhead" in log["skipped_groups"]
+
+
+def test_a_quick_calibration_fits_over_the_measured_profile(tmp_path: Path) -> None:
+    """The groups --quick skips keep measured numbers (h200-measured), not the datasheet's."""
+    from sim.commands_calibrate import default_base
+
+    assert default_base(tmp_path, quick=False) == "h200-sxm"
+    assert default_base(tmp_path, quick=True) == "h200-measured"
+    (tmp_path / "calibrate_all.json").write_text(json.dumps({"steps": [], "quick": True}))
+    assert default_base(tmp_path, quick=False) == "h200-measured"  # --from-raw of a quick raw folder
+    (tmp_path / "calibrate_all.json").write_text(json.dumps({"steps": [], "quick": False}))
+    assert default_base(tmp_path, quick=False) == "h200-sxm"
