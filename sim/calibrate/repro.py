@@ -465,6 +465,20 @@ def goals_markdown(cals: list[Calibration], reference: dict[str, dict[str, float
             "| --- | ---: | ---: | ---: | ---: | ---: |", *rows]
 
 
+def shipped_vs_fresh_markdown(reference: dict[str, dict[str, float]], reference_name: str,
+                              fresh: dict[str, dict[str, float]] | None) -> list[str]:
+    """The shipped profile against the fresh limits: where the committed calibrations all do better than it."""
+    if fresh is None:
+        return []
+    from sim.validate.fresh import exceeded
+
+    over = exceeded(reference, fresh)
+    return ["", f"The shipped profile (`{reference_name}`) itself exceeds {len(over)} of the fresh limits: there every "
+            "committed fresh calibration does better than it (their fits over the datasheet base and their own VMs' "
+            "host costs), so the fresh limits are not a looser copy of the tripwires."
+            + (" " + "; ".join(over) + "." if over else "")]
+
+
 def render_document(doc: dict[str, Any], thresholds: dict[str, Any],
                     fresh: dict[str, dict[str, float]] | None = None) -> str:
     """The generated Markdown section from a `repro_document`; with `fresh` (validation/fresh_limits.yaml's
@@ -486,7 +500,8 @@ def render_document(doc: dict[str, Any], thresholds: dict[str, Any],
     found = exceeded_tripwires(cals, ref["measured"], thresholds)
     return report_markdown(cals, case_spreads(cals), doc["command"], doc["note"], doc["drivers"] or None,
                            exceeded_markdown(cals, found, ref["profile"])
-                           + goals_markdown(cals, ref["measured"], ref["profile"], thresholds))
+                           + goals_markdown(cals, ref["measured"], ref["profile"], thresholds)
+                           + shipped_vs_fresh_markdown(ref["measured"], ref["profile"], fresh))
 
 
 def keep_generated_section(path: Path, text: str) -> str:
