@@ -344,9 +344,11 @@ def gen_repro_section() -> str:
     calibration/h200/runs (the command it records rewrites the file; `--check` on the slow path)."""
     from sim.calibrate.repro import render_document
     from sim.validate.core import load_thresholds
+    from sim.validate.fresh import FRESH_FILE_NAME, load_fresh
 
     doc = json.loads(REPRO_DOC.read_text(encoding="utf-8"))
-    return render_document(doc, load_thresholds(ROOT / "validation" / "thresholds.yaml"))
+    fresh = load_fresh(ROOT / "validation" / FRESH_FILE_NAME)["limits"]
+    return render_document(doc, load_thresholds(ROOT / "validation" / "thresholds.yaml"), fresh)
 
 
 def gen_validation_md() -> str:

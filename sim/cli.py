@@ -429,9 +429,12 @@ def _add_calibration_commands(sub: Any) -> None:
     c.add_argument("--out", required=True, metavar="PROFILE.yaml", help="the profile to write")
     c.add_argument("--from-raw", metavar="DIR", help="fit from this raw folder instead of measuring")
     c.add_argument("--raw", metavar="DIR", help="where to keep the raw measurements (default: a temporary folder)")
-    c.add_argument("--quick", action="store_true", help="a shorter measurement (about 1 minute of GPU time)")
-    c.add_argument("--base", default="h200-sxm", metavar="PROFILE",
-                   help="datasheet profile whose unmeasured numbers are kept (default: h200-sxm)")
+    c.add_argument("--quick", action="store_true",
+                   help="measure only the groups that matter most (at most 90 s of GPU time); the rest keep the "
+                   "shipped measured profile's numbers")
+    c.add_argument("--base", default=None, metavar="PROFILE",
+                   help="profile whose unmeasured numbers are kept (default: h200-sxm, the datasheet; for a quick "
+                   "calibration h200-measured, so that the groups it skips keep measured numbers)")
     c.add_argument("--name", help="profile name (default: the file name)")
     c.set_defaults(func=cmd_calibrate)
     v = sub.add_parser("validate", help="compare predictions with committed GPU measurements (error tables, thresholds)",

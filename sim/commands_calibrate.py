@@ -69,6 +69,23 @@ def _input_files(*paths: str | Path | None) -> list[Path]:
     return out
 
 
+DEFAULT_BASE = "h200-sxm"  # the datasheet profile a full calibration fits over
+QUICK_BASE = "h200-measured"  # a quick calibration: the groups it skips keep these measured numbers
+
+
+def default_base(raw_dir: Path, quick: bool) -> str:
+    """The base profile when --base is not given: a quick calibration (the flag, or a raw folder whose
+    calibrate_all.json says so) keeps the shipped measured profile's numbers for the groups it skips."""
+    import json
+
+    log = raw_dir / "calibrate_all.json"
+    try:
+        quick = quick or bool(json.loads(log.read_text()).get("quick")) if log.is_file() else quick
+    except (OSError, ValueError):
+        pass
+    return QUICK_BASE if quick else DEFAULT_BASE
+
+
 def _fitted_value(value: Any) -> str:
     return str(value if not isinstance(value, dict) else ("table" if "points" in value else value))
 
@@ -79,12 +96,13 @@ def cmd_calibrate(args: Any, console: Console) -> int:
 
     raw_inputs = [args.from_raw] if args.from_raw else []
     out = check_output_path(args.out, "--out", inputs=_input_files(*raw_inputs, args.base))
-    base = resolve_profile(args.base, Path.cwd(), path="--base")
     if args.from_raw:
         raw_dir = Path(args.from_raw)
     else:
         raw_dir = Path(args.raw) if args.raw else Path(tempfile.mkdtemp(prefix="kernelsim-raw-"))
+        resolve_profile(args.base or DEFAULT_BASE, Path.cwd(), path="--base")  # bad input before measuring
         measure_raw(raw_dir, args.quick, console)
+    base = resolve_profile(args.base or default_base(raw_dir, args.quick), Path.cwd(), path="--base")
     name = args.name or out.stem
     with busy(f"fitting a profile from {raw_dir}"):
         text, result = calibrate_from_raw(raw_dir, base, out, name)
@@ -182,10 +200,18 @@ def cmd_validate(args: Any, console: Console) -> int:
     for out, _ in files:
         console.print(f"wrote {out}" + ("" if out != outputs.get("--write-bands") or out.resolve() == DEFAULT_BANDS_FILE
                                         else f" (run, advise, sweep and serve read {DEFAULT_BANDS_FILE})"), markup=False)
+    if report.policy == "fresh":
+        console.print(f"{hw.name} is not the shipped profile the tripwires guard: gated by the fresh-calibration "
+                      f"limits (validation/fresh_limits.yaml, {report.fresh_checked} limits); "
+                      f"{len(report.shipped_tripwires_exceeded)} of the shipped profile's tripwires would be exceeded "
+                      "(listed with --json, not applied)", markup=False)
     if report.failed:
         for p in report.tripwires_exceeded:
             console.print(f"[red]tripwire exceeded:[/red] {escape(p)}", highlight=False)
+        for p in report.fresh_exceeded:
+            console.print(f"[red]fresh limit exceeded:[/red] {escape(p)}", highlight=False)
         return VALIDATION_EXIT
-    console.print(f"all tripwires hold; {len(report.goals_met)} goal(s) met, {len(report.goals_not_met)} not met, "
+    held = "all fresh-calibration limits hold" if report.policy == "fresh" else "all tripwires hold"
+    console.print(f"{held}; {len(report.goals_met)} goal(s) met, {len(report.goals_not_met)} not met, "
                   f"{len(report.ungated)} group(s) ungated")
     return 0

@@ -124,3 +124,45 @@ def test_calibrate_all_runs_the_fit_groups_and_host_rounds() -> None:
     names = [" ".join(cmd[2:]) for cmd in steps("OUT", quick=False)]
     assert any(n.startswith("sim.calibrate.gpu.fit_groups") for n in names)
     assert "sim.calibrate.gpu.host_costs --out OUT --runs 3" in names
+
+
+def test_quick_calibration_measures_a_subset_and_says_what_it_skips() -> None:
+    """--quick: every group a full calibration writes is either measured or listed with the reason the
+    base profile keeps its numbers; the fits' inputs that vary most between machines are measured."""
+    from sim.calibrate.gpu.calibrate_all import (
+        QUICK_BUDGET_S,
+        QUICK_MICRO_GROUPS,
+        QUICK_SKIPS,
+        steps,
+    )
+    from sim.calibrate.gpu.micro import GROUPS
+
+    quick = [" ".join(cmd[2:]) for cmd in steps("OUT", quick=True)]
+    full = [cmd[2] for cmd in steps("OUT", quick=False)]
+    measured = set(QUICK_MICRO_GROUPS) | {c.split()[0].rsplit(".", 1)[1] for c in quick if "micro" not in c}
+    written_by_full = (set(GROUPS) | {m.rsplit(".", 1)[1] for m in full if not m.endswith(("micro", "fit_groups"))}
+                       | {"attention_default", "math_ops"})
+    assert measured | set(QUICK_SKIPS) == written_by_full and not measured & set(QUICK_SKIPS)
+    assert {"host_costs", "kernel_overhead", "copy", "gemm", "stream_gaps", "kernel_configs"} <= measured
+    assert QUICK_BUDGET_S <= 90
+
+
+def test_quick_calibration_defaults_to_its_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sim.calibrate.gpu import calibrate_all
+
+    monkeypatch.setattr(calibrate_all, "steps", lambda out, quick: [[sys.executable, "-c", "pass"]])
+    assert calibrate_all.main(["--out", str(tmp_path), "--quick"]) == 0
+    log = json.loads((tmp_path / "calibrate_all.json").read_text())
+    assert log["quick"] and log["budget_s"] == calibrate_all.QUICK_BUDGET_S and "profiler_overhead" in log["skipped_groups"]
+
+
+def test_a_quick_calibration_fits_over_the_measured_profile(tmp_path: Path) -> None:
+    """The groups --quick skips keep measured numbers (h200-measured), not the datasheet's."""
+    from sim.commands_calibrate import default_base
+
+    assert default_base(tmp_path, quick=False) == "h200-sxm"
+    assert default_base(tmp_path, quick=True) == "h200-measured"
+    (tmp_path / "calibrate_all.json").write_text(json.dumps({"steps": [], "quick": True}))
+    assert default_base(tmp_path, quick=False) == "h200-measured"  # --from-raw of a quick raw folder
+    (tmp_path / "calibrate_all.json").write_text(json.dumps({"steps": [], "quick": False}))
+    assert default_base(tmp_path, quick=False) == "h200-sxm"

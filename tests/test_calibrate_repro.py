@@ -14,6 +14,7 @@ from sim.calibrate.repro import (
     case_spreads,
     exceeded_markdown,
     exceeded_tripwires,
+    goals_markdown,
     keep_generated_section,
     main,
     measured_params,
@@ -124,19 +125,35 @@ def test_the_docs_section_renders_from_the_committed_document() -> None:
     thresholds = {"gates": {"step/mlp/unseen": {"tripwire": {"median_abs": 0.115}}}}
     doc = repro_document([a, b], "python -m sim.calibrate.repro a b", "", "shipped", {"step/mlp/unseen": {"median_abs": 0.1}}, None)
     text = render_document(json.loads(dumps(doc)), thresholds)
+    ref = {"step/mlp/unseen": {"median_abs": 0.1}}
     assert text == report_markdown([a, b], case_spreads([a, b]), "python -m sim.calibrate.repro a b", "", None,
-                                   exceeded_markdown([a, b], exceeded_tripwires([a, b], {"step/mlp/unseen": {"median_abs": 0.1}},
-                                                                                  thresholds), "shipped"))
+                                   exceeded_markdown([a, b], exceeded_tripwires([a, b], ref, thresholds), "shipped")
+                                   + goals_markdown([a, b], ref, "shipped", thresholds))
     assert "| step/mlp/unseen: median_abs | 0.115 | — | 0.100 | 0.090 | 0.200 ✗ | GPU | noise |" in text
+    # with the fresh limits, a calibration's failures are the fresh limits it exceeds (not the tripwires)
+    fresh = render_document(json.loads(dumps(doc)), thresholds, {"step/mlp/unseen": {"median_abs": 0.15}})
+    assert "| b | `runs/b/raw` | 1: step/mlp/unseen: median_abs 0.200 (fresh limit <= 0.150) |" in fresh
+    assert "| a | `runs/a/raw` | 0 |" in fresh
+
+
+def test_goals_compare_the_shipped_profile_with_the_calibrations() -> None:
+    a, b = _cal("a", 100.0, 10.0, 250.0), _cal("b", 110.0, 10.0, 260.0)
+    a.measured, b.measured = {"step/mlp/unseen": {"median_abs": 0.04}}, {"step/mlp/unseen": {"median_abs": 0.2}}
+    thresholds = {"gates": {"step/mlp/unseen": {"goal": {"median_abs": 0.05}}}}
+    lines = goals_markdown([a, b], {"step/mlp/unseen": {"median_abs": 0.03}}, "shipped", thresholds)
+    assert "Goals met: shipped (`shipped`) 1 of 1; a 1, b 0 of 1. ✗: the shipped profile misses the goal too." in lines
+    assert "| step/mlp/unseen: median_abs | 0.050 | 0.030 | 0.040–0.200 | 0.120 | 1 of 2 |" in lines
 
 
 def test_the_committed_docs_section_is_rendered_from_the_committed_calibrations() -> None:
     """docs/validation.md's reproducibility tables come from calibration/h200/runs/repro.json (written by
     `python -m sim.calibrate.repro ... --json`, which `--check` recomputes from the raw folders: slow)."""
     from sim.validate.core import load_thresholds
+    from sim.validate.fresh import load_fresh
 
     doc = json.loads((ROOT / "calibration/h200/runs/repro.json").read_text())
     assert [c["raw_dir"] for c in doc["calibrations"]] == [f"calibration/h200/runs/{n}/raw" for n in "ABCDE"]
-    section = render_document(doc, load_thresholds(ROOT / "validation/thresholds.yaml")).rstrip("\n")
+    fresh = load_fresh(ROOT / "validation/fresh_limits.yaml")["limits"]
+    section = render_document(doc, load_thresholds(ROOT / "validation/thresholds.yaml"), fresh).rstrip("\n")
     text = (ROOT / "docs/validation.md").read_text()
     assert text[text.index(BEGIN):text.index(END) + len(END)] == section

@@ -65,6 +65,17 @@ def _quiet(text: str) -> AbstractContextManager[Any]:
     return nullcontext()
 
 
+def is_tripwire_profile(profile: str, thresholds: dict[str, Any]) -> bool:
+    """Whether `profile` is the one the tripwires were set on (the thresholds file's `tripwire_profile`,
+    compared byte for byte: a refit under the same name is another profile). A thresholds file without
+    the key gates every profile with its tripwires."""
+    ref = thresholds.get("tripwire_profile")
+    if ref is None:
+        return True
+    mine = resolve_profile(profile, Path.cwd(), path="--profile")
+    return mine.read_bytes() == resolve_profile(str(ref), Path.cwd(), path="tripwire_profile").read_bytes()
+
+
 def run_validation(profile: str, base: str, raw: Path, cases: Path, thresholds_path: Path,
                    busy: Callable[[str], AbstractContextManager[Any]] = _quiet) -> Validation:
     """Validate profile `profile` (over `base`) against the committed measurements under `raw` and `cases`;
@@ -122,14 +133,19 @@ def run_validation(profile: str, base: str, raw: Path, cases: Path, thresholds_p
             coverage[f"{kind}/{how}"] = {"n": c.n, "inside": c.inside, "share": round(c.share, 4) if c.n else None}
             if c.n:
                 measured[f"bands/{kind}/{how}"] = {"coverage": c.share, "n": float(c.n)}
-    report = check(measured, thresholds, str(thresholds_path))
+    fresh = None
+    if not is_tripwire_profile(profile, thresholds):
+        from sim.validate.fresh import FRESH_FILE_NAME, load_fresh
+
+        fresh = load_fresh(thresholds_path.parent / FRESH_FILE_NAME)["limits"]
+    report = check(measured, thresholds, str(thresholds_path), fresh)
     return Validation(hw, idle, rows, steps, hgains, summaries, measured, gain_stats, time_samples, gain_samples,
                       coverage, report, slowdowns, mgains, cgains, cranks)
 
 
 def validation_document(v: Validation) -> dict[str, Any]:
     """The `kernelsim.validation/v2` JSON document (plain data)."""
-    doc = {"schema": "kernelsim.validation/v2", "profile": v.hw.name,
+    doc: dict[str, Any] = {"schema": "kernelsim.validation/v2", "profile": v.hw.name,
            "summaries": [s.__dict__ for s in v.summaries],
            "rows": [{**r.__dict__, "error": r.error} for r in v.rows],
            "gains": [{**g.__dict__, "error_pp": g.error_pp} for g in v.steps.gains],
@@ -142,6 +158,9 @@ def validation_document(v: Validation) -> dict[str, Any]:
            "gates": {"tripwires_exceeded": v.report.tripwires_exceeded, "goals_not_met": v.report.goals_not_met,
                      "goals_met": v.report.goals_met,
                      "ungated": [{"group": n, "reason": r} for n, r in v.report.ungated]},
-           "violations": v.report.tripwires_exceeded}
+           "violations": v.report.tripwires_exceeded + v.report.fresh_exceeded}
+    if v.report.policy != "shipped":  # the shipped profile's document keeps its form
+        doc["gates"].update({"policy": v.report.policy, "fresh_exceeded": v.report.fresh_exceeded,
+                             "shipped_tripwires_exceeded": v.report.shipped_tripwires_exceeded})
     out: dict[str, Any] = json.loads(json.dumps(doc))
     return out
