@@ -314,6 +314,8 @@ BLOCKS: dict[str, Generator] = {
     "comm-ddp": Generator(lambda: gen_comm_ddp(), slow=True),
     "host-validation": Generator(lambda: gen_host_validation(), slow=True),  # kernelsim validate (issue 15)
     "host-config-spread": Generator(lambda: gen_host_config_spread(), slow=True),
+    "host-optimizer": Generator(lambda: gen_host_optimizer(), slow=True),  # reads nine traces
+    "host-profiler-sessions": Generator(lambda: gen_host_profiler_sessions(), slow=True),
 }
 
 
@@ -604,6 +606,78 @@ def gen_host_config_spread() -> str:
         spreads = [x for x in (step_spread(m, config) for m in machines) if x is not None]
         spread = f"{max(spreads) * 100:.0f} %" if spreads else "—"
         lines.append(f"| {config} | {cells} | {(max(e.values()) - min(e.values())) * 100:.1f} pp | {spread} |")
+    return "\n".join(lines) + "\n"
+
+
+def gen_host_optimizer() -> str:
+    """docs/host.md: the optimizer's foreach calls per step, traced (in-context, less the profiler's
+    in-context cost per event) against the table's price flat and per tensor, machines A/B/C."""
+    from dataclasses import replace
+
+    from sim.calibrate.host_fit import fit_foreach_bench, trace_op_samples
+    from sim.costmodel.host import framework_op_s
+    from sim.costmodel.trace_host import FOREACH_PREFIX, foreach_tensors
+    from sim.hardware import load_profile
+    from sim.ingest.kineto import read_step
+
+    folder = ROOT / "calibration" / "h200" / "host_context"
+    bench = fit_foreach_bench(folder)
+    assert bench is not None
+    flat = load_profile("h200-measured")
+    ref = 53  # the GPT fit steps' AccumulateGrad nodes (checked below)
+    per = replace(flat, framework_op_per_tensor_s={
+        k: (ref, bench.per_tensor_us_of(v[0] * 1e6, ref) * 1e-6) for k, v in flat.framework_op_table_s.items()
+        if k.startswith(FOREACH_PREFIX) and v[0] is not None})
+    lines = [f"Bench fit: {bench.fixed_us:.1f} us + {bench.per_tensor_us:.2f} us per tensor ({bench.n} steps).", "",
+             "| model (tensors) | traced, A / B / C | flat table | per tensor |", "| --- | ---: | ---: | ---: |"]
+    for model, config in (("MLP", "mlp_train_t128"), ("Llama", "llama_train_b1_s128"), ("GPT, the fit model", "gpt_train_b1_s128")):
+        traced, tensors = [], 0
+        for machine in ("A", "B", "C"):
+            path = folder / machine / "traces" / f"{config}.json.gz"
+            tensors = foreach_tensors(read_step(path, None)) or 0
+            samples = {k: v for k, v in trace_op_samples(path, {"shapes": flat.trace_profiler_event_s["shapes"] * 1e6}).items()
+                       if k.startswith(FOREACH_PREFIX)}
+            steps = len(samples["aten::_foreach_sqrt"].plain)
+            traced.append(sum(sum(v.plain) for v in samples.values()) / steps)
+        if model.startswith("GPT"):
+            assert tensors == ref
+        price = [sum(len(v.plain) / steps * (framework_op_s(k, hw, tensors=tensors) or 0.0) for k, v in samples.items()) * 1e6
+                 for hw in (flat, per)]
+        lines.append(f"| {model} ({tensors}) | {' / '.join(f'{t:.0f}' for t in traced)} us | {price[0]:.0f} us | {price[1]:.0f} us |")
+    return "\n".join(lines) + "\n"
+
+
+def gen_host_profiler_sessions() -> str:
+    """docs/host.md: the profiler's cost per recorded event in each eager (non-decode) step, at the
+    reference host speed, in the first profiling session of each host_context process against the
+    later ones (as host.trace_profiler is fitted: traced span less enqueue_us, per event, / host speed)."""
+    import statistics
+
+    from sim.costmodel.trace_host import trace_host_speed
+    from sim.hardware import load_profile
+    from sim.validate.host import machine_folders, trace_path, traced_steps
+
+    clock = load_profile("h200-measured").trace_clock_us
+    runs = [*machine_folders(ROOT / "calibration" / "h200" / "host_context"),
+            ("F", ROOT / "validation" / "h200" / "machine_F" / "host_context")]
+    lines = ["| machine | first session (its config), per step | later eager sessions: median (range) | sessions |",
+             "| --- | --- | --- | ---: |"]
+    for machine, base in runs:
+        recs = [r for r in json.loads((base / "host_context.json").read_text())["records"]
+                if r.get("bench") == "step" and r.get("trace") and r.get("enqueue_us")]
+        per_config = []
+        for order, r in enumerate(recs):
+            path = trace_path(base, str(r["trace"]))
+            if r.get("mode") != "eager" or r.get("phase") == "decode" or path is None:
+                continue
+            vals = [((st.events.step.end - st.events.step.ts) - float(r["enqueue_us"]))
+                    / (sum(o.trace_events for o in st.ops) * trace_host_speed(st, clock)) for st in traced_steps(path)]
+            per_config.append((order, str(r["config"]), vals))
+        (first_order, first_config, first), later = per_config[0], per_config[1:]
+        assert first_order == 0  # the process's first traced config is an eager one
+        meds = [statistics.median(v) for _, _, v in later]
+        lines.append(f"| {machine} | {' / '.join(f'{v:.2f}' for v in first)} us ({first_config}) | "
+                     f"{statistics.median(meds):.2f} us ({min(meds):.2f}-{max(meds):.2f}) | {len(later)} |")
     return "\n".join(lines) + "\n"
 
 

@@ -191,6 +191,8 @@ class Hardware:
     trace_clock_us: dict[str, float] = field(default_factory=dict)
     # framework op -> (host s per call without autograd recording, with it or None)
     framework_op_table_s: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
+    # foreach op -> (tensors per call the table's cost was measured at, host s per tensor)
+    framework_op_per_tensor_s: dict[str, tuple[int, float]] = field(default_factory=dict)
     corrections: dict[str, tuple[tuple[tuple[float, ...], float], ...]] = field(default_factory=dict)
     sustained_clock_hz: float | None = None
     source_file: str = ""
@@ -292,6 +294,8 @@ class Hardware:
             framework_op_table_s={name: (None if c.us is None else c.us * us,
                                          None if c.grad_us is None else c.grad_us * us)
                             for name, c in h.framework_ops.items()},
+            framework_op_per_tensor_s={name: (c.tensors, c.per_tensor_us * us) for name, c in h.framework_ops.items()
+                                       if c.tensors is not None and c.per_tensor_us is not None},
             nvlink_bps=ln.nvlink_gbps.value * 1e9,
             nvlink_latency_s=ln.nvlink_latency_us.value * us,
             pcie_bps=ln.pcie_gbps.value * 1e9,

@@ -124,6 +124,9 @@ def build_op(raw: OpBase, env: dict[str, float], *, file: str, path: str, mode: 
             raise InputError("only elementwise and copy ops can launch several kernels", file=file,
                              path=f"{path}.launches", value=launches, expected=f"1 for an op of kind {data['kind']}")
         attrs["launches"] = launches
+    if raw.tensors is not None:
+        attrs["tensors"] = _int(expr.evaluate_at(raw.tensors, env, file=file, path=f"{path}.tensors"), file=file,
+                                path=f"{path}.tensors", minimum=1)
     launch = build_launch(raw.launch, env, file=file, path=f"{path}.launch")
     if launch is not None and data["kind"] != "reduction":
         for key in ("threads_per_row", "rows_per_block"):

@@ -112,3 +112,121 @@ def test_the_table_is_written_into_the_profile_document_and_loads(tmp_path: Path
     path.write_text(dump_profile(once, header))
     hw = load_profile(str(path))
     assert hw.framework_op_table_s["aten::linear"][0] == pytest.approx(table["aten::linear"]["us"] * 1e-6)
+
+
+HOST_CONTEXT = ROOT / "calibration" / "h200" / "host_context"
+
+
+def test_a_foreach_call_is_priced_per_tensor(h200: Hardware) -> None:
+    hw = replace(h200, framework_op_table_s={"aten::_foreach_mul_": (100e-6, None), "aten::add": (10e-6, None)},
+                 framework_op_per_tensor_s={"aten::_foreach_mul_": (50, 1.5e-6)})
+    assert framework_op_s("aten::_foreach_mul_", hw) == pytest.approx(100e-6)  # list length unknown: as measured
+    assert framework_op_s("aten::_foreach_mul_", hw, tensors=50) == pytest.approx(100e-6)
+    assert framework_op_s("aten::_foreach_mul_", hw, tensors=10) == pytest.approx(40e-6)
+    assert framework_op_s("aten::_foreach_mul_", hw, tensors=250) == pytest.approx(400e-6)
+    assert framework_op_s("aten::add", hw, tensors=10) == pytest.approx(10e-6)  # no per-tensor cost: flat
+    op = Op(name="o", kind="host", attrs={"framework_op": "aten::_foreach_mul_", "framework_ops": 1, "tensors": 10})
+    assert host_op_s(op, hw) == pytest.approx(40e-6)
+
+
+def test_the_profile_refuses_a_per_tensor_cost_without_its_count() -> None:
+    from pydantic import ValidationError
+
+    from sim.schema.hardware import FrameworkOpCost
+
+    with pytest.raises(ValidationError, match="go together"):
+        FrameworkOpCost(us=100.0, per_tensor_us=1.0, source="estimate", note="a test")
+    with pytest.raises(ValidationError, match="fixed part would be negative"):
+        FrameworkOpCost(us=100.0, tensors=50, per_tensor_us=3.0, source="estimate", note="a test")
+
+
+def test_the_foreach_bench_fit_and_the_tensor_count_of_a_step() -> None:
+    from sim.calibrate.host_fit import fit_foreach_bench
+    from sim.costmodel.trace_host import foreach_tensors
+    from sim.ingest.kineto import read_step
+
+    bench = fit_foreach_bench(HOST_CONTEXT)
+    assert bench is not None and bench.n == 12
+    assert 150 < bench.fixed_us < 260 and 10 < bench.per_tensor_us < 15  # AdamW foreach, 4-256 tensors, A/B/C
+    # the GPT step's lists are not recorded (long lists): its AccumulateGrad nodes count the parameters;
+    # the MLP's are, and both counts agree there
+    assert foreach_tensors(read_step(HOST_CONTEXT / "A" / "traces" / "gpt_train_b1_s128.json.gz", None)) == 53
+    assert foreach_tensors(read_step(HOST_CONTEXT / "A" / "traces" / "mlp_train_t128.json.gz", None)) == 16
+    assert foreach_tensors(read_step(HOST_CONTEXT / "A" / "traces" / "gpt_infer_b1_s128.json.gz", None)) is None
+
+
+def _per_tensor(hw: Hardware) -> Hardware:
+    """The shipped profile with its foreach ops priced per tensor as the fit does (fit_table with the
+    bench): the GPT fit steps' tensor count (53) and the bench's split of fixed and per-tensor cost."""
+    from sim.calibrate.host_fit import fit_foreach_bench
+
+    bench = fit_foreach_bench(HOST_CONTEXT)
+    assert bench is not None
+    per = {k: (53, bench.per_tensor_us_of(v[0] * 1e6, 53) * 1e-6) for k, v in hw.framework_op_table_s.items()
+           if k.startswith("aten::_foreach_") and v[0] is not None}
+    return replace(hw, framework_op_per_tensor_s=per)
+
+
+def test_an_unseen_models_optimizer_is_priced_by_its_tensors() -> None:
+    """The table's foreach costs were fitted on the GPT model (53 tensors). The MLP (16 tensors) and the
+    Llama model (39), models no fit used, run the same AdamW: their traced foreach calls' in-context host
+    time per step (less the profiler's in-context cost per event), against the table's price at their
+    tensor count. Priced flat (the GPT's cost per call) the MLP's was 2.2x too much, Llama's 1.2-1.4x."""
+    from sim.costmodel.trace_host import FOREACH_PREFIX
+
+    flat_hw = load_profile("h200-measured")
+    hw = _per_tensor(flat_hw)
+    for machine in ("A", "B", "C"):
+        for config, tensors, flat_over in (("mlp_train_t128", 16, 1.8), ("llama_train_b1_s128", 39, 1.15)):
+            path = HOST_CONTEXT / machine / "traces" / f"{config}.json.gz"
+            samples = trace_op_samples(path, {"shapes": hw.trace_profiler_event_s["shapes"] * 1e6})
+            foreach = {k: v for k, v in samples.items() if k.startswith(FOREACH_PREFIX)}
+            steps = len(foreach["aten::_foreach_sqrt"].plain)
+            measured = sum(sum(s.plain) for s in foreach.values()) / steps
+            priced = sum(len(s.plain) / steps * (framework_op_s(k, hw, tensors=tensors) or 0.0)
+                         for k, s in foreach.items()) * 1e6
+            flat = sum(len(s.plain) / steps * (framework_op_s(k, flat_hw, tensors=tensors) or 0.0)
+                       for k, s in foreach.items()) * 1e6
+            assert abs(priced / measured - 1) < 0.15, (machine, config, measured, priced)
+            assert flat / measured > flat_over, (machine, config, measured, flat)
+
+
+def test_the_fit_writes_per_tensor_costs_into_a_profile(tmp_path: Path) -> None:
+    """fit_table with the bench gives a foreach op its tensors and per-tensor cost (the recorded list
+    length of the traced MLP step: 16), and the written profile loads with them."""
+    from sim.calibrate.host_fit import fit_foreach_bench, table_entries, with_table
+    from sim.calibrate.profile_yaml import dump_profile, load_profile_doc
+
+    bench = fit_foreach_bench(HOST_CONTEXT)
+    table = fit_table([HOST_CONTEXT / "A" / "traces" / "mlp_train_t128.json.gz"], PER_EVENT, foreach=bench)
+    sqrt = table["aten::_foreach_sqrt"]
+    assert sqrt["tensors"] == 16 and 0 < sqrt["per_tensor_us"] * 16 < sqrt["us"]
+    assert "tensors" not in table["aten::linear"]
+    doc, header = load_profile_doc((ROOT / "hardware_profiles" / "h200-measured.yaml").read_text())
+    path = tmp_path / "p.yaml"
+    path.write_text(dump_profile(with_table(doc, table_entries(table, "NVIDIA H200 (test)", "2026-11-30", "x",
+                                                               "a test fit", bench)), header))
+    hw = load_profile(str(path))
+    assert hw.framework_op_per_tensor_s["aten::_foreach_sqrt"] == (16, pytest.approx(sqrt["per_tensor_us"] * 1e-6))
+    assert framework_op_s("aten::_foreach_sqrt", hw, tensors=32) == pytest.approx((sqrt["us"] + 16 * sqrt["per_tensor_us"]) * 1e-6)
+
+
+def test_a_workload_says_how_many_tensors_its_foreach_op_updates(tmp_path: Path, h200: Hardware) -> None:
+    from sim.errors import InputError
+    from sim.workload import load_workload
+    from tests.conftest import write_yaml
+
+    def doc(tensors: object) -> dict[str, object]:
+        return {"schema": "kernelsim.workload/v1", "name": "t", "kind": "training", "parameters": {"layers": 4},
+                "distribution": {"buckets": [{"params": {"layers": 4}, "weight": 1}]},
+                "ops": [{"name": "adam_mul", "kind": "host", "framework_ops": 1, "phase": "optimizer",
+                         "framework_op": "aten::_foreach_mul_", "tensors": tensors}]}
+
+    wl = load_workload(write_yaml(tmp_path / "w.yaml", doc("2 * layers")))
+    op = wl.build(wl.params_for(wl.buckets()[0])).ops[0]
+    assert op.attrs["tensors"] == 8
+    hw = replace(h200, framework_op_table_s={"aten::_foreach_mul_": (100e-6, None)},
+                 framework_op_per_tensor_s={"aten::_foreach_mul_": (53, 1.5e-6)})
+    assert host_op_s(op, hw) == pytest.approx((100 - 45 * 1.5) * 1e-6)
+    with pytest.raises(InputError, match=r"ops\[0\]\.tensors: must be >= 1"):
+        load_workload(write_yaml(tmp_path / "b.yaml", doc(0)))

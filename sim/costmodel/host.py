@@ -26,17 +26,31 @@ def op_key(name: str) -> str:
     return name[len(AUTOGRAD_NODE_PREFIX):] if name.startswith(AUTOGRAD_NODE_PREFIX) else name
 
 
-def framework_op_s(name: str, hw: Hardware, requires_grad: bool = False) -> float | None:
+def framework_op_s(name: str, hw: Hardware, requires_grad: bool = False, tensors: int | None = None) -> float | None:
     """In-context host time of one call of framework op `name` from the profile's table (with
     autograd recording when its inputs require grad and the table has that), or None if the
-    table does not know the op (or knows it only with autograd recording and none is asked)."""
-    entry = hw.framework_op_table_s.get(op_key(name))
+    table does not know the op (or knows it only with autograd recording and none is asked).
+
+    A foreach op (`aten::_foreach_mul_`) loops over its tensor lists on the host: where the table
+    has its per-tensor cost and `tensors` (the list length) is known, the call costs the table's
+    time plus the per-tensor cost for each tensor more (or less) than it was measured with."""
+    key = op_key(name)
+    entry = hw.framework_op_table_s.get(key)
     if entry is None:
         return None
     plain, grad = entry
-    if requires_grad:
-        return grad if grad is not None else plain
-    return plain
+    cost = (grad if grad is not None else plain) if requires_grad else plain
+    scaling = hw.framework_op_per_tensor_s.get(key) if tensors is not None and cost is not None else None
+    if scaling is not None and tensors is not None and cost is not None:
+        reference, per_tensor = scaling
+        cost = max(0.0, cost + per_tensor * (tensors - reference))
+    return cost
+
+
+def _tensors(op: Op) -> int | None:
+    """The tensors per list of an op's foreach framework op (`tensors:` in a workload), if it says."""
+    n = op.attrs.get("tensors")
+    return None if n is None else int(n)
 
 
 def eager_dispatch_s(op: Op, hw: Hardware) -> float:
@@ -57,7 +71,7 @@ def eager_dispatch_s(op: Op, hw: Hardware) -> float:
             return measured
     name = op.attrs.get("framework_op")
     if name:
-        call = framework_op_s(str(name), hw, bool(op.attrs.get("requires_grad")))
+        call = framework_op_s(str(name), hw, bool(op.attrs.get("requires_grad")), _tensors(op))
         if call is not None:
             return max(0.0, call - hw.launch_s)
     return hw.eager_op_by_kind_s.get(op.kind, hw.eager_op_s)
@@ -72,7 +86,7 @@ def host_op_s(op: Op, hw: Hardware) -> float:
     cannot price those: an error, not a zero)."""
     seconds = float(op.attrs.get("duration_us", 0.0)) * 1e-6
     name = op.attrs.get("framework_op")
-    call = framework_op_s(str(name), hw, bool(op.attrs.get("requires_grad"))) if name else None
+    call = framework_op_s(str(name), hw, bool(op.attrs.get("requires_grad")), _tensors(op)) if name else None
     seconds += float(op.attrs.get("framework_ops", 0.0)) * (hw.framework_op_s if call is None else call)
     seconds += float(op.attrs.get("backward_calls", 0.0)) * hw.backward_call_s
     seconds += float(op.attrs.get("autograd_nodes", 0.0)) * hw.autograd_node_s

@@ -41,6 +41,7 @@ from sim.costmodel.host import (
 from sim.graph import Graph
 from sim.hardware import Hardware
 from sim.ingest.build import GRAPH_CALLS, PRIOR_FAMILY, TRITON_CALLS, ImportedStep
+from sim.ingest.kineto import StepEvents
 
 MIN_CLOCK_SAMPLES = 5  # fewer traced calls of the reference ops: the trace's speed is not measured
 
@@ -86,6 +87,23 @@ def trace_host_speed(step: ImportedStep, clock_us: Mapping[str, float]) -> float
     logs = [math.log(statistics.median(v) / clock_us[name]) for name, v in durations.items()
             if len(v) >= MIN_CLOCK_SAMPLES and statistics.median(v) > 0]
     return math.exp(sum(logs) / len(logs)) if logs else 1.0
+
+
+ACCUMULATE_GRAD = AUTOGRAD_NODE_PREFIX + "torch::autograd::AccumulateGrad"
+FOREACH_PREFIX = "aten::_foreach_"
+
+
+def foreach_tensors(events: StepEvents) -> int | None:
+    """Tensors per list of the step's foreach calls (an optimizer's): the gradients the step's backward
+    accumulated into leaf tensors (its AccumulateGrad nodes: one per parameter with a gradient); for a
+    step without a backward, the longest tensor list the trace recorded for a foreach op (record_shapes
+    keeps a list's shapes only when it is short); None when neither is there."""
+    nodes = sum(1 for o in events.cpu_ops if o.name == ACCUMULATE_GRAD)
+    if nodes:
+        return nodes
+    lengths = [len(o.input_dims[0]) for o in events.cpu_ops
+               if o.name.startswith(FOREACH_PREFIX) and o.input_dims and isinstance(o.input_dims[0], list)]
+    return max(lengths) if lengths and max(lengths) > 0 else None
 
 
 @dataclass(frozen=True)
@@ -173,7 +191,8 @@ def model_host(graph: Graph, step: ImportedStep, hw: Hardware, keep_profiler: bo
     Each kernel's host time since the previous launch is priced as the sum of
     - its own launch path: the in-context cost of its top-level framework op from the profile's
       `host.framework_ops` table, once per call (all its launches, autograd recording in a
-      training step's forward, a backward node's engine cost included); for an op the table does
+      training step's forward, a backward node's engine cost included; a foreach op's by the
+      length of its tensor lists, `foreach_tensors`); for an op the table does
       not know: eager dispatch once per launching op, Triton launcher, graph replay, an autograd
       node's cost when a backward node launched it; a torch.compile region's call (forward or
       backward) once per call;
@@ -193,6 +212,7 @@ def model_host(graph: Graph, step: ImportedStep, hw: Hardware, keep_profiler: bo
     table_top = False  # the current top-level op was priced whole from the table
     call: float | None = None
     extern_kind = _extern_kinds(graph, step)
+    tensors = foreach_tensors(step.events)  # a foreach call's list length (the table prices it per tensor)
     for k, (op, imp) in enumerate(zip(graph.ops, step.ops, strict=True)):
         if op.kind == "host" and imp.doc["name"].endswith("_gap") and float(imp.doc["duration_us"]) < GAP_CAP_US:
             nxt = next((step.ops[j] for j in range(k + 1, n) if step.ops[j].family is not None), None)
@@ -202,7 +222,7 @@ def model_host(graph: Graph, step: ImportedStep, hw: Hardware, keep_profiler: bo
         if op.is_kernel and imp.family not in (None, PRIOR_FAMILY):
             grad = step.training and op.phase == "forward"
             if imp.first_of_cpu_op:
-                call = framework_op_s(imp.top_op, hw, grad) if imp.top_op else None
+                call = framework_op_s(imp.top_op, hw, grad, tensors) if imp.top_op else None
                 table_top = call is not None and imp.launch_api not in GRAPH_CALLS and not imp.compiled_call
             if table_top:
                 host = call if imp.first_of_cpu_op and call is not None else 0.0
@@ -220,7 +240,7 @@ def model_host(graph: Graph, step: ImportedStep, hw: Hardware, keep_profiler: bo
                     host += hw.autograd_node_s
             for name in imp.kernelless_ops:
                 node = name.startswith(AUTOGRAD_NODE_PREFIX)
-                fixed = framework_op_s(name, hw, grad and not node)
+                fixed = framework_op_s(name, hw, grad and not node, tensors)
                 host += fixed if fixed is not None else (hw.autograd_node_s if node else hw.framework_op_s)
             if imp.compiled_call == "forward":
                 host += hw.compiled_call_s

@@ -344,8 +344,26 @@ def _no_gpu_work(file: str, chosen: Step, steps: list[Step], rt_ts: array, rt_co
 
 def read_step(path: Path, step: str | None = None) -> StepEvents:
     """Both passes: the chosen step's events, linked and checked."""
+    return _read_chosen(path, _scan(path), step)
+
+
+def read_steps(path: Path, steps: list[str]) -> list[StepEvents | InputError]:
+    """Several steps of one trace with one first pass (pass 2 reads the file once per step): each
+    step's events as `read_step` gives them, or the input error `read_step` would raise for it."""
+    found, cpu_lo, cpu_hi, rt_ts, rt_corr, gpu_corr, meta = _scan(path)
+    out: list[StepEvents | InputError] = []
+    for name in steps:
+        try:  # each step gets its own copies of what the scan shares (no caller sees another's edits)
+            out.append(_read_chosen(path, (list(found), cpu_lo, cpu_hi, rt_ts, rt_corr, gpu_corr, dict(meta)), name))
+        except InputError as e:
+            out.append(e)
+    return out
+
+
+def _read_chosen(path: Path, scan: tuple[list[Step], float, float, array, array, array, dict[str, Any]],
+                 step: str | None) -> StepEvents:
     file = str(path)
-    steps, cpu_lo, cpu_hi, rt_ts, rt_corr, gpu_corr, meta = _scan(path)
+    steps, cpu_lo, cpu_hi, rt_ts, rt_corr, gpu_corr, meta = scan
     chosen = select_step(steps, cpu_lo, cpu_hi, step, file)
     t0, t1 = chosen.ts, chosen.end
     in_step = {c for t, c in zip(rt_ts, rt_corr, strict=True) if t0 <= t <= t1}

@@ -229,11 +229,24 @@ class FrameworkOpCost(Provenance):
     us: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     grad_us: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     calls: int | None = Field(default=None, ge=1, description="calls the medians were taken over")
+    tensors: int | None = Field(
+        default=None, ge=1, description="a foreach op's tensors per call in the calls the medians were taken over")
+    per_tensor_us: float | None = Field(
+        default=None, ge=0, allow_inf_nan=False,
+        description="a foreach op's host time per tensor in its lists: a call over n tensors costs "
+                    "us + per_tensor_us x (n - tensors)")
 
     @model_validator(mode="after")
     def _some_cost(self) -> FrameworkOpCost:
         if self.us is None and self.grad_us is None:
             raise ValueError("a framework op cost needs 'us' or 'grad_us'")
+        if (self.tensors is None) != (self.per_tensor_us is None):
+            raise ValueError("'tensors' and 'per_tensor_us' go together (the per-tensor cost needs its reference count)")
+        for cost in (self.us, self.grad_us):
+            if cost is not None and self.tensors is not None and self.per_tensor_us is not None \
+                    and self.per_tensor_us * self.tensors > cost:
+                raise ValueError(f"per_tensor_us x tensors ({self.per_tensor_us * self.tensors:g}) exceeds the "
+                                 f"call's cost ({cost:g}): the fixed part would be negative")
         return self
 
 

@@ -78,6 +78,9 @@ class OpBase(Strict):
     launches: Expr = Field(
         default=1, description="kernels this one framework op launches (e.g. a foreach optimizer's chunks): its work"
         " split evenly over them, back to back on its stream, with one host dispatch (elementwise and copy ops)")
+    tensors: Expr | None = Field(
+        default=None, description="tensors in each list of its foreach framework op (aten::_foreach_mul_: an "
+        "optimizer's parameters): the host table prices such a call per tensor where it has the op's per-tensor cost")
 
     @model_validator(mode="after")
     def _unpriced_needs_measurement(self) -> OpBase:

@@ -96,14 +96,18 @@ def traced_steps(path: Path) -> list[Any]:
     """Every traced step of `path` the importer reads, last first (`ProfilerStep#N` markers; a
     CUDA-graph trace's earlier steps, whose graph launch the importer cannot link, are left out)."""
     from sim.errors import InputError
-    from sim.ingest import import_trace
+    from sim.ingest.build import build_step
+    from sim.ingest.kineto import read_steps
 
     key = str(path.resolve())
     if key not in _IMPORTED:
         steps = []
-        for k in range(1, MAX_TRACED_STEPS + 1):
+        # one first pass over the file for every step (the trace is read once per step after it)
+        for k, ev in enumerate(read_steps(path, [str(-k) for k in range(1, MAX_TRACED_STEPS + 1)]), start=1):
             try:
-                steps.append(import_trace(path, str(-k)))
+                if isinstance(ev, InputError):
+                    raise ev
+                steps.append(build_step(ev))
             except InputError as e:
                 if "no such step" in str(e) or "no ProfilerStep# markers" in str(e):
                     break

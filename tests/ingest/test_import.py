@@ -185,3 +185,15 @@ def test_attention_backend_is_the_library_the_kernels_name() -> None:
     assert [o.get("backend") for o in ops] == ["cudnn", "cudnn"]
     assert attention_backend("flash_fwd_kernel<...>") == "flash"
     assert attention_backend("void at::native::elementwise_kernel", "aten::mm") is None
+
+
+def test_read_steps_gives_what_read_step_gives_for_each_step() -> None:
+    from sim.ingest.kineto import read_steps
+
+    path = Path(__file__).resolve().parents[2] / "calibration" / "h200" / "host_context" / "A" / "traces" / "mlp_train_t128.json.gz"
+    many = read_steps(path, ["-1", "-3", "-4"])
+    for name, ev in zip(["-1", "-3"], many, strict=False):
+        one = read_step(path, name)
+        assert not isinstance(ev, InputError)
+        assert ev.step == one.step and ev.cpu_ops == one.cpu_ops and ev.runtime == one.runtime and ev.gpu == one.gpu
+    assert isinstance(many[2], InputError) and "no such step" in str(many[2])
