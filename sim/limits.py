@@ -27,6 +27,7 @@ MAX_YAML_DEPTH = _env_int("MAX_YAML_DEPTH", 64)  # nested mappings/sequences
 MAX_YAML_NODES = _env_int("MAX_YAML_NODES", 2_000_000)  # nodes after alias expansion (alias bombs)
 MAX_TRACE_BYTES = _env_int("MAX_TRACE_BYTES", 16 << 30)  # a trace file on disk (plain or gzip)
 MAX_JSON_DEPTH = _env_int("MAX_JSON_DEPTH", 64)  # nesting inside one trace event
+MAX_RAW_BYTES = _env_int("MAX_RAW_BYTES", 256 << 20)  # one raw calibration group file (JSON, read whole)
 MAX_RECORDING_BYTES = _env_int("MAX_RECORDING_BYTES", 512 << 20)  # a capture recording (JSON, read whole)
 MAX_TRACE_NUMBER = 1e18  # a trace's ts/dur (microseconds) and sizes stay within this magnitude
 MAX_TRACE_INT = 2**62  # ids, streams, launch sizes in a trace

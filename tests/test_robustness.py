@@ -502,3 +502,16 @@ def test_a_capture_recording_past_jsons_integer_limit_is_one_error_line(tmp_path
     rec.write_text('{"schema": ' + "9" * 5000 + "}")  # json refuses integers past 4300 digits (a ValueError)
     code, err = _cli(capsys, "capture", str(rec), "-o", str(tmp_path / "w.yaml"))
     assert code == 2 and "4300 digits" in _one_error(err, "r.json") and not (tmp_path / "w.yaml").exists()
+
+
+def test_a_raw_calibration_folder_with_a_fifo_or_a_huge_integer_is_one_error_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    os.mkfifo(raw / "x.json")  # reading it would block until a writer appears
+    code, err = _cli(capsys, "calibrate", "--from-raw", str(raw), "--out", str(tmp_path / "p.yaml"))
+    assert code == 2 and "regular file" in _one_error(err, "x.json")
+    (raw / "x.json").unlink()
+    (raw / "g.json").write_text('{"group": "g", "records": [' + "9" * 5000 + "]}")
+    code, err = _cli(capsys, "calibrate", "--from-raw", str(raw), "--out", str(tmp_path / "p.yaml"))
+    assert code == 2 and _one_error(err, "g.json") and not (tmp_path / "p.yaml").exists()

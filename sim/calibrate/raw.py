@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from sim.errors import InputError
+from sim.limits import MAX_RAW_BYTES
+from sim.schema.loader import read_input_text
 
 
 @dataclass(frozen=True)
@@ -58,10 +60,11 @@ def load_raw(root: Path) -> RawData:
     for path in sorted(root.glob("*.json")):
         if path.name == RUN_LOG:
             continue
+        text = read_input_text(path, max_bytes=MAX_RAW_BYTES, what="raw calibration file")  # regular file, bounded
         try:
-            doc = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise InputError(f"cannot read raw data: {exc}", file=str(path)) from None
+            doc = json.loads(text)
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError, an over-long integer, deep nesting
+            raise InputError(f"cannot read raw data: {str(exc)[:200]}", file=str(path)) from None
         if not isinstance(doc, dict) or "records" not in doc or "group" not in doc:
             raise InputError("not a raw calibration file", file=str(path), expected="an object with 'group' and 'records'")
         if not isinstance(doc["records"], list):
