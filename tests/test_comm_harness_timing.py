@@ -107,3 +107,49 @@ def test_ddp_step_pair_alternates_and_times_each_step() -> None:
     assert calls == ["sync", "no_sync"] * 7  # 3 warm-ups, then 4 timed pairs
     assert with_comm == [3000.0] * 4 and without == [2000.0] * 4
     assert len(cpu_with) == len(cpu_without) == 4
+
+
+class _FakeDDP:
+    """Forward + backward advance the fake clock; with a hook log, two buckets' hooks fire in backward."""
+
+    def __init__(self, hook_log: list[Any] | None) -> None:
+        self.hook_log, self.synced = hook_log, True
+
+    def __call__(self, x: Any) -> Any:
+        _Clock.now_ms += 1.0
+        return self
+
+    def backward(self, gy: Any) -> None:
+        for index in range(2):
+            _Clock.now_ms += 1.5
+            if self.hook_log is not None and self.synced:
+                ev = _Event()
+                ev.record()
+                self.hook_log.append((index, 1 << 20, 0, 0, ev))
+        if self.synced:
+            _Clock.now_ms += AR_MS
+
+    @contextlib.contextmanager
+    def no_sync(self) -> Any:
+        self.synced = False
+        yield
+        self.synced = True
+
+
+def test_ddp_ranks_records_every_mode_per_rank_with_bucket_times(monkeypatch: Any) -> None:
+    ctx = _ctx({"ddp_rank_steps": 2, "ddp_profile": False})
+    monkeypatch.setattr(comm, "_ddp_model", lambda c, var, log: (_FakeDDP(log), [types.SimpleNamespace(
+        grad=1, numel=lambda: 8, element_size=lambda: 2)]))
+    var = {"name": "v", "hidden": 8, "ffn": 32, "layers": 1, "bucket_cap_mb": 25, "tokens": [16]}
+    comm._ddp_ranks_variant(ctx, var)
+    assert ctx.errors == []
+    (rec,) = ctx.records
+    assert rec["bench"] == "ddp_ranks" and rec["tokens"] == 16 and len(rec["ranks"]) == 2
+    steps = rec["ranks"][0]["steps"]
+    assert {k: len(v) for k, v in steps.items()} == {"ddp": 2, "ddp_hook": 2, "no_sync": 2}
+    assert [s["device_us"] for s in steps["no_sync"]] == [4000.0] * 2  # forward + two backward parts
+    assert [s["device_us"] for s in steps["ddp"]] == [5000.0] * 2  # + the all-reduce
+    hooked = steps["ddp_hook"][0]
+    assert [b["device_ready_us"] for b in hooked["buckets"]] == [2500.0, 4000.0]
+    assert "buckets" not in steps["ddp"][0]  # the shipped DDP runs without the hook
+    assert hooked["host_ready_us"] <= hooked["host_call_us"] <= hooked["host_return_us"] <= hooked["host_synced_us"]
