@@ -312,6 +312,8 @@ BLOCKS: dict[str, Generator] = {
     "traces-host-context": Generator(lambda: gen_traces_host_context(), slow=True),  # kernelsim validate
     "comm-contention": Generator(lambda: gen_comm_contention(), slow=True),  # the engine replays the cells
     "comm-ddp": Generator(lambda: gen_comm_ddp(), slow=True),
+    "comm-machine-h": Generator(lambda: gen_comm_machine_h(), slow=True),  # the engine replays machine H
+    "comm-ddp-breakdown": Generator(lambda: gen_comm_ddp_breakdown(), slow=False),
     "host-validation": Generator(lambda: gen_host_validation(), slow=True),  # kernelsim validate (issue 15)
     "host-config-spread": Generator(lambda: gen_host_config_spread(), slow=True),
     "host-optimizer": Generator(lambda: gen_host_optimizer(), slow=True),  # reads nine traces
@@ -883,6 +885,54 @@ def fig_comm_ddp(split: str) -> Generator:
         errs = [abs(r.predicted_us / r.measured_us - 1) for r in _ddp_rows() if r.split == split]
         return f"median {statistics.median(errs) * 100:.1f} %, max {max(errs) * 100:.1f} %"
     return Generator(make, slow=True)
+
+
+MACHINE_H_DIR = ROOT / "validation" / "h200x2" / "machine_H"
+
+
+def gen_comm_machine_h() -> str:
+    """docs/communication.md: machine H (held out by machine) — DDP's exposed communication per workload
+    and the contention cells' |error| per regime and split, replayed as validate does."""
+    from sim.validate.comm import (
+        contention_quantities,
+        contention_rows,
+        ddp_rows,
+        heldout_machine_runs,
+    )
+
+    runs = heldout_machine_runs(ROOT)
+    lines = ["| DDP workload [machine] | split | measured | predicted | error |", "|---|---|---:|---:|---:|"]
+    for r in ddp_rows(COMM_DIR, runs=runs):
+        err = r.predicted_us / r.measured_us - 1
+        lines.append(f"| {r.label} | {r.split} | {r.measured_us:.0f} µs | {r.predicted_us:.0f} µs | {err * 100:+.1f} % |")
+    lines += ["", "| contention cells [machine H] (pp = predicted − measured slowdown) | n | median | max |",
+              "|---|---|---:|---:|"]
+    for key, q in contention_quantities(contention_rows(COMM_DIR, runs=runs)).items():
+        _, regime, split = key.split("/")
+        lines.append(f"| {regime.replace('_', '-')}, {split} | {int(q['n'])} | {q['median_abs_pp']:.1f} pp | "
+                     f"{q['max_abs_pp']:.1f} pp |")
+    return "\n".join(lines) + "\n"
+
+
+def gen_comm_ddp_breakdown() -> str:
+    """docs/communication.md: rank 0's profiled DDP steps split by sim.calibrate.ddp_timeline (runs w3, H)."""
+    import json
+
+    from sim.calibrate.ddp_timeline import kernel_breakdown
+
+    lines = ["| DDP workload, 4096 tokens [run] | exposed (median steps) | all-reduce kernels | compute lost beside them "
+             "| (no reference) | backward idle | tail |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for run, path in (("w3", COMM_DIR / "w3" / "comm.json"), ("H", MACHINE_H_DIR / "comm.json")):
+        for rec in json.loads(path.read_text())["records"]:
+            if rec.get("bench") != "ddp_variant" or not rec.get("timeline_rank0"):
+                continue
+            b = kernel_breakdown(rec["timeline_rank0"])
+            if b is None:
+                continue
+            lines.append(f"| {rec['variant']} [{run}] | {rec['exposed_comm_us']:.0f} µs | {b.allreduce_kernels}: "
+                         f"{b.allreduce_busy_us:.0f} µs | {b.beside_allreduce_loss_us:.0f} µs | "
+                         f"{b.beside_allreduce_unpriced_us:.0f} µs | {b.backward_idle_us:.0f} µs | {b.tail_us:.0f} µs |")
+    return "\n".join(lines) + "\n"
 
 
 def fig_ddp_host(field_name: str) -> str:

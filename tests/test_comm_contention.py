@@ -136,3 +136,21 @@ def test_ddp_rows_cover_every_committed_two_rank_step() -> None:
         "calibrated"}
     assert {r.split for r in rows if "[r2]" in r.label or "[r3]" in r.label or "x4" in r.label} == {"unseen"}
     assert all(r.predicted_us > 0 for r in rows)
+
+
+def test_a_machine_held_out_by_machine_has_its_own_splits() -> None:
+    # machine H (validation/h200x2/machine_H): read by no fit; the calibrated cells and DDP workload are
+    # split heldout_machine_fitcfg there, every other one heldout_machine; run B's records stay as they were
+    from sim.validate.comm import HELDOUT_MACHINE, HELDOUT_MACHINE_FIT_CONFIG, heldout_machine_runs
+
+    runs = heldout_machine_runs(ROOT)
+    assert [m for m, _ in runs] == ["H"]
+    rows = ddp_rows(COMM, runs=runs)
+    assert len(rows) == 10 and all(r.run == "H" for r in rows)
+    fit = [r for r in rows if r.split == HELDOUT_MACHINE_FIT_CONFIG]
+    assert [r.label for r in fit] == ["DDP MLP 4096->16384 x1, bucket 25 MB, 4096 tokens [H]"]
+    assert {r.split for r in rows} == {HELDOUT_MACHINE, HELDOUT_MACHINE_FIT_CONFIG}
+    cells = contention_rows(COMM, runs=[(m, {"records": [r for r in doc["records"] if r.get("bench") == "contention"]})
+                                        for m, doc in runs])
+    assert cells and {r.split for r in cells} == {HELDOUT_MACHINE_FIT_CONFIG}  # the calibrated cells' bench
+    assert heldout_machine_runs(ROOT / "nothing") == []

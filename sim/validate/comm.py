@@ -82,6 +82,15 @@ def _cell_key(load: dict[str, Any], ar_bytes: int) -> tuple[Any, ...]:
     return ("copy", int(load["bytes"]), ar_bytes)
 
 
+# Two-GPU machines held out by machine (issue 20): contention and DDP grids measured on a machine no
+# fit, correction or threshold read before. A cell or workload the engine's rule was chosen on is split
+# HELDOUT_MACHINE_FIT_CONFIG there (the shape is calibrated, the machine is not), every other one
+# HELDOUT_MACHINE — the names of the host tables' machine-held-out splits (sim.validate.host).
+HELDOUT_MACHINE_COMM_DIRS = (Path("validation") / "h200x2" / "machine_H",)
+HELDOUT_MACHINE = "heldout_machine"
+HELDOUT_MACHINE_FIT_CONFIG = "heldout_machine_fitcfg"
+
+
 def _runs(comm_dir: Path) -> list[tuple[str, dict[str, Any]]]:
     out = []
     for run in OVERLAP_RUNS:
@@ -89,6 +98,22 @@ def _runs(comm_dir: Path) -> list[tuple[str, dict[str, Any]]]:
         if path.is_file():
             out.append((run, json.loads(path.read_text())))
     return out
+
+
+def heldout_machine_runs(root: Path) -> list[tuple[str, dict[str, Any]]]:
+    """(machine, comm.json document) of every held-out two-GPU machine under `root` that has data."""
+    out = []
+    for rel in HELDOUT_MACHINE_COMM_DIRS:
+        path = root / rel / "comm.json"
+        if path.is_file():
+            out.append((rel.name.removeprefix("machine_"), json.loads(path.read_text())))
+    return out
+
+
+def _split(seen: bool, held_out_machine: bool) -> str:
+    if held_out_machine:
+        return HELDOUT_MACHINE_FIT_CONFIG if seen else HELDOUT_MACHINE
+    return "calibrated" if seen else "unseen"
 
 
 def _load_spread(rec: dict[str, Any]) -> float:
@@ -101,16 +126,19 @@ def _load_spread(rec: dict[str, Any]) -> float:
     return statistics.pstdev(values) / statistics.mean(values)
 
 
-def contention_rows(comm_dir: Path, profile: str = "h200-nvl2", split: str | None = None) -> list[SlowdownRow]:
+def contention_rows(comm_dir: Path, profile: str = "h200-nvl2", split: str | None = None,
+                    runs: list[tuple[str, dict[str, Any]]] | None = None) -> list[SlowdownRow]:
     """Every two-rank contention cell with the load on both ranks (of one split, if given), measured
-    vs the engine replaying the harness's program (load kernels anchored at their measured time alone)."""
+    vs the engine replaying the harness's program (load kernels anchored at their measured time alone).
+    With `runs` (a held-out machine's documents), those records instead of the runs under `comm_dir`,
+    split by machine (HELDOUT_MACHINE / HELDOUT_MACHINE_FIT_CONFIG)."""
     from sim.calibrate.comm_contention import cell_load, simulate_cell
     from sim.hardware import load_profile
 
     hw = load_profile(profile)
     host_us = (hw.fabric.collective_host_s("all_reduce") or 0.0) * 1e6
     rows = []
-    for run, doc in _runs(comm_dir):
+    for run, doc in (runs if runs is not None else _runs(comm_dir)):
         for rec in doc.get("records") or []:
             if rec.get("bench") not in ("contention", "contention_grid") or "skipped" in rec:
                 continue
@@ -120,7 +148,7 @@ def contention_rows(comm_dir: Path, profile: str = "h200-nvl2", split: str | Non
             if load is None or not rec.get("load_calls"):
                 continue
             ar_bytes = int(rec["allreduce_bytes"])
-            cell_split = "calibrated" if _cell_key(load, ar_bytes) in CALIBRATED_CELLS else "unseen"
+            cell_split = _split(_cell_key(load, ar_bytes) in CALIBRATED_CELLS, runs is not None)
             if split is not None and cell_split != split:
                 continue
 
@@ -155,15 +183,16 @@ class DdpRow:
     predicted_us: float
 
 
-def ddp_rows(comm_dir: Path, profile: str = "h200-nvl2") -> list[DdpRow]:
+def ddp_rows(comm_dir: Path, profile: str = "h200-nvl2",
+             runs: list[tuple[str, dict[str, Any]]] | None = None) -> list[DdpRow]:
     """Exposed communication of every two-rank DDP record (step - the same step under no_sync),
-    measured vs predicted."""
+    measured vs predicted; with `runs`, a held-out machine's records, split by machine."""
     from sim.calibrate.comm_contention import ddp_exposed_us
     from sim.hardware import load_profile
 
     hw = load_profile(profile)
     rows = []
-    for run, doc in _runs(comm_dir):
+    for run, doc in (runs if runs is not None else _runs(comm_dir)):
         for rec in doc.get("records") or []:
             if rec.get("bench") not in ("ddp_step", "ddp_variant") or "skipped" in rec:
                 continue
@@ -172,7 +201,7 @@ def ddp_rows(comm_dir: Path, profile: str = "h200-nvl2") -> list[DdpRow]:
             H, F, L = int(rec["hidden"]), int(rec["ffn"]), int(rec.get("layers", 1))
             cap, view = float(rec["bucket_cap_mb"]), bool(rec.get("gradient_as_bucket_view", False))
             with_comm, without = ddp_exposed_us(hw, H, F, L, cap, int(rec["tokens"]), gradient_as_bucket_view=view)
-            split = "calibrated" if (H, F, L, cap, view) in CALIBRATED_DDP else "unseen"
+            split = _split((H, F, L, cap, view) in CALIBRATED_DDP, runs is not None)
             label = (f"DDP MLP {H}->{F} x{L}, bucket {cap:g} MB{', grad views' if view else ''}, "
                      f"{rec['tokens']} tokens [{run}]")
             rows.append(DdpRow(run, label, split, float(rec["exposed_comm_us"]), with_comm - without))
@@ -184,7 +213,7 @@ def contention_quantities(rows: list[SlowdownRow]) -> dict[str, dict[str, float]
     points (regime: device-bound cells, or cells whose issue loop is host-bound)."""
     out = {}
     for regime in ("device", "host"):
-        for split in ("calibrated", "unseen"):
+        for split in ("calibrated", "unseen", HELDOUT_MACHINE_FIT_CONFIG, HELDOUT_MACHINE):
             errs = [abs(r.error_pp) for r in rows if r.split == split and r.regime == regime]
             if errs:
                 out[f"comm_contention/{regime}_bound/{split}"] = {

@@ -106,10 +106,14 @@ def wave4_kernel_rows(hw: Hardware, path: Path, machine: str = "w4") -> list[Row
 def ddp_validation_rows(comm_dir: Path, profile: str = "h200-nvl2") -> list[Row]:
     """DDP's exposed communication on two GPUs (table comm_ddp; the workload the engine's rule was
     chosen on is "calibrated", other models and bucket caps "unseen")."""
-    from sim.validate.comm import ddp_rows
+    from sim.validate.comm import ddp_rows, heldout_machine_runs
 
-    return [Row("comm_ddp", "exposed", r.label, r.split, r.measured_us, r.predicted_us, group=r.run)
-            for r in ddp_rows(comm_dir, profile)]
+    rows = ddp_rows(comm_dir, profile)
+    # machines held out by machine (validation/h200x2/machine_*), beside calibration/ under the root
+    machines = heldout_machine_runs(comm_dir.parent.parent.parent)
+    if machines:
+        rows += ddp_rows(comm_dir, profile, runs=machines)
+    return [Row("comm_ddp", "exposed", r.label, r.split, r.measured_us, r.predicted_us, group=r.run) for r in rows]
 
 
 def wave2_rows(hw: Hardware, root: Path) -> list[Row]:
@@ -129,7 +133,7 @@ def wave2_rows(hw: Hardware, root: Path) -> list[Row]:
 def contention_validation(root: Path) -> list[Any]:
     """The contention cells' slowdown rows (sim.validate.comm.SlowdownRow); none without the data or
     the 2-GPU profile."""
-    from sim.validate.comm import contention_rows
+    from sim.validate.comm import contention_rows, heldout_machine_runs
 
     comm_dir = root / "calibration" / "h200x2" / "comm"
     if not (comm_dir / "B" / "comm.json").is_file():
@@ -138,4 +142,8 @@ def contention_validation(root: Path) -> list[Any]:
         load_profile("h200-nvl2")
     except InputError:
         return []
-    return list(contention_rows(comm_dir))
+    rows = list(contention_rows(comm_dir))
+    machines = heldout_machine_runs(root)
+    if machines:
+        rows += contention_rows(comm_dir, runs=machines)
+    return rows

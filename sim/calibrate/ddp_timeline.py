@@ -1,0 +1,178 @@
+"""Where DDP's exposed communication goes, read from the two-GPU harness's timelines (issue 20).
+
+Two sources, both written by sim.calibrate.gpu.comm:
+- `timeline_rank0` of a `ddp_variant` record: rank 0's kernels of one profiled step (name, stream,
+  start, duration). `kernel_breakdown` splits the step into the all-reduce kernels, the time the
+  compute kernels lose while an all-reduce kernel runs beside them (each against the median of the
+  same kernel with no all-reduce beside it in that step), the compute stream's idle time during the
+  backward (the host not keeping up), and the tail after the last compute kernel.
+- a `ddp_ranks` record: every rank's clocks (one host clock for both processes). `rank_summary`
+  gives per rank the device step with and without communication, the skew of the step starts
+  (barrier exits), DDP's host time per bucket hook, and how far apart the ranks' buckets become ready
+  on the device (the time the earlier rank's all-reduce waits for its peer).
+
+Pure functions of the recorded data (no torch, no simpy): `python -m sim.calibrate.ddp_timeline FILE`
+prints both tables for a comm.json."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+def _is_nccl(name: str) -> bool:
+    return "nccl" in name.lower()
+
+
+@dataclass(frozen=True)
+class KernelBreakdown:
+    """One profiled DDP step of rank 0, in us."""
+
+    step_us: float  # first kernel start to last kernel end
+    allreduce_kernels: int
+    allreduce_busy_us: float  # the all-reduce kernels' summed durations (transfer and waiting for the peer)
+    beside_allreduce_loss_us: float  # compute kernels' time beyond their median without an all-reduce beside
+    beside_allreduce_unpriced_us: float  # compute kernels that always ran beside an all-reduce (no reference)
+    backward_idle_us: float  # compute stream idle from the first all-reduce to the last compute kernel
+    tail_us: float  # from the last compute kernel (bucket copies back excluded) to the step's end
+
+
+def _overlap(start: float, end: float, spans: list[tuple[float, float]]) -> float:
+    return sum(max(0.0, min(b, end) - max(a, start)) for a, b in spans)
+
+
+def kernel_breakdown(timeline: list[dict[str, Any]]) -> KernelBreakdown | None:
+    """Split rank 0's profiled DDP step (a `timeline_rank0`); None without an all-reduce kernel."""
+    nccl = [(e["start_us"], e["start_us"] + e["dur_us"]) for e in timeline if _is_nccl(e["name"])]
+    comp = [e for e in timeline if not _is_nccl(e["name"])]
+    if not nccl or not comp:
+        return None
+    alone: dict[str, list[float]] = defaultdict(list)
+    for e in comp:
+        if _overlap(e["start_us"], e["start_us"] + e["dur_us"], nccl) == 0.0:
+            alone[e["name"]].append(e["dur_us"])
+    loss = unpriced = 0.0
+    for e in comp:
+        if _overlap(e["start_us"], e["start_us"] + e["dur_us"], nccl) > 0.0:
+            if alone[e["name"]]:
+                loss += e["dur_us"] - statistics.median(alone[e["name"]])
+            else:
+                unpriced += e["dur_us"]
+    end = max(e["start_us"] + e["dur_us"] for e in timeline)
+    last_comp = max(e["start_us"] + e["dur_us"] for e in comp if "Memcpy DtoD" not in e["name"])
+    first_ar = min(a for a, _ in nccl)
+    busy, cur = 0.0, None
+    for e in sorted(comp, key=lambda x: x["start_us"]):
+        s, t = max(e["start_us"], first_ar), e["start_us"] + e["dur_us"]
+        if t <= first_ar or s >= last_comp:
+            continue
+        t = min(t, last_comp)
+        if cur is None or s > cur[1]:
+            if cur is not None:
+                busy += cur[1] - cur[0]
+            cur = [s, t]
+        else:
+            cur[1] = max(cur[1], t)
+    if cur is not None:
+        busy += cur[1] - cur[0]
+    return KernelBreakdown(end - min(e["start_us"] for e in timeline), len(nccl), sum(b - a for a, b in nccl),
+                           loss, unpriced, max(0.0, last_comp - first_ar - busy), end - last_comp)
+
+
+@dataclass(frozen=True)
+class RankSummary:
+    """A `ddp_ranks` record (two or more ranks), in us."""
+
+    step_us: dict[str, list[float]]  # mode -> per rank, median device time of the step
+    exposed_us: list[float]  # per rank: ddp - no_sync
+    exposed_hook_us: list[float]  # per rank: DDP with the timestamping hook - no_sync
+    start_skew_us: float  # median over steps of the latest minus the earliest rank's barrier exit
+    hook_host_us: float  # median host time of one bucket hook (DDP's all-reduce hook, entry to return)
+    buckets: int
+    ready_skew_us: float  # median over buckets and steps of the spread of the ranks' device ready times
+    ready_skew_max_us: float
+    device_lag_us: float  # median over buckets of device ready - host hook entry (> 0: the host is ahead)
+
+
+def rank_summary(rec: dict[str, Any]) -> RankSummary:
+    """Summarize a `ddp_ranks` record: per-rank step times, start skew, bucket hook cost and skew."""
+    ranks = rec["ranks"]
+    med = statistics.median
+    modes = list(ranks[0]["steps"])
+    step = {m: [med(s["device_us"] for s in r["steps"][m]) for r in ranks] for m in modes}
+    exposed = [a - b for a, b in zip(step["ddp"], step["no_sync"], strict=True)]
+    exposed_hook = [a - b for a, b in zip(step["ddp_hook"], step["no_sync"], strict=True)]
+    skews = []
+    for m in modes:
+        for i in range(len(ranks[0]["steps"][m])):
+            t = [r["steps"][m][i]["host_ready_us"] for r in ranks]
+            skews.append(max(t) - min(t))
+    hook_host, ready_spread, lag = [], [], []
+    n_buckets = 0
+    for i in range(len(ranks[0]["steps"]["ddp_hook"])):
+        per_rank = [r["steps"]["ddp_hook"][i] for r in ranks]
+        by_index = [{b["index"]: b for b in s.get("buckets") or []} for s in per_rank]
+        n_buckets = max(n_buckets, len(by_index[0]))
+        for s, bi in zip(per_rank, by_index, strict=True):
+            for b in bi.values():
+                hook_host.append(b["host_out_us"] - b["host_in_us"])
+                lag.append(b["device_ready_us"] - (b["host_in_us"] - s["host_ready_us"]))
+        for k in by_index[0]:
+            if all(k in bi for bi in by_index):
+                # the device start is the barrier exit (the GPU is idle, the start event is recorded next)
+                ready = [s["host_ready_us"] + bi[k]["device_ready_us"] for s, bi in zip(per_rank, by_index, strict=True)]
+                ready_spread.append(max(ready) - min(ready))
+    return RankSummary(step, exposed, exposed_hook, med(skews), med(hook_host) if hook_host else 0.0, n_buckets,
+                       med(ready_spread) if ready_spread else 0.0, max(ready_spread) if ready_spread else 0.0,
+                       med(lag) if lag else 0.0)
+
+
+def _label(rec: dict[str, Any]) -> str:
+    return (f"{rec.get('variant', 'ddp')} T={rec['tokens']}")
+
+
+def report_lines(doc: dict[str, Any]) -> list[str]:
+    """Both tables for one comm.json document."""
+    lines = []
+    for rec in doc.get("records") or []:
+        if rec.get("bench") == "ddp_variant" and rec.get("timeline_rank0"):
+            b = kernel_breakdown(rec["timeline_rank0"])
+            if b is not None:
+                lines.append(f"{_label(rec)}: exposed {rec['exposed_comm_us']:.0f} us (median steps); profiled step "
+                             f"{b.step_us:.0f} us: {b.allreduce_kernels} all-reduce kernels {b.allreduce_busy_us:.0f} us, "
+                             f"compute lost beside them {b.beside_allreduce_loss_us:.0f} us (+{b.beside_allreduce_unpriced_us:.0f}"
+                             f" us with no reference), backward idle {b.backward_idle_us:.0f} us, tail {b.tail_us:.0f} us")
+        if rec.get("bench") == "ddp_ranks" and rec.get("ranks"):
+            s = rank_summary(rec)
+            lines.append(f"{_label(rec)} per rank: exposed {[round(x) for x in s.exposed_us]} us (with the hook "
+                         f"{[round(x) for x in s.exposed_hook_us]}), step {[round(x) for x in s.step_us['ddp']]} vs no_sync "
+                         f"{[round(x) for x in s.step_us['no_sync']]}; start skew {s.start_skew_us:.0f} us; {s.buckets} "
+                         f"buckets, hook {s.hook_host_us:.0f} us host each, ready skew {s.ready_skew_us:.0f} us "
+                         f"(max {s.ready_skew_max_us:.0f}), device behind host by {s.device_lag_us:.0f} us")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("files", nargs="+", type=Path, help="comm.json files of sim.calibrate.gpu.comm")
+    ns = ap.parse_args(argv)
+    for path in ns.files:
+        try:
+            doc = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            print(f"error: {path}: cannot read a comm.json ({exc})", file=sys.stderr)
+            return 2
+        print(f"== {path}")
+        for line in report_lines(doc):
+            print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

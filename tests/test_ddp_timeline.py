@@ -1,0 +1,60 @@
+"""Where DDP's exposed communication goes (sim.calibrate.ddp_timeline): the profiled step's split and
+the per-rank clocks' summary, on hand-made timelines and on the committed ones."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from sim.calibrate.ddp_timeline import kernel_breakdown, main, rank_summary, report_lines
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _k(name: str, start: float, dur: float) -> dict[str, Any]:
+    return {"name": name, "start_us": start, "dur_us": dur}
+
+
+def test_breakdown_prices_a_kernel_beside_an_all_reduce_against_its_own_runs_alone() -> None:
+    tl = [_k("gemm", 0, 100), _k("gemm", 100, 100),  # alone: 100 us
+          _k("ncclDevKernel_AllReduce", 210, 80), _k("gemm", 205, 160),  # beside the all-reduce: +60 us
+          _k("gemm", 400, 100),  # 35 us idle before it
+          _k("ncclDevKernel_AllReduce", 500, 50), _k("Memcpy DtoD (Device -> Device)", 520, 40)]
+    b = kernel_breakdown(tl)
+    assert b is not None
+    assert b.allreduce_kernels == 2 and b.allreduce_busy_us == 130
+    assert b.beside_allreduce_loss_us == 60 and b.beside_allreduce_unpriced_us == 40  # the copy has no reference
+    assert b.backward_idle_us == 35  # 365..400 (counted from the first all-reduce, to the last compute kernel)
+    assert b.tail_us == 560 - 500 and b.step_us == 560
+    assert kernel_breakdown([_k("gemm", 0, 10)]) is None
+
+
+def _step(ready: float, device: float, buckets: list[tuple[int, float, float]] | None = None) -> dict[str, Any]:
+    s: dict[str, Any] = {"host_ready_us": ready, "host_call_us": ready + 1, "host_return_us": ready + 50,
+                         "host_synced_us": ready + device, "device_us": device}
+    if buckets is not None:
+        s["buckets"] = [{"index": i, "bytes": 1, "host_in_us": ready + h, "host_out_us": ready + h + 20,
+                         "device_ready_us": d} for i, h, d in buckets]
+    return s
+
+
+def test_rank_summary_reads_skew_and_bucket_costs_from_both_ranks_clocks() -> None:
+    rank0 = {"rank": 0, "steps": {"ddp": [_step(0, 1100)], "ddp_hook": [_step(0, 1150, [(0, 100, 300), (1, 200, 600)])],
+                                  "no_sync": [_step(0, 1000)]}}
+    rank1 = {"rank": 1, "steps": {"ddp": [_step(30, 1070)], "ddp_hook": [_step(30, 1120, [(0, 100, 300), (1, 200, 640)])],
+                                  "no_sync": [_step(30, 1000)]}}
+    s = rank_summary({"ranks": [rank0, rank1]})
+    assert s.exposed_us == [100, 70] and s.exposed_hook_us == [150, 120]
+    assert s.start_skew_us == 30 and s.buckets == 2 and s.hook_host_us == 20
+    assert s.ready_skew_us == (30 + 70) / 2 and s.ready_skew_max_us == 70
+    assert s.device_lag_us == 300  # median of 200, 400, 200, 440
+
+
+def test_committed_timelines_split_and_the_command_reads_them(capsys: Any) -> None:
+    doc = json.loads((ROOT / "validation" / "h200x2" / "machine_H" / "comm.json").read_text())
+    lines = report_lines(doc)
+    assert len(lines) == 6 and all("all-reduce kernels" in ln for ln in lines)
+    assert main([str(ROOT / "validation" / "h200x2" / "machine_H" / "comm.json")]) == 0
+    assert main([str(ROOT / "no_such.json")]) == 2
+    assert "error: " in capsys.readouterr().err
