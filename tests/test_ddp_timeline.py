@@ -58,3 +58,21 @@ def test_committed_timelines_split_and_the_command_reads_them(capsys: Any) -> No
     assert main([str(ROOT / "validation" / "h200x2" / "machine_H" / "comm.json")]) == 0
     assert main([str(ROOT / "no_such.json")]) == 2
     assert "error: " in capsys.readouterr().err
+
+
+def test_all_reduce_kernels_of_both_ranks_meet_on_the_host_clock() -> None:
+    from sim.calibrate.ddp_timeline import allreduce_skew
+
+    def prof(host: float, ts0: float, starts: list[float]) -> dict[str, Any]:
+        ev = [{"name": "ks_step", "cat": "user_annotation", "ts_us": ts0, "dur_us": 900.0},
+              {"name": "ncclDevKernel_AllReduce", "cat": "kernel", "ts_us": ts0 - 50, "dur_us": 5.0}]  # the barrier's
+        ev += [{"name": "ncclDevKernel_AllReduce_Sum_bf16", "cat": "kernel", "ts_us": ts0 + s, "dur_us": 40.0}
+               for s in starts]
+        return {"ks_step_host_us": host, "events": ev}
+
+    rec = {"ranks": [{"profile": prof(1000.0, 7.0, [100, 300])}, {"profile": prof(1020.0, 5000.0, [90, 310])}]}
+    k = allreduce_skew(rec)
+    assert k is not None and k.kernels == 2
+    assert k.start_spread_us == [10.0, 30.0]  # 1100 vs 1110, 1300 vs 1330
+    assert k.step_start_spread_us == 20.0 and k.duration_us == [[40.0, 40.0], [40.0, 40.0]]
+    assert allreduce_skew({"ranks": [{"profile": None}]}) is None

@@ -133,6 +133,37 @@ def rank_summary(rec: dict[str, Any]) -> RankSummary:
                        med(lag) if lag else 0.0)
 
 
+@dataclass(frozen=True)
+class AllReduceSkew:
+    """The profiled step's all-reduce kernels of every rank on one clock, in us."""
+
+    kernels: int  # all-reduce kernels per rank (the fewest of any rank)
+    start_spread_us: list[float]  # per all-reduce: latest minus earliest rank's kernel start
+    duration_us: list[list[float]]  # per rank, per all-reduce: the kernel's duration
+    step_start_spread_us: float  # the ranks' `ks_step` annotations (the step's start on the host)
+
+
+def allreduce_skew(rec: dict[str, Any]) -> AllReduceSkew | None:
+    """Match the k-th all-reduce kernel of every rank's profiled step (a `ddp_ranks` record), on the
+    host clock: the profiler's times shifted so that each rank's `ks_step` annotation sits at the host
+    clock read just before it. None when a rank has no profile."""
+    per_rank, marks = [], []
+    for r in rec["ranks"]:
+        prof = r.get("profile")
+        if not prof:
+            return None
+        mark = next((e for e in prof["events"] if e["name"] == "ks_step" and e["cat"] == "user_annotation"), None)
+        if mark is None:
+            return None
+        shift = prof["ks_step_host_us"] - mark["ts_us"]
+        marks.append(prof["ks_step_host_us"])
+        per_rank.append([(e["ts_us"] + shift, e["dur_us"]) for e in prof["events"]
+                         if e["cat"] == "kernel" and _is_nccl(e["name"]) and e["ts_us"] >= mark["ts_us"]])
+    n = min(len(k) for k in per_rank)
+    spread = [max(k[i][0] for k in per_rank) - min(k[i][0] for k in per_rank) for i in range(n)]
+    return AllReduceSkew(n, spread, [[d for _, d in k[:n]] for k in per_rank], max(marks) - min(marks))
+
+
 def _label(rec: dict[str, Any]) -> str:
     return (f"{rec.get('variant', 'ddp')} T={rec['tokens']}")
 
@@ -155,6 +186,12 @@ def report_lines(doc: dict[str, Any]) -> list[str]:
                          f"{[round(x) for x in s.step_us['no_sync']]}; start skew {s.start_skew_us:.0f} us; {s.buckets} "
                          f"buckets, hook {s.hook_host_us:.0f} us host each, ready skew {s.ready_skew_us:.0f} us "
                          f"(max {s.ready_skew_max_us:.0f}), device behind host by {s.device_lag_us:.0f} us")
+            k = allreduce_skew(rec)
+            if k is not None and k.kernels:
+                lines.append(f"  profiled step: start spread {k.step_start_spread_us:.0f} us; {k.kernels} all-reduce kernels, "
+                             f"start spread median {statistics.median(k.start_spread_us):.0f} us (max "
+                             f"{max(k.start_spread_us):.0f}); summed kernel time per rank "
+                             f"{[round(sum(d)) for d in k.duration_us]} us")
     return lines
 
 
