@@ -935,6 +935,69 @@ def gen_comm_ddp_breakdown() -> str:
     return "\n".join(lines) + "\n"
 
 
+def fig_comm_ddp_machine_spread() -> str:
+    """The widest ratio between machines w3 and H of one DDP workload's exposed communication."""
+    import json
+
+    def exposed(path: Path) -> dict[tuple[str, int], float]:
+        return {(r["variant"], r["tokens"]): r["exposed_comm_us"] for r in json.loads(path.read_text())["records"]
+                if r.get("bench") == "ddp_variant" and r.get("exposed_comm_us") is not None}
+
+    w3, h = exposed(COMM_DIR / "w3" / "comm.json"), exposed(MACHINE_H_DIR / "comm.json")
+    key = max(set(w3) & set(h), key=lambda k: max(w3[k], h[k]) / min(w3[k], h[k]))
+    return f"{key[0]}, {key[1]} tokens: {w3[key]:.0f} µs exposed on w3, {h[key]:.0f} µs on H"
+
+
+def _gemm_beside_ratios(calibrated: bool) -> list[float]:
+    """Duration / the same kernel's median alone of every nvjet GEMM that starts while an all-reduce kernel
+    runs, in rank 0's profiled DDP steps of runs w3 and H (the calibrated workload's, or the others')."""
+    import json
+    import statistics
+
+    from sim.calibrate.comm_contention import CALIBRATED_DDP
+
+    out = []
+    for path in (COMM_DIR / "w3" / "comm.json", MACHINE_H_DIR / "comm.json"):
+        for r in json.loads(path.read_text())["records"]:
+            tl = r.get("timeline_rank0")
+            if r.get("bench") != "ddp_variant" or not tl:
+                continue
+            key = (r["hidden"], r["ffn"], r.get("layers", 1), float(r["bucket_cap_mb"]), bool(r.get("gradient_as_bucket_view")))
+            if (key in CALIBRATED_DDP) != calibrated:
+                continue
+            nccl = [(e["start_us"], e["start_us"] + e["dur_us"]) for e in tl if "nccl" in e["name"].lower()]
+            gemms = [e for e in tl if e["name"].startswith("nvjet")]
+            alone: dict[str, list[float]] = {}
+            beside = []
+            for e in gemms:
+                s, t = e["start_us"], e["start_us"] + e["dur_us"]
+                if not any(a < t and b > s for a, b in nccl):
+                    alone.setdefault(e["name"], []).append(e["dur_us"])
+                elif any(a <= s < b for a, b in nccl):
+                    beside.append(e)
+            out += [e["dur_us"] / statistics.median(alone[e["name"]]) for e in beside if e["name"] in alone]
+    return out
+
+
+def fig_comm_gemm_beside_ar() -> str:
+    """Median and range of the GEMM-beside-all-reduce ratios (workloads no fit uses; the calibrated one)."""
+    import statistics
+
+    unseen, cal = _gemm_beside_ratios(False), _gemm_beside_ratios(True)
+    return (f"{min(unseen):.2f}–{max(unseen):.2f}× (median {statistics.median(unseen):.2f}×, {len(unseen)} kernels; "
+            f"the calibrated workload's {min(cal):.2f}–{max(cal):.2f}×)")
+
+
+def fig_comm_gemm_beside_ar_rule() -> str:
+    """The engine's slowdown of a machine-filling kernel beside a resident collective: 1 / (1 - its SM share)."""
+    from sim.hardware import load_profile
+
+    hw = load_profile("h200-nvl2")
+    sms = hw.sm_count
+    channels = int(hw.fabric.channels)
+    return f"{1 / (1 - channels / sms):.2f}× ({channels} of {sms} SMs)"
+
+
 def fig_ddp_host(field_name: str) -> str:
     """A host.ddp value of the h200-nvl2 profile, in µs."""
     from sim.hardware import load_profile
@@ -980,6 +1043,9 @@ PROSE: dict[str, Generator] = {
     "comm-host-bound-2048": fig_comm_cell("gemm_2048x2048x2048_bf16", 4, "w3"),
     "comm-ddp-calibrated": fig_comm_ddp("calibrated"),
     "comm-ddp-unseen": fig_comm_ddp("unseen"),
+    "comm-ddp-machine-spread": Generator(fig_comm_ddp_machine_spread, slow=False),
+    "comm-gemm-beside-ar": Generator(fig_comm_gemm_beside_ar, slow=False),
+    "comm-gemm-beside-ar-rule": Generator(fig_comm_gemm_beside_ar_rule, slow=False),
     "comm-ddp-host-forward": Generator(lambda: fig_ddp_host("ddp_forward_s"), slow=False),
     "comm-ddp-host-hook": Generator(lambda: fig_ddp_host("ddp_hook_s"), slow=False),
     "comm-ddp-host-unseen": Generator(fig_ddp_host_unseen, slow=False),
