@@ -657,18 +657,24 @@ def _ddp_variant(ctx: _Ctx, var: dict[str, Any]) -> None:
             ctx.error(f"ddp {var['name']} tokens {tokens}", exc)
 
 
-def _stage_ddp_grid(ctx: _Ctx) -> None:
-    """DDP workloads that differ by model (width, depth) and bucket cap (held out by workload)."""
-    for var in ctx.cfg["ddp_variants"]:
+def _each_variant(ctx: _Ctx, key: str, bench: str, label: str, run: Any) -> None:
+    """`run(ctx, var)` for each variant of config list `key`, within the budget (a variant past it is
+    recorded as skipped); one variant's failure is recorded and the next one runs."""
+    for var in ctx.cfg[key]:
         if ctx.expired():
-            ctx.add({"bench": "ddp_variant", "variant": var["name"], "world_size": ctx.world, "skipped": "budget"})
+            ctx.add({"bench": bench, "variant": var["name"], "world_size": ctx.world, "skipped": "budget"})
             continue
         try:
-            _ddp_variant(ctx, var)
+            run(ctx, var)
         except Exception as exc:  # noqa: BLE001
-            ctx.error(f"ddp variant {var['name']}", exc)
+            ctx.error(f"{label} {var['name']}", exc)
         ctx.torch.cuda.empty_cache()
         ctx.flush()
+
+
+def _stage_ddp_grid(ctx: _Ctx) -> None:
+    """DDP workloads that differ by model (width, depth) and bucket cap (held out by workload)."""
+    _each_variant(ctx, "ddp_variants", "ddp_variant", "ddp variant", _ddp_variant)
 
 
 # ----------------------------------------------------------------------------- per-rank DDP timelines
@@ -823,16 +829,7 @@ def _ddp_ranks_variant(ctx: _Ctx, var: dict[str, Any]) -> None:
 
 def _stage_ddp_ranks(ctx: _Ctx) -> None:
     """The ddp_grid workloads with every rank's clocks (rank skew, DDP's host cost per bucket)."""
-    for var in ctx.cfg["ddp_rank_variants"]:
-        if ctx.expired():
-            ctx.add({"bench": "ddp_ranks", "variant": var["name"], "world_size": ctx.world, "skipped": "budget"})
-            continue
-        try:
-            _ddp_ranks_variant(ctx, var)
-        except Exception as exc:  # noqa: BLE001
-            ctx.error(f"ddp_ranks {var['name']}", exc)
-        ctx.torch.cuda.empty_cache()
-        ctx.flush()
+    _each_variant(ctx, "ddp_rank_variants", "ddp_ranks", "ddp_ranks", _ddp_ranks_variant)
 
 
 def _stage_ddp(ctx: _Ctx) -> None:
