@@ -153,3 +153,19 @@ def test_ddp_ranks_records_every_mode_per_rank_with_bucket_times(monkeypatch: An
     assert [b["device_ready_us"] for b in hooked["buckets"]] == [2500.0, 4000.0]
     assert "buckets" not in steps["ddp"][0]  # the shipped DDP runs without the hook
     assert hooked["host_ready_us"] <= hooked["host_call_us"] <= hooked["host_return_us"] <= hooked["host_synced_us"]
+
+
+def test_each_variant_records_a_failure_and_skips_past_the_budget(monkeypatch: Any) -> None:
+    ctx = _ctx({"ddp_rank_variants": [{"name": "a"}, {"name": "b"}, {"name": "c"}]})
+    ran: list[str] = []
+
+    def run(c: Any, var: dict[str, Any]) -> None:
+        ran.append(var["name"])
+        if var["name"] == "a":
+            raise RuntimeError("boom")
+        c.cfg["deadline"] = 0.0  # the budget runs out after b
+
+    comm._each_variant(ctx, "ddp_rank_variants", "ddp_ranks", "ddp_ranks", run)
+    assert ran == ["a", "b"]
+    assert len(ctx.errors) == 1 and "ddp_ranks a" in str(ctx.errors[0])
+    assert [r.get("skipped") for r in ctx.records if r.get("variant") == "c"] == ["budget"]
