@@ -5,7 +5,9 @@
 
 Runs, each in its own subprocess so one failure cannot poison the next: the microbenchmark
 groups (sim.calibrate.gpu.micro), host costs (in rounds, see host_costs), kernel launch
-configurations, sustained load, profiler overhead, stream gaps and the default-backend
+configurations, the cold-L2 group (sim.calibrate.gpu.l2_cold: calibration-split GEMMs, sums and
+copies after a read-only L2 flush, behind kernel.memcpy_clean_fixed_us, gemm.cold_ramp_us and the
+cold reduction fits), sustained load, profiler overhead, stream gaps and the default-backend
 attention and math-op kernels (sim.calibrate.gpu.fit_groups). Writes DIR/<group>.json for each
 and DIR/calibrate_all.json with the wall time and exit status of every step. Does no fitting
 (the fit runs anywhere: `kernelsim calibrate --from-raw DIR`).
@@ -48,6 +50,8 @@ QUICK_SKIPS = {
     "profiler_overhead": "prices only traced (profiled) runs, not the simulated step",
     "attention_default": "cuDNN attention fit: an opt-in backend, not the profile default",
     "math_ops": "math-op costs of the Triton K-sweep (estimates elsewhere)",
+    "l2_cold": "cold-L2 copy, GEMM ramp and reduction fits: about 15 s with its process start, and the "
+               "quick steps already fill the budget (Q: 88.2 s without it)",
 }
 
 
@@ -66,6 +70,7 @@ def steps(out: str, quick: bool) -> list[list[str]]:
         [py, "-m", "sim.calibrate.gpu.micro", "--mode", "full", "--out", out],
         [py, "-m", "sim.calibrate.gpu.host_costs", "--out", out, "--runs", "3"],
         [py, "-m", "sim.calibrate.gpu.kernel_configs", "--out", out],
+        [py, "-m", "sim.calibrate.gpu.l2_cold", "--out", out, "--budget-s", "30"],
         [py, "-m", "sim.calibrate.gpu.sustained", "--out", out],
         [py, "-m", "sim.calibrate.gpu.profiler_overhead", "--no-traces", "--out", out],
         [py, "-m", "sim.calibrate.gpu.stream_gaps", "--out", out],

@@ -137,11 +137,15 @@ def profiled_state(fn: Callable[[], Any], state: str, calls: int = CALLS) -> dic
 
 
 class L2Ctx:
-    def __init__(self, out: str, smoke: bool, budget_s: float) -> None:
+    def __init__(self, out: str, smoke: bool, budget_s: float, group: str = "heldout_l2",
+                 states: tuple[str, ...] = STATES, meta: dict[str, Any] | None = None) -> None:
+        """Records go to OUT/<group>.json (group heldout_l2 here; sim.calibrate.gpu.l2_cold writes the
+        calibration-split parts as group l2_cold), each case measured in `states`."""
         self.smoke = smoke
-        self.rf = common.ResultFile(os.path.join(out, "heldout_l2.json"), "heldout_l2",
+        self.states = states
+        self.rf = common.ResultFile(os.path.join(out, f"{group}.json"), group,
                                     common.collect_meta({"mode": "smoke" if smoke else "full",
-                                                         "states": list(STATES), "calls": CALLS}))
+                                                         "states": list(states), "calls": CALLS, **(meta or {})}))
         self.deadline = time.time() + budget_s
 
     def attempt(self, where: str, fn: Callable[[], Any]) -> Any:
@@ -159,13 +163,13 @@ def _gemm(c: L2Ctx, shapes: list[tuple[int, int, int]], tag: str) -> None:
             a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
             b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
             o = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-            for st in STATES:
+            for st in c.states:
                 r = profiled_state(lambda: torch.mm(a, b, out=o), st)
                 c.rf.add({"bench": "gemm", "set": tag, "l2_state": st, "m": m, "n": n, "k": k, "dtype": "bfloat16",
                           "layout": "nn", "flops": 2.0 * m * n * k, **r})
             common.log(f"gemm {tag} {m}x{n}x{k}: " + " ".join(
                 f"{rec['l2_state']} {sum(x['duration_us'] for x in rec['kernels']):.2f}"
-                for rec in c.rf.doc["records"][-len(STATES):]))
+                for rec in c.rf.doc["records"][-len(c.states):]))
         c.attempt(f"gemm {tag} {m}x{n}x{k}", one)
 
 
@@ -177,7 +181,7 @@ def _copy(c: L2Ctx, kibs: list[int], tag: str) -> None:
             n = kib * 1024 // 2
             src = torch.randn(n, device="cuda", dtype=torch.bfloat16)
             dst = torch.empty_like(src)
-            for st in STATES:
+            for st in c.states:
                 c.rf.add({"bench": "copy", "set": tag, "l2_state": st, "impl": "torch_copy_", "numel": n,
                           "bytes": 2 * n * 2, "dtype": "bfloat16", "tensor_bytes": 2 * n,
                           **profiled_state(lambda: dst.copy_(src), st)})
@@ -191,7 +195,7 @@ def _sum(c: L2Ctx, cases: list[tuple[int, int]], tag: str) -> None:
         def one(rows: int = rows, cols: int = cols) -> None:
             x = torch.randn(rows, cols, device="cuda", dtype=torch.bfloat16)
             for dim in (0, 1):
-                for st in STATES:
+                for st in c.states:
                     c.rf.add({"bench": "sum", "set": tag, "l2_state": st, "dim": dim, "rows": rows, "cols": cols,
                               "dtype": "bfloat16", **profiled_state(functools.partial(x.sum, dim), st)})
         c.attempt(f"sum {tag} {rows}x{cols}", one)
@@ -264,17 +268,21 @@ def main(argv: list[str] | None = None) -> int:
               f"budget {ns.budget_s} s; out {ns.out}")
         return 0
     os.makedirs(ns.out, exist_ok=True)
+    measure(L2Ctx(ns.out, ns.smoke, ns.budget_s), parts)
+    return 0
+
+
+def measure(c: L2Ctx, parts: list[str]) -> None:
+    """Warm the GPU, run `parts` in order within c's budget and close c's file."""
     import torch
 
     torch.backends.cuda.matmul.allow_tf32 = False
-    c = L2Ctx(ns.out, ns.smoke, ns.budget_s)
     common.warm_gpu(1.0)
     for name in parts:
         t0 = time.time()
         c.attempt(name, functools.partial(PARTS[name], c))
         common.log(f"part {name}: {time.time() - t0:.1f} s")
     c.rf.close("truncated" if c.rf.doc.get("truncated") else "complete")
-    return 0
 
 
 if __name__ == "__main__":
