@@ -40,6 +40,13 @@ Launches one process per GPU itself (torch.multiprocessing, NCCL backend, rendez
   (perf_counter_ns: one clock for both processes of the host) at the barrier's return, the call and
   its return, the device time, and per bucket the hook's host entry / return and the device time its
   last gradient was in; one profiled step per rank (CPU and CUDA, the profiler's absolute times).
+- `bench: sm_share` (stage sm_share): calibration-split bf16 GEMMs started while an occupier is
+  already resident (as a DDP backward GEMM starts beside a bucket's all-reduce): alone, beside k
+  one-thread spin kernels (SMs held, no memory traffic), beside all-reduces of groups pinned to c
+  NCCL channels and of the default group, beside a 1 GiB device copy; per cell every rank's GEMM
+  time per call and whether the GEMM's window lay inside the occupier's; the launch configuration
+  (grid, block, registers, shared memory) of each GEMM, spin, copy and all-reduce kernel
+  (`bench: sm_share_meta`).
 - `bench: nccl_init`: NCCL's own INFO log of rank 0 (INIT, GRAPH, ENV): channel counts, rings,
   trees, transports (NVLink / P2P / SHM), one per world size.
 
@@ -74,7 +81,7 @@ GROUP = "comm"
 MODULE = "sim.calibrate.gpu.comm"
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 STAGES = ("check", "host", "collectives", "channels", "contention", "ddp", "contention_grid", "ddp_grid",
-          "ddp_ranks")
+          "ddp_ranks", "sm_share")
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv")
 ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "TORCH_SYMM_MEM", "NVSHMEM_", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_MAX",
                 "MASTER_ADDR", "OMP_NUM_THREADS")
@@ -137,6 +144,7 @@ class _Ctx:
         self.rank, self.world, self.cfg, self.result_path = rank, world, cfg, result_path
         self.records: list[dict[str, Any]] = []
         self.errors: list[dict[str, Any]] = []
+        self.share_stream: Any = None  # stage sm_share's GEMM stream
 
     def agree_max(self, value: float) -> float:
         """The largest `value` over all ranks (so every rank makes the same decision)."""
@@ -677,6 +685,245 @@ def _stage_ddp_grid(ctx: _Ctx) -> None:
     _each_variant(ctx, "ddp_variants", "ddp_variant", "ddp variant", _ddp_variant)
 
 
+# ----------------------------------------------------------------------------- GEMM beside a resident occupier
+
+
+def _kernel_meta(ctx: _Ctx, fn: Any, keep: int = 8) -> list[dict[str, Any]]:
+    """The GPU kernels of one call of fn under torch.profiler: name, duration and the launch
+    configuration the trace records (grid, block, registers per thread, shared memory, blocks per SM)."""
+    import tempfile
+
+    torch = ctx.torch
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "trace.json")
+        prof.export_chrome_trace(path)
+        with open(path) as fh:
+            events = json.load(fh).get("traceEvents", [])
+    out = []
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy"):
+            a = e.get("args") or {}
+            out.append({"name": str(e.get("name", ""))[:160], "cat": e.get("cat"), "dur_us": float(e.get("dur", 0.0)),
+                        **{k: a.get(k) for k in ("grid", "block", "registers per thread", "shared memory",
+                                                 "blocks per SM", "warps per SM", "est. achieved occupancy %")
+                           if k in a}})
+    return out[:keep]
+
+
+def _beside(ctx: _Ctx, gemm: Any, n_gemm: int, occupy: Any, delay_cycles: int) -> dict[str, Any]:
+    """One repetition: `occupy(ref)` enqueues the occupier on its own stream(s) and returns the events
+    recorded after it; then, on the GEMM stream, a short spin (so the occupier is resident first, as
+    DDP's all-reduce is when a backward GEMM starts) and n_gemm GEMM calls between two events.
+    Returns the GEMM's per-call time and whether its window ended before the occupier did."""
+    torch = ctx.torch
+    s_gemm = ctx.share_stream
+
+    def ev() -> Any:
+        return torch.cuda.Event(enable_timing=True)
+
+    torch.cuda.synchronize()
+    ref = ev()
+    ref.record()
+    s_gemm.wait_stream(torch.cuda.current_stream())
+    occ_ends = occupy()
+    g0, g1 = ev(), ev()
+    with torch.cuda.stream(s_gemm):
+        torch.cuda._sleep(delay_cycles)
+        g0.record(s_gemm)
+        for _ in range(n_gemm):
+            gemm()
+        g1.record(s_gemm)
+    torch.cuda.synchronize()
+    t_g0, t_g1 = ref.elapsed_time(g0) * 1e3, ref.elapsed_time(g1) * 1e3
+    occ_end = min(ref.elapsed_time(e) * 1e3 for e in occ_ends) if occ_ends else None
+    return {"per_call_us": (t_g1 - t_g0) / n_gemm, "gemm_start_us": t_g0, "gemm_end_us": t_g1,
+            "occupier_end_us": occ_end, "contained": occ_end is None or occ_end >= t_g1}
+
+
+def _share_cells(ctx: _Ctx, groups: dict[str, Any], ar_us: dict[str, float], copy_us: float, occ_us: float,
+                 cyc_per_us: float, x: Any, src: Any, dst: Any, occ_streams: list[Any]) -> list[tuple[str, dict[str, Any], Any]]:
+    """Stage sm_share's cells for one GEMM: (name, record fields, occupier) where the occupier enqueues
+    work lasting about occ_us on its own stream(s) and returns the events recorded after it."""
+    torch, dist = ctx.torch, ctx.dist
+
+    def ev() -> Any:
+        return torch.cuda.Event(enable_timing=True)
+
+    def enqueue(streams: list[Any], body: Any) -> list[Any]:
+        ends = []
+        for st in streams:
+            st.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(st):
+                body()
+            en = ev()
+            en.record(st)
+            ends.append(en)
+        return ends
+
+    def spin(kk: int) -> Any:
+        cycles = int(occ_us * cyc_per_us)
+        return lambda: enqueue(occ_streams[:kk], lambda: torch.cuda._sleep(cycles))
+
+    def allreduce(g: Any, n_ar: int) -> Any:
+        def body() -> None:
+            for _ in range(n_ar):
+                dist.all_reduce(x, group=g)
+        return lambda: enqueue(occ_streams[:1], body)
+
+    def copy(n_cp: int) -> Any:
+        def body() -> None:
+            for _ in range(n_cp):
+                dst.copy_(src)
+        return lambda: enqueue(occ_streams[:1], body)
+
+    cells: list[tuple[str, dict[str, Any], Any]] = [("alone", {}, lambda: [])]
+    for kk in ctx.cfg["share_spins"]:
+        cells.append((f"spin{kk}", {"occupier": "spin", "spin_kernels": kk}, spin(kk)))
+    for gname, g in groups.items():
+        if gname in ar_us:
+            n_ar = int(max(1, min(400, occ_us / max(ar_us[gname], 1.0) + 1)))
+            cells.append((f"allreduce_{gname}", {"occupier": "all_reduce", "ctas": None if g is None else int(gname[4:]),
+                                                 "allreduce_alone_us": ar_us[gname], "allreduce_calls": n_ar},
+                          allreduce(g, n_ar)))
+    n_cp = int(max(1, min(400, occ_us / max(copy_us, 1.0) + 1)))
+    cells.append(("copy", {"occupier": "copy", "copy_calls": n_cp, "copy_alone_us": copy_us}, copy(n_cp)))
+    return cells
+
+
+def _stage_sm_share(ctx: _Ctx) -> None:
+    """A bf16 GEMM (calibration-split shapes) started while an occupier is already resident, as a DDP
+    backward GEMM starts beside a running bucket all-reduce: alone; beside k one-thread spin kernels
+    (torch.cuda._sleep on k streams of torch's 32-stream pool: they hold at most k SMs and move no memory;
+    run alone, the stage asks for 32 hardware queues so those streams do not serialise); beside all-reduces on
+    groups whose NCCL config pins c channels (c CTAs, one per channel) and on the default group; beside
+    a 1 GiB device copy (HBM traffic). Per cell the GEMM's per-call time on every rank (median of reps)
+    and whether its window lay inside the occupier's. Kernel launch configurations (grid, block,
+    registers, shared memory) of the GEMMs, the spin kernel and each group's all-reduce are recorded."""
+    torch, dist, cfg = ctx.torch, ctx.dist, ctx.cfg
+    ctx.share_stream = torch.cuda.Stream()
+    ev = lambda: torch.cuda.Event(enable_timing=True)  # noqa: E731
+    # cycles per us of torch.cuda._sleep on this GPU
+    torch.cuda._sleep(1000)
+    torch.cuda.synchronize()
+    s, e = ev(), ev()
+    s.record()
+    torch.cuda._sleep(20_000_000)
+    e.record()
+    torch.cuda.synchronize()
+    cyc_per_us = ctx.agree_max(20_000_000 / max(s.elapsed_time(e) * 1e3, 1.0))
+    delay = int(cfg["share_delay_us"] * cyc_per_us)
+    sm_count = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    groups: dict[str, Any] = {"default": None}
+    for c in cfg["share_channels"]:
+        try:
+            opts = dist.ProcessGroupNCCL.Options()
+            opts.config.min_ctas = c
+            opts.config.max_ctas = c
+            groups[f"ctas{c}"] = dist.new_group(ranks=list(range(ctx.world)), backend="nccl", pg_options=opts)
+        except Exception as exc:  # noqa: BLE001
+            ctx.error(f"sm_share group ctas {c}", exc)
+    ar_bytes = cfg["share_ar_bytes"]
+    x = torch.ones(ar_bytes // 4, device="cuda")
+    src = torch.randn(cfg["share_copy_bytes"] // 2, device="cuda", dtype=torch.bfloat16)
+    dst = torch.empty_like(src)
+    occ_streams = [torch.cuda.Stream() for _ in range(max(cfg["share_spins"] + [1]))]
+    meta: dict[str, Any] = {"sm_count": sm_count, "sleep_cycles_per_us": cyc_per_us,
+                            "cuda_device_max_connections": os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS"),
+                            "spin_kernel": _kernel_meta(ctx, lambda: torch.cuda._sleep(1000), 2),
+                            "copy_kernel": _kernel_meta(ctx, lambda: dst.copy_(src), 2)}
+    ar_us: dict[str, float] = {}
+    for gname, g in groups.items():
+        try:
+            meta[f"allreduce_kernel_{gname}"] = _kernel_meta(ctx, lambda g=g: dist.all_reduce(x, group=g), 2)
+            torch.cuda.synchronize()
+            s, e = ev(), ev()
+            s.record()
+            for _ in range(3):
+                dist.all_reduce(x, group=g)
+            e.record()
+            torch.cuda.synchronize()
+            ar_us[gname] = ctx.agree_max(s.elapsed_time(e) * 1e3 / 3)
+        except Exception as exc:  # noqa: BLE001
+            ctx.error(f"sm_share all-reduce {gname}", exc)
+    meta["allreduce_alone_us"] = ar_us
+    dst.copy_(src)
+    torch.cuda.synchronize()
+    s, e = ev(), ev()
+    s.record()
+    for _ in range(3):
+        dst.copy_(src)
+    e.record()
+    torch.cuda.synchronize()
+    copy_us = ctx.agree_max(s.elapsed_time(e) * 1e3 / 3)
+    meta["copy_alone_us"] = copy_us
+    ctx.add({"bench": "sm_share_meta", "world_size": ctx.world, "allreduce_bytes": ar_bytes,
+             "copy_bytes": cfg["share_copy_bytes"], "delay_us": cfg["share_delay_us"], "per_rank": ctx.gather(meta)})
+    ctx.flush()
+    for m, n, k in cfg["share_gemms"]:
+        name = f"gemm_{m}x{n}x{k}_bf16"
+        if ctx.expired():
+            ctx.add({"bench": "sm_share", "world_size": ctx.world, "load": name, "skipped": "budget"})
+            continue
+        try:
+            gemm, work, _unit, shape = _gemm_load(torch, m, n, k)
+            kmeta = _kernel_meta(ctx, gemm, 4)
+            with torch.cuda.stream(ctx.share_stream):
+                for _ in range(3):
+                    gemm()
+            torch.cuda.synchronize()
+            s, e = ev(), ev()
+            s.record(ctx.share_stream)
+            with torch.cuda.stream(ctx.share_stream):
+                for _ in range(5):
+                    gemm()
+            e.record(ctx.share_stream)
+            torch.cuda.synchronize()
+            probe_us = ctx.agree_max(s.elapsed_time(e) * 1e3 / 5)
+            n_gemm = int(max(3, min(200, cfg["share_window_us"] / probe_us)))
+            occ_us = cfg["share_delay_us"] + 3.0 * n_gemm * probe_us + 500.0
+            reps = cfg["share_reps"]
+            cells = _share_cells(ctx, groups, ar_us, copy_us, occ_us, cyc_per_us, x, src, dst, occ_streams)
+            results: dict[str, Any] = {}
+            for cname, info, occ in cells:
+                runs = []
+                for _ in range(reps):
+                    if info.get("occupier") == "all_reduce":
+                        dist.barrier()
+                    runs.append(_beside(ctx, gemm, n_gemm, occ, delay))
+                per_rank = ctx.gather({"per_call_us": statistics.median(r["per_call_us"] for r in runs),
+                                       "contained": all(r["contained"] for r in runs),
+                                       "gemm_start_us": statistics.median(r["gemm_start_us"] for r in runs),
+                                       "samples_us": [round(r["per_call_us"], 2) for r in runs]})
+                results[cname] = {**info, "per_rank": per_rank}
+            alone = [p["per_call_us"] for p in results["alone"]["per_rank"]]
+            for r in results.values():
+                r["slowdown_ranks"] = [p["per_call_us"] / a for p, a in zip(r["per_rank"], alone, strict=True)]
+            ctx.add({"bench": "sm_share", "world_size": ctx.world, "load": name, "load_shape": shape,
+                     "load_work_per_call": work, "gemm_calls": n_gemm, "gemm_probe_us": probe_us,
+                     "gemm_kernels_rank0": kmeta, "cells": results})
+            if ctx.rank == 0:
+                common.log(f"world {ctx.world} sm_share {name}: " + ", ".join(
+                    f"{c} x{r['slowdown_ranks'][0]:.2f}" for c, r in results.items()))
+            del gemm
+        except Exception as exc:  # noqa: BLE001
+            ctx.error(f"sm_share {name}", exc)
+        torch.cuda.empty_cache()
+        ctx.flush()
+    for gname, g in groups.items():
+        if g is not None:
+            try:
+                dist.destroy_process_group(g)
+            except Exception as exc:  # noqa: BLE001
+                ctx.error(f"sm_share destroy {gname}", exc)
+
+
 # ----------------------------------------------------------------------------- per-rank DDP timelines
 
 
@@ -941,6 +1188,10 @@ def _worker(rank: int, world: int, port: int, cfg: dict[str, Any], result_path: 
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "3")  # a hung collective ends the process
+    if cfg["stages"] == ["check", "sm_share"] or cfg["stages"] == ["sm_share"]:
+        # stage sm_share runs up to 16 spin streams beside the GEMM's and NCCL's: with the default 8
+        # hardware queues streams would share queues and serialise (false dependencies)
+        os.environ.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "32")
     if rank == 0 and cfg.get("nccl_log"):
         os.environ["NCCL_DEBUG"] = "INFO"
         os.environ["NCCL_DEBUG_SUBSYS"] = "INIT,GRAPH,ENV"
@@ -963,7 +1214,7 @@ def _worker(rank: int, world: int, port: int, cfg: dict[str, Any], result_path: 
     stages = [("check", _stage_check), ("host", _stage_host), ("collectives", _stage_collectives),
               ("channels", _stage_channels), ("contention", _stage_contention), ("ddp", _stage_ddp),
               ("contention_grid", _stage_contention_grid), ("ddp_grid", _stage_ddp_grid),
-              ("ddp_ranks", _stage_ddp_ranks)]
+              ("ddp_ranks", _stage_ddp_ranks), ("sm_share", _stage_sm_share)]
     for name, fn in stages:
         if name not in cfg["stages"]:
             continue
@@ -1074,6 +1325,19 @@ def _config(quick: bool, deadline: float, nccl_log: bool) -> dict[str, Any]:
         "ddp_rank_variants": _ddp_rank_variants(quick),
         "ddp_rank_steps": 4 if quick else 10,
         "ddp_rank_keep": 3000,
+        # stage sm_share: calibration-split GEMMs (the contention grid's and the calibrated DDP workload's
+        # forward shape) started while an occupier is resident: k spin kernels, all-reduces pinned to c
+        # channels (and the default group), a device copy
+        "share_gemms": ([[4096, 4096, 4096], [4096, 16384, 4096]] if quick else
+                        [[2048, 2048, 2048], [4096, 4096, 4096], [8192, 8192, 8192], [4096, 16384, 4096],
+                         [4096, 4096, 16384], [16384, 4096, 4096]]),
+        "share_spins": [4, 16] if quick else [1, 4, 8, 16],
+        "share_channels": [4] if quick else [1, 4, 8, 16],
+        "share_ar_bytes": 256 << 20,
+        "share_copy_bytes": 1 << 30,
+        "share_delay_us": 200.0,
+        "share_window_us": 3000.0 if quick else 6000.0,
+        "share_reps": 3,
         "stages": (os.environ["KS_COMM_STAGES"].split(",") if os.environ.get("KS_COMM_STAGES")
                    else ["check", "host", "collectives", "channels", "contention", "ddp"]),
         "nccl_log": nccl_log,
