@@ -2,7 +2,7 @@
 per-op host costs inside autograd/no_grad/inference_mode, and Kineto traces of the same steps.
 
     python3 -m sim.calibrate.gpu.host_context --out DIR [--traces-out DIR] [--smoke] [--budget-s S]
-        [--parts ops,steps] [--trace-repeats N] [--profiler-warmup]
+        [--parts ops,steps,compiled_train] [--trace-repeats N] [--profiler-warmup]
 
 Models (all bf16 parameters on one GPU, never seen by the older calibration groups):
 - gpt: token + position embedding, L pre-LN blocks (LayerNorm, qkv Linear with bias, causal SDPA,
@@ -291,6 +291,119 @@ def run_steps(r: Runner) -> None:
         r.attempt("gpt_infer", gpt_infer_cfg)
 
 
+def run_compiled_train(r: Runner) -> None:
+    """Part `compiled_train` (issue 15): what torch.compile costs on the host in a training step, on
+    calibration-split models only (never the mlp, llama or decode validation models):
+    - `compiled_params`: an nn.Module holding P parameter tensors (16 x 64, bf16) whose forward
+      adds them all to the input (one fused Triton kernel forward; the backward hands the same
+      gradient to every parameter), compiled (default mode, dynamic=False), for P = 1, 8, 32:
+      host time per forward call under no_grad (`fwd_nograd_us`), per forward call with grad
+      enabled (`fwd_grad_us`: AOTAutograd's runtime wrapper and its autograd node; the output is
+      dropped), per forward + .backward() (`fwd_bwd_us`, gradients set to None after each), and
+      the same three for the module run eagerly - the compiled call's cost per input tensor.
+    - `loss_op`: F.mse_loss and F.cross_entropy on 64 x 1024 bf16 (cross_entropy is the reference
+      the GPT traces also price): host time per forward call in grad / no_grad mode and per
+      forward + .backward() with the input requiring grad.
+    - the gpt model's training step compiled (`gpt_train_b1_s128_compiled`, then b2_s256 if the
+      budget allows), timed and traced like every step config."""
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    dev, bf = "cuda", torch.bfloat16
+    n = 60 if r.smoke else 200
+    reps = 2 if r.smoke else 5
+
+    def loss_ops() -> None:
+        R, D = 64, 1024
+        xg = torch.randn(R, D, device=dev, dtype=bf, requires_grad=True)
+        xp = torch.randn(R, D, device=dev, dtype=bf)
+        y = torch.randn(R, D, device=dev, dtype=bf)
+        tgt = torch.randint(0, D, (R,), device=dev)
+        losses = {"aten::mse_loss": lambda x: F.mse_loss(x, y), "aten::cross_entropy_loss": lambda x: F.cross_entropy(x, tgt)}
+        for name, f in losses.items():
+            def fb(f: Any = f) -> None:
+                f(xg).backward()
+                xg.grad = None
+            timed: dict[str, Any] = {}
+            for field, fn, ctx in (("fwd_grad_us", lambda f=f: f(xg), torch.enable_grad),
+                                   ("fwd_nograd_us", lambda f=f: f(xp), torch.no_grad),
+                                   ("fwd_bwd_us", fb, torch.enable_grad)):
+                with ctx():
+                    fn()
+                    res = common.host_loop(fn, n=n, repeats=reps)
+                timed[field] = res["enqueue_us_per_call"]
+                timed[field.removesuffix("_us") + "_samples_us"] = res["enqueue_samples_us"]
+            r.rf.add({"bench": "loss_op", "op": name, "rows": R, "cols": D, **timed})
+            common.log(f"loss {name}: {timed['fwd_grad_us']:.1f} / {timed['fwd_bwd_us']:.1f} us")
+    r.attempt("loss_ops", loss_ops)
+
+    class Params(nn.Module):
+        def __init__(self, p: int) -> None:
+            super().__init__()
+            self.ps = nn.ParameterList([nn.Parameter(torch.randn(16, 64)) for _ in range(p)])
+
+        def forward(self, x: Any) -> Any:
+            for p in self.ps:
+                x = x + p
+            return x
+
+    for P in ((1, 8) if r.smoke else (1, 8, 32)):
+        def params(P: int = P) -> None:
+            m = Params(P).to(dev, bf)
+            x = torch.randn(16, 64, device=dev, dtype=bf)
+            mc = torch.compile(m, dynamic=False)
+            rec: dict[str, Any] = {"bench": "compiled_params", "params": P, "param_shape": [16, 64]}
+            for tag, mod in (("", mc), ("eager_", m)):
+                def fwd_ng(mod: Any = mod) -> None:
+                    with torch.no_grad():
+                        mod(x)
+
+                def fwd_g(mod: Any = mod) -> None:
+                    mod(x)
+
+                def fwd_bwd(mod: Any = mod) -> None:
+                    mod(x).sum().backward()
+                    m.zero_grad(set_to_none=True)
+                for field, fn in (("fwd_nograd_us", fwd_ng), ("fwd_grad_us", fwd_g), ("fwd_bwd_us", fwd_bwd)):
+                    for _ in range(3):
+                        fn()
+                    torch.cuda.synchronize()
+                    res = common.host_loop(fn, n=n, repeats=reps)
+                    rec[tag + field] = res["enqueue_us_per_call"]
+                    rec[tag + field.removesuffix("_us") + "_samples_us"] = res["enqueue_samples_us"]
+            rec["fwd_bwd_note"] = "fwd_bwd includes a sum() and its backward node besides the compiled graph's"
+            r.rf.add(rec)
+            common.log(f"compiled_params P={P}: fwd no_grad {rec['fwd_nograd_us']:.1f}, grad {rec['fwd_grad_us']:.1f}, "
+                       f"fwd+bwd {rec['fwd_bwd_us']:.1f} us")
+        r.attempt(f"compiled_params P={P}", params)
+
+    M = _models()
+    vocab = 8192
+    for B, S in ([(1, 128)] if r.smoke else [(1, 128), (2, 256)]):
+        def gpt_cfg(B: int = B, S: int = S) -> None:
+            torch.manual_seed(0)
+            m = M["gpt"]().to(dev, bf)
+            mc = torch.compile(m, dynamic=False)
+            opt = torch.optim.AdamW(m.parameters(), lr=1e-4, foreach=True)
+            idx = torch.randint(0, vocab, (B, S), device=dev)
+            tgt = torch.randint(0, vocab, (B, S), device=dev)
+
+            def fn() -> None:
+                opt.zero_grad(set_to_none=True)
+                F.cross_entropy(mc(idx).view(-1, vocab), tgt.view(-1)).backward()
+                opt.step()
+            r.step_config(f"gpt_train_b{B}_s{S}_compiled",
+                          {"model": "gpt", "mode": "compiled", "phase": "train", "B": B, "S": S, "layers": 4,
+                           "d_model": 1024, "heads": 16, "d_ff": 4096, "vocab": vocab,
+                           "optimizer": "AdamW(foreach=True)"}, fn)
+        if r.left() < (20 if B == 1 else 40):
+            common.log(f"skip gpt_train_b{B}_s{S}_compiled: {r.left():.0f} s left")
+            r.rf.doc["truncated"] = True
+            continue
+        r.attempt(f"gpt_train_b{B}_s{S}_compiled", gpt_cfg)
+
+
 def run_ops(r: Runner) -> None:
     import torch
     import torch.nn.functional as F
@@ -389,14 +502,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--traces-out", default=None, help="folder for <config>.json.gz Kineto traces")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes, few repetitions")
     ap.add_argument("--budget-s", type=float, default=300.0, help="wall budget (s)")
-    ap.add_argument("--parts", default="ops,steps", help="comma list of: ops (per-op costs), steps (models' steps)")
+    ap.add_argument("--parts", default="ops,steps",
+                    help="comma list of: ops (per-op costs), steps (models' steps), compiled_train (run_compiled_train)")
     ap.add_argument("--trace-repeats", type=int, default=1, help="traces per config, one after the other")
     ap.add_argument("--profiler-warmup", action="store_true",
                     help="one throwaway profiling session before the first traced config")
     ns = ap.parse_args(argv)
     parts = [p for p in ns.parts.split(",") if p]
-    if not parts or any(p not in ("ops", "steps") for p in parts) or ns.trace_repeats < 1:
-        ap.error(f"--parts takes ops and/or steps (got {ns.parts!r}); --trace-repeats >= 1 (got {ns.trace_repeats})")
+    if not parts or any(p not in ("ops", "steps", "compiled_train") for p in parts) or ns.trace_repeats < 1:
+        ap.error(f"--parts takes ops, steps and/or compiled_train (got {ns.parts!r}); --trace-repeats >= 1 (got {ns.trace_repeats})")
     os.makedirs(ns.out, exist_ok=True)
     if ns.traces_out:
         os.makedirs(ns.traces_out, exist_ok=True)
@@ -414,6 +528,10 @@ def main(argv: list[str] | None = None) -> int:
         if ns.profiler_warmup and ns.traces_out:
             r.rf.doc["meta"].update(r.attempt("profiler_warmup", lambda: profiler_warmup(ns.traces_out)) or {})
         r.attempt("steps", lambda: run_steps(r))
+    if "compiled_train" in parts:
+        if ns.profiler_warmup and ns.traces_out and "steps" not in parts:
+            r.rf.doc["meta"].update(r.attempt("profiler_warmup", lambda: profiler_warmup(ns.traces_out)) or {})
+        r.attempt("compiled_train", lambda: run_compiled_train(r))
     r.rf.close("truncated" if r.rf.doc.get("truncated") else "complete")
     common.log(f"host_context: {len(r.rf.doc['records'])} records, {len(r.rf.doc['errors'])} errors")
     return 0
