@@ -18,6 +18,11 @@
 #   host_warm   the same after one throwaway profiling session (--profiler-warmup) [HOST_BUDGET_S=80]
 #   calib_quick sim.calibrate.gpu.calibrate_all --quick (stops itself at 88 s), GPU 0
 #   calib_full  sim.calibrate.gpu.calibrate_all, the full calibration, GPU 0 [CALIB_BUDGET_S=240]
+#   compiled_train  sim.calibrate.gpu.host_context --parts compiled_train after a throwaway profiling
+#               session: compiled call cost per parameter tensor, loss ops, compiled training steps of
+#               calibration-split models, GPU 0 [HOST_BUDGET_S=80]
+#   sm_share    sim.calibrate.gpu.comm stage sm_share: calibration-split GEMMs beside SM occupiers (spin
+#               kernels, all-reduces pinned to 1/4/8/16 channels, a device copy), both GPUs [COMM_BUDGET_S=75]
 # Parts run one after the other: host costs are measured, so nothing else runs beside them.
 set -u -o pipefail
 WAVE=${1:?wave number}
@@ -63,6 +68,10 @@ for p in ${PARTS//,/ }; do
         $([ "$p" = host_warm ] && echo --profiler-warmup) --budget-s "${HOST_BUDGET_S:-80}" ;;
     calib_quick) part calib_quick 0 sim.calibrate.gpu.calibrate_all --quick ;;
     calib_full) part calib_full 0 sim.calibrate.gpu.calibrate_all --budget-s "${CALIB_BUDGET_S:-240}" ;;
+    compiled_train) part compiled_train 0 sim.calibrate.gpu.host_context --traces-out "$W/compiled_train/traces" \
+                      --parts compiled_train --profiler-warmup --budget-s "${HOST_BUDGET_S:-80}" ;;
+    sm_share) part sm_share all sim.calibrate.gpu.comm --world-sizes 2 --budget-s "${COMM_BUDGET_S:-75}" \
+                --stages check,sm_share ;;
     *) echo "unknown part $p" ;;
   esac
   echo "== part $p: exit $?, $(( $(date +%s) - P0 )) s"
