@@ -53,14 +53,7 @@ def json_schema_text(kind: str) -> str:
 
 # -- examples (checked by tests/test_reference.py against the models) ------------------------------
 
-_BUILTIN_EXAMPLES: dict[str, str] = {  # op kinds defined as plugins carry their own (sim.ops)
-    "gemm": "{name: fc1, kind: gemm, m: tokens, n: ffn, k: hidden, reads: [x, w1], writes: [h]}",
-    "elementwise": "{name: gelu, kind: elementwise, reads: [h], writes: [g], math: {gelu: 1}}",
-    "reduction": "{name: bias_grad, kind: reduction, rows: tokens, cols: ffn, axis: rows, reads: [dg], "
-                 "writes: [db], phase: backward}",
-    "copy": "{name: h2d, kind: copy, bytes: 4 * tokens * hidden, engine: copy_engine, direction: h2d}",
-    "collective": "{name: grad_sync, kind: collective, collective: all_reduce, bytes: 2 * hidden * ffn, "
-                  "group: data, stream: 1}",
+_BUILTIN_EXAMPLES: dict[str, str] = {  # the op kinds (sim.ops) carry their own
     "repeat": "{kind: repeat, name: layer, count: layers, ops: [{name: mm, kind: gemm, m: tokens, n: hidden, "
               "k: hidden, reads: [x], writes: [x]}]}",
 }

@@ -89,51 +89,6 @@ class OpBase(Strict):
         return self
 
 
-class GemmOp(OpBase):
-    kind: Literal["gemm"]
-    m: Expr
-    n: Expr
-    k: Expr
-    batch: Expr = 1
-    dtype: DType = "bf16"
-    layout: Literal["nn", "nt", "tn", "tt"] = "nn"
-
-
-class ElementwiseOp(OpBase):
-    kind: Literal["elementwise"]
-    numel: Expr | None = None
-    math: dict[str, Expr] = Field(default_factory=dict, description="named ops per element (erf, rng, fma...)")
-
-
-class ReductionOp(OpBase):
-    kind: Literal["reduction"]
-    rows: Expr
-    cols: Expr
-    axis: Literal["cols", "rows"] = Field(default="cols", description="the axis reduced: cols (row-wise, e.g. layer norm) or rows (column sums, e.g. bias gradients)")
-    passes: Expr = 1
-    math: dict[str, Expr] = Field(default_factory=dict)
-
-
-class CopyOp(OpBase):
-    kind: Literal["copy"]
-    bytes: Expr | None = None
-    engine: Literal["sm", "copy_engine"] = "sm"
-    direction: Literal["d2d", "h2d", "d2h"] = "d2d"
-
-
-class CollectiveOp(OpBase):
-    kind: Literal["collective"]
-    collective: Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv"]
-    bytes: Expr = Field(description="the nccl-tests size: the whole buffer (all-gather's output, reduce-scatter's input)")
-    ranks: Expr | None = Field(
-        default=None, description="ranks in the group; default: the size of `group` in the workload's `parallel` layout (1 without one)")
-    group: Literal["world", "data", "tensor", "pipeline"] = Field(
-        default="world", description="which ranks meet in this collective (the workload's `parallel` layout)")
-    channels: Expr | None = Field(default=None, description="NCCL channels (one CTA each); default: the profile's topology")
-    algorithm: Literal["auto", "ring", "tree", "nvls"] = "auto"
-    protocol: Literal["auto", "ll", "ll128", "simple"] = "auto"
-
-
 class Straggler(Strict):
     """One slow rank: its kernels take `slowdown` × as long, its host starts `delay_us` late."""
 
@@ -165,12 +120,10 @@ class Parallel(Strict):
 
 
 
-# The built-in op models. Op kinds defined as plugins (sim/ops/) join the union through `add_op_model`;
-# `Op` and `Entry` below are the static types of the built-in ones (for type checking).
-Op = Annotated[
-    GemmOp | ElementwiseOp | ReductionOp | CopyOp | CollectiveOp,
-    Field(discriminator="kind"),
-]
+# The op kinds' spec models are defined as plugins (sim/ops/) and join the union through `add_op_model`;
+# the fields that hold ops are retyped then. `Op` and `Entry` are their static types until then.
+Op = Any
+Entry = Any
 
 
 class RepeatBlock(Strict):
@@ -191,13 +144,9 @@ class RepeatBlock(Strict):
     ops: list[Entry] = Field(min_length=1)
 
 
-Entry = Annotated[
-    GemmOp | ElementwiseOp | ReductionOp | CopyOp | CollectiveOp | RepeatBlock,
-    Field(discriminator="kind"),
-]
 RepeatBlock.model_rebuild()
 
-_OP_MODELS: list[type[OpBase]] = list(get_args(get_args(Op)[0]))  # built-in, then plugins, in definition order
+_OP_MODELS: list[type[OpBase]] = []  # the op kinds (sim/ops/), in definition order
 
 
 def op_models() -> tuple[type[BaseModel], ...]:
@@ -231,21 +180,15 @@ def uses_op_union(model: type[BaseModel], name: str, *, entries: bool, many: boo
     _OP_FIELDS.append((model, name, entries, many))
 
 
-def add_op_model(model: type[OpBase], after: str | None = None) -> None:
-    """Add an op kind's spec model to the workload schema (sim.ops.define calls this): every field that
-    holds ops (`uses_op_union`) is retyped with the new union and every schema model that contains one
-    is rebuilt, inner models first. The union lists it last, or right after the model of kind `after`."""
+def add_op_model(model: type[OpBase]) -> None:
+    """Add an op kind's spec model to the workload schema (sim.ops.define calls this): the union lists it
+    last (before `repeat`); every field that holds ops (`uses_op_union`) is retyped with the new union and
+    every schema model that contains one is rebuilt, inner models first."""
     taken = set(op_kinds())
     clash = [k for k in get_args(model.model_fields["kind"].annotation) if k in taken]
     if clash:
         raise ValueError(f"op kind {clash[0]!r} is already defined")
-    if after is None:
-        _OP_MODELS.append(model)
-    else:
-        at = [i for i, m in enumerate(_OP_MODELS) if after in get_args(m.model_fields["kind"].annotation)]
-        if not at:
-            raise ValueError(f"op kind {after!r} is not defined (listing a new kind after it)")
-        _OP_MODELS.insert(at[0] + 1, model)
+    _OP_MODELS.append(model)
     for owner, name, entries, many in _OP_FIELDS:
         union = entry_union() if entries else op_union()
         annotation = cast(Any, list)[union] if many else union
