@@ -64,7 +64,7 @@ def transform_examples() -> dict[str, str]:
     from sim.schema.scenario import transform_keys
     from sim.transforms import examples
 
-    known = {**_BUILTIN_TRANSFORM_EXAMPLES, **examples()}
+    known = examples()
     return {key: known[key] for key in transform_keys()}
 
 
@@ -76,18 +76,6 @@ def op_examples() -> dict[str, str]:
     known = {**_BUILTIN_EXAMPLES, **examples()}
     return {kind: known[kind] for kind in op_kinds()}
 
-_BUILTIN_TRANSFORM_EXAMPLES: dict[str, str] = {  # transforms made with sim.transforms.define carry their own
-    "fuse": "{fuse: {ops: [bias, gelu, dropout], name: bgd, launch: {block: 128, elems_per_thread: 8}}}",
-    "mode": "{mode: {mode: compiled, ops: [bias, gelu, dropout]}}",
-    "set_launch": "{set_launch: {op: gelu, launch: {block: 256, elems_per_thread: 4}}}",
-    "insert": "{insert: {op: {name: to_contig, kind: layout, transform: contiguous, reads: [h], writes: [h]}, "
-              "before: gelu}}",
-    "remove": "{remove: {ops: [dropout]}}",
-    "dispatch": "{dispatch: {when: 'tokens % 128 == 0', then: [{fuse: {ops: [bias, gelu], name: bg}}], "
-                "else: []}}",
-    "specialize": "{specialize: {op: fc1, when: 'tokens <= 512', pad: {k: 'round_up(k, 64)'}}}",
-    "swap": "{swap: {kind: gemm, library: cutlass}}",
-}
 
 
 #: Meanings of keys whose schema field has no description yet (model name, key) → text. A test checks

@@ -175,9 +175,31 @@ _OP_FIELDS: list[tuple[type[BaseModel], str, bool, bool]] = []
 
 
 def uses_op_union(model: type[BaseModel], name: str, *, entries: bool, many: bool) -> None:
-    """Declare that `model.name` holds ops (`entries`: `repeat` blocks too; `many`: a list), so that an op
-    kind added later (`add_op_model`) is accepted there."""
+    """Declare that `model.name` holds ops (`entries`: `repeat` blocks too; `many`: a list): it is typed with
+    the union of the op kinds defined so far and retyped when one is added (`add_op_model`)."""
     _OP_FIELDS.append((model, name, entries, many))
+    add_schema_model(model)
+    if _OP_MODELS:
+        _retype_op_fields([(model, name, entries, many)])
+        rebuild_with_containers({model})
+
+
+# Schema models defined outside sim/schema (op kinds' spec models, transforms' argument models, models with
+# op fields): `rebuild_with_containers` rebuilds them too when they contain a changed model.
+_PLUGIN_MODELS: list[type[BaseModel]] = []
+
+
+def add_schema_model(model: type[BaseModel]) -> None:
+    """Count a model defined outside sim/schema among the schema's models (see `rebuild_with_containers`)."""
+    if model not in _PLUGIN_MODELS:
+        _PLUGIN_MODELS.append(model)
+
+
+def _retype_op_fields(op_fields: list[tuple[type[BaseModel], str, bool, bool]]) -> None:
+    for owner, name, entries, many in op_fields:
+        union = entry_union() if entries else op_union()
+        annotation = cast(Any, list)[union] if many else union
+        owner.__pydantic_fields__[name] = FieldInfo.merge_field_infos(owner.model_fields[name], annotation=annotation)
 
 
 def add_op_model(model: type[OpBase]) -> None:
@@ -189,10 +211,8 @@ def add_op_model(model: type[OpBase]) -> None:
     if clash:
         raise ValueError(f"op kind {clash[0]!r} is already defined")
     _OP_MODELS.append(model)
-    for owner, name, entries, many in _OP_FIELDS:
-        union = entry_union() if entries else op_union()
-        annotation = cast(Any, list)[union] if many else union
-        owner.__pydantic_fields__[name] = FieldInfo.merge_field_infos(owner.model_fields[name], annotation=annotation)
+    add_schema_model(model)
+    _retype_op_fields(_OP_FIELDS)
     rebuild_with_containers({owner for owner, *_ in _OP_FIELDS})
 
 
@@ -209,6 +229,7 @@ def _containers(owners: set[type[BaseModel]]) -> list[type[BaseModel]]:
     models = [m for mod_name, mod in list(sys.modules.items()) if mod_name.startswith("sim.schema") and mod
               for m in vars(mod).values()
               if isinstance(m, type) and issubclass(m, BaseModel) and m.__module__ == mod_name]
+    models += [m for m in _PLUGIN_MODELS if m not in models]
     known = set(models)
     inner = {m: _inner_models(m) & known - {m} for m in models}
     needed = set(owners)
