@@ -19,10 +19,10 @@ DTYPE_BYTES: Mapping[str, float] = MappingProxyType(
     }
 )
 
-# Kernel kinds run on the GPU, host kinds on the host thread only. The built-in ones; op kinds defined
-# as plugins (sim/ops/) are added by `add_op_kind` when sim.ops defines them.
-KERNEL_KINDS: set[str] = {"gemm", "elementwise", "reduction", "copy", "collective"}  # plugins: add_op_kind
-HOST_KINDS: set[str] = set()  # plugins: add_op_kind (sim/ops/host.py, sim/ops/sync.py)
+# Kernel kinds run on the GPU, host kinds on the host thread only: listed by `add_op_kind` when sim.ops
+# defines the op kinds (sim/ops/).
+KERNEL_KINDS: set[str] = set()
+HOST_KINDS: set[str] = set()
 
 
 def add_op_kind(kind: str, *, kernel: bool) -> None:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import MISSING, Field, dataclass, field, fields, replace
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -90,114 +92,197 @@ class Library:
         )
 
 
+# Units a profile key names (its last word) → the SI factor its values are multiplied by, once, on load.
+UNIT_SCALE = {"mhz": 1e6, "gbps": 1e9, "tflops": 1e12, "us": 1e-6, "ns": 1e-9}
+
+
+def from_profile(path: str, *, unit: str | None = None, default: Any = MISSING,
+                 default_factory: Any = MISSING) -> Any:
+    """A `Hardware` field read from the profile file at `path` (attribute names, dots between sections):
+    a number's `value` (a mapping of numbers: each one's) in SI units — scaled by the unit the key names
+    (`clock_mhz` → Hz, `fixed_us` → s; `unit` when the key's last word is not its unit), an `int` field
+    truncated as the file's whole number; a section that is absent gives None (a mapping: empty)."""
+    key = path.rsplit(".", 1)[-1]
+    scale = UNIT_SCALE.get(unit if unit is not None else key.rsplit("_", 1)[-1], 1.0)
+    meta = {"profile": path, "scale": scale}
+    if default_factory is not MISSING:
+        return field(metadata=meta, default_factory=default_factory)
+    if default is not MISSING:
+        return field(metadata=meta, default=default)
+    return field(metadata=meta)
+
+
+def derived(fn: Callable[[HardwareProfileFile], Any], *, default: Any = MISSING, default_factory: Any = MISSING) -> Any:
+    """A `Hardware` field computed from the whole profile file by `fn` (tables, nested sections)."""
+    meta = {"derive": fn}
+    if default_factory is not MISSING:
+        return field(metadata=meta, default_factory=default_factory)
+    if default is not MISSING:
+        return field(metadata=meta, default=default)
+    return field(metadata=meta)
+
+
+def _op_costs(f: HardwareProfileFile) -> dict[str, tuple[float, float, float]]:
+    return {n: (c.fp32, c.sfu, c.int) for n, c in f.compute.op_costs.items()}
+
+
+def _gemm_correction(f: HardwareProfileFile) -> tuple[tuple[int, int, int, str, float], ...]:
+    return tuple((p.m, p.n, p.k, p.dtype, p.ratio) for p in f.gemm.correction)
+
+
+def _trace_clock_us(f: HardwareProfileFile) -> dict[str, float]:  # kept in µs (sim.costmodel.trace_host)
+    tp = f.host.trace_profiler
+    return {name: q.value for name, q in (tp.clock_us.items() if tp else ())}
+
+
+def _framework_op_table_s(f: HardwareProfileFile) -> dict[str, tuple[float | None, float | None]]:
+    us = UNIT_SCALE["us"]
+    return {name: (None if c.us is None else c.us * us, None if c.grad_us is None else c.grad_us * us)
+            for name, c in f.host.framework_ops.items()}
+
+
+def _framework_op_per_tensor_s(f: HardwareProfileFile) -> dict[str, tuple[int, float]]:
+    return {name: (c.tensors, c.per_tensor_us * UNIT_SCALE["us"]) for name, c in f.host.framework_ops.items()
+            if c.tensors is not None and c.per_tensor_us is not None}
+
+
+def _libraries(f: HardwareProfileFile) -> dict[str, dict[str, float]]:
+    return {lib: {kind: q.value for kind, q in kinds.items()} for lib, kinds in f.libraries.items()}
+
+
+def _attention_backends(f: HardwareProfileFile) -> dict[str, tuple[float, float, float, int]]:
+    ns = UNIT_SCALE["ns"]
+    return {name: (b.tc_efficiency.value, b.score_ns_fwd.value * ns, b.score_ns_bwd.value * ns,
+                   int(b.causal_key_tile.value))
+            for name, b in f.efficiency.attention_backends.items()}
+
+
+def _corrections(f: HardwareProfileFile) -> dict[str, tuple[tuple[tuple[float, ...], float], ...]]:
+    return {name: tuple((tuple(p.x), p.ratio) for p in t.points) for name, t in f.corrections.items()}
+
+
+def _measured(f: HardwareProfileFile) -> bool:
+    return any(q.source == "measured" for section in (f.memory, f.kernel, f.host)
+               for q in section.__dict__.values() if hasattr(q, "source"))
+
+
 @dataclass(frozen=True)
 class Hardware:
-    """A hardware profile in SI units (seconds, bytes, bytes/s, FLOP/s, Hz)."""
+    """A hardware profile in SI units (seconds, bytes, bytes/s, FLOP/s, Hz), derived from the profile
+    file's model (`HardwareProfileFile`): each field says where in the file it comes from
+    (`from_profile`: a number or a mapping of numbers, converted by the unit its key names; `derived`:
+    a table or a section built by a function), and `from_file` reads them all."""
 
-    name: str
-    gpu: str
-    sm_count: int
-    clock_hz: float
-    warp_size: int
-    max_threads_per_sm: int
-    max_warps_per_sm: int
-    max_blocks_per_sm: int
-    max_threads_per_block: int
-    registers_per_sm: int
-    max_registers_per_thread: int
-    register_alloc_unit: int
-    smem_per_sm: int
-    smem_per_block_max: int
-    smem_alloc_unit: int
-    smem_reserved_per_block: int
-    schedulers_per_sm: int
-    hbm_capacity: float
-    hbm_peak_bps: float
-    hbm_sustained_bps: float
-    mem_latency_s: float
-    bw_knee_exponent: float
-    per_sm_max_bps: float
-    l2_bytes: float
-    l2_bps: float
-    spill_bps: float
-    spill_offchip_bps: float | None
-    spill_inflight_bytes_per_thread: float | None
-    l1_bytes_per_sm: float
-    tensor_flops: dict[str, float]
-    fp32_lanes_per_sm: float
-    sfu_lanes_per_sm: float
-    int_lanes_per_sm: float
-    issue_per_scheduler: float
-    warps_to_hide_latency: float
-    latency_hiding_exponent: float | None
-    op_costs: dict[str, tuple[float, float, float]]
-    elementwise_instr_per_element: float
-    partial_vector_instr: float | None
-    register_base: float
-    registers_per_element: float
-    spill_words_per_excess_register: float
-    reduction_step_s: float
-    gemm_max_efficiency: float
-    gemm_tile_m: int
-    gemm_tile_n: int
-    gemm_k_half: float
-    gemm_misaligned_factor: float
-    gemm_correction: tuple[tuple[int, int, int, str, float], ...]
-    attention_fwd_eff: float
-    attention_bwd_eff: float
-    layout_bw_factor: float
-    kernel_fixed_s: float
-    launch_gap_s: float
-    event_overhead_s: float
-    launch_latency_s: float
-    eager_op_s: float
-    eager_op_by_kind_s: dict[str, float]
-    framework_op_s: float
-    autograd_node_s: float
-    backward_call_s: float
-    launch_s: float
-    compiled_call_s: float
-    triton_launch_s: float
-    compiled_kernel_s: float
-    compiled_backward_call_s: float
-    python_function_s: float
-    module_call_s: float
-    graph_launch_s: float
-    graph_kernel_s: float
-    sync_s: float
-    launch_queue_depth: int
-    nvlink_bps: float
-    nvlink_latency_s: float
-    pcie_bps: float
-    network_bps: float
-    network_latency_s: float
-    comm_efficiency: float
-    library: Library
-    libraries: dict[str, dict[str, float]] = field(default_factory=dict)
-    primitives: dict[str, float] = field(default_factory=dict)
-    gemm_cold_ramp_s: float | None = None
-    memcpy_clean_fixed_s: float | None = None
-    reduce_kernel: dict[str, float] = field(default_factory=dict)
+    name: str = from_profile("name")
+    gpu: str = from_profile("gpu")
+    sm_count: int = from_profile("sm.count")
+    clock_hz: float = from_profile("sm.clock_mhz")
+    warp_size: int = from_profile("sm.warp_size")
+    max_threads_per_sm: int = from_profile("sm.max_threads_per_sm")
+    max_warps_per_sm: int = from_profile("sm.max_warps_per_sm")
+    max_blocks_per_sm: int = from_profile("sm.max_blocks_per_sm")
+    max_threads_per_block: int = from_profile("sm.max_threads_per_block")
+    registers_per_sm: int = from_profile("sm.registers_per_sm")
+    max_registers_per_thread: int = from_profile("sm.max_registers_per_thread")
+    register_alloc_unit: int = from_profile("sm.register_alloc_unit")
+    smem_per_sm: int = from_profile("sm.shared_memory_per_sm_bytes")
+    smem_per_block_max: int = from_profile("sm.shared_memory_per_block_max_bytes")
+    smem_alloc_unit: int = from_profile("sm.shared_memory_alloc_unit_bytes")
+    smem_reserved_per_block: int = from_profile("sm.reserved_shared_memory_per_block_bytes")
+    schedulers_per_sm: int = from_profile("sm.schedulers_per_sm")
+    hbm_capacity: float = from_profile("memory.hbm_capacity_bytes")
+    hbm_peak_bps: float = from_profile("memory.hbm_peak_gbps")
+    hbm_sustained_bps: float = from_profile("memory.hbm_sustained_gbps")
+    mem_latency_s: float = from_profile("memory.latency_ns")
+    bw_knee_exponent: float = from_profile("memory.bandwidth_knee_exponent")
+    per_sm_max_bps: float = from_profile("memory.per_sm_max_gbps")
+    l2_bytes: float = from_profile("memory.l2_bytes")
+    l2_bps: float = from_profile("memory.l2_gbps")
+    spill_bps: float = from_profile("memory.spill_gbps")
+    spill_offchip_bps: float | None = from_profile("memory.spill_offchip_gbps")
+    spill_inflight_bytes_per_thread: float | None = from_profile("memory.spill_inflight_bytes_per_thread")
+    l1_bytes_per_sm: float = from_profile("memory.l1_bytes_per_sm")
+    tensor_flops: dict[str, float] = from_profile("compute.tensor_tflops")
+    fp32_lanes_per_sm: float = from_profile("compute.fp32_lanes_per_sm")
+    sfu_lanes_per_sm: float = from_profile("compute.sfu_lanes_per_sm")
+    int_lanes_per_sm: float = from_profile("compute.int_lanes_per_sm")
+    issue_per_scheduler: float = from_profile("compute.issue_per_scheduler")
+    warps_to_hide_latency: float = from_profile("compute.warps_to_hide_latency")
+    latency_hiding_exponent: float | None = from_profile("compute.latency_hiding_exponent")
+    op_costs: dict[str, tuple[float, float, float]] = derived(_op_costs)
+    elementwise_instr_per_element: float = from_profile("compute.elementwise_instr_per_element")
+    partial_vector_instr: float | None = from_profile("compute.partial_vector_instr")
+    register_base: float = from_profile("compute.register_base_per_thread")
+    registers_per_element: float = from_profile("compute.registers_per_element")
+    spill_words_per_excess_register: float = from_profile("compute.spill_words_per_excess_register")
+    reduction_step_s: float = from_profile("compute.reduction_step_ns")
+    gemm_max_efficiency: float = from_profile("gemm.max_efficiency")
+    gemm_tile_m: int = from_profile("gemm.tile_m")
+    gemm_tile_n: int = from_profile("gemm.tile_n")
+    gemm_k_half: float = from_profile("gemm.k_half_efficiency")
+    gemm_misaligned_factor: float = from_profile("gemm.misaligned_factor")
+    gemm_correction: tuple[tuple[int, int, int, str, float], ...] = derived(_gemm_correction)
+    attention_fwd_eff: float = from_profile("efficiency.attention_fwd")
+    attention_bwd_eff: float = from_profile("efficiency.attention_bwd")
+    layout_bw_factor: float = from_profile("efficiency.layout_bandwidth_factor")
+    kernel_fixed_s: float = from_profile("kernel.fixed_us")
+    launch_gap_s: float = from_profile("kernel.launch_gap_us")
+    event_overhead_s: float = from_profile("kernel.event_timing_overhead_us")
+    launch_latency_s: float = from_profile("kernel.launch_latency_us")
+    eager_op_s: float = from_profile("host.eager_op_us")
+    eager_op_by_kind_s: dict[str, float] = from_profile("host.eager_op_us_by_kind", unit="us")
+    framework_op_s: float = from_profile("host.framework_op_us")
+    autograd_node_s: float = from_profile("host.autograd_node_us")
+    backward_call_s: float = from_profile("host.backward_call_us")
+    launch_s: float = from_profile("host.launch_us")
+    compiled_call_s: float = from_profile("host.compiled_call_us")
+    triton_launch_s: float = from_profile("host.triton_launch_us")
+    compiled_kernel_s: float = from_profile("host.compiled_kernel_us")
+    compiled_backward_call_s: float = from_profile("host.compiled_backward_call_us")
+    python_function_s: float = from_profile("host.python_function_us")
+    module_call_s: float = from_profile("host.module_call_us")
+    graph_launch_s: float = from_profile("host.graph_launch_us")
+    graph_kernel_s: float = from_profile("host.graph_kernel_us")
+    sync_s: float = from_profile("host.sync_us")
+    launch_queue_depth: int = from_profile("host.launch_queue_depth")
+    nvlink_bps: float = from_profile("links.nvlink_gbps")
+    nvlink_latency_s: float = from_profile("links.nvlink_latency_us")
+    pcie_bps: float = from_profile("links.pcie_gbps")
+    network_bps: float = from_profile("links.network_gbps")
+    network_latency_s: float = from_profile("links.network_latency_us")
+    comm_efficiency: float = from_profile("links.comm_efficiency")
+    library: Library = derived(lambda f: Library.from_section(f.library))
+    libraries: dict[str, dict[str, float]] = derived(_libraries, default_factory=dict)
+    primitives: dict[str, float] = from_profile("primitives", default_factory=dict)
+    gemm_cold_ramp_s: float | None = from_profile("gemm.cold_ramp_us", default=None)
+    memcpy_clean_fixed_s: float | None = from_profile("kernel.memcpy_clean_fixed_us", default=None)
+    reduce_kernel: dict[str, float] = from_profile("reduce_kernel", default_factory=dict)
     # backend -> (tensor-core efficiency, s per score element per SM forward, backward, causal key tile)
-    attention_backends: dict[str, tuple[float, float, float, int]] = field(default_factory=dict)
-    attention_default_backend: str = "flash"
-    profiler_event_s: dict[str, float] = field(default_factory=dict)
+    attention_backends: dict[str, tuple[float, float, float, int]] = derived(_attention_backends, default_factory=dict)
+    attention_default_backend: str = from_profile("efficiency.attention_default_backend", default="flash")
+    profiler_event_s: dict[str, float] = from_profile("host.profiler_event_us", default_factory=dict)
     # the profiler's cost per event in real steps at the reference host speed, by configuration, and the
     # reference ops' median traced duration at that speed (us): sim.costmodel.trace_host
-    trace_profiler_event_s: dict[str, float] = field(default_factory=dict)
-    ddp_forward_s: float | None = None  # DDP's host work per step beyond the listed ops (None: not measured)
-    ddp_hook_s: float | None = None  # the Reducer's host work per synchronized gradient (None: not measured)
-    trace_kernel_record_s: dict[str, float] = field(default_factory=dict)
-    trace_clock_us: dict[str, float] = field(default_factory=dict)
+    trace_profiler_event_s: dict[str, float] = from_profile("host.trace_profiler.event_us", default_factory=dict)
+    # DDP's host work per step beyond the listed ops (None: not measured)
+    ddp_forward_s: float | None = from_profile("host.ddp.forward_us", default=None)
+    # the Reducer's host work per synchronized gradient (None: not measured)
+    ddp_hook_s: float | None = from_profile("host.ddp.hook_us", default=None)
+    trace_kernel_record_s: dict[str, float] = from_profile("host.trace_profiler.kernel_record_us",
+                                                           default_factory=dict)
+    trace_clock_us: dict[str, float] = derived(_trace_clock_us, default_factory=dict)
     # framework op -> (host s per call without autograd recording, with it or None)
-    framework_op_table_s: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
+    framework_op_table_s: dict[str, tuple[float | None, float | None]] = derived(_framework_op_table_s,
+                                                                                 default_factory=dict)
     # foreach op -> (tensors per call the table's cost was measured at, host s per tensor)
-    framework_op_per_tensor_s: dict[str, tuple[int, float]] = field(default_factory=dict)
-    corrections: dict[str, tuple[tuple[tuple[float, ...], float], ...]] = field(default_factory=dict)
-    sustained_clock_hz: float | None = None
+    framework_op_per_tensor_s: dict[str, tuple[int, float]] = derived(_framework_op_per_tensor_s,
+                                                                      default_factory=dict)
+    corrections: dict[str, tuple[tuple[tuple[float, ...], float], ...]] = derived(_corrections, default_factory=dict)
+    sustained_clock_hz: float | None = from_profile("power.sustained_clock_mhz", default=None)
     source_file: str = ""
-    measured: bool = field(default=False)
-    topology: Topology | None = None  # None: the profile has no topology section (see `fabric`)
+    measured: bool = derived(_measured, default=False)
+    # None: the profile has no topology section (see `fabric`)
+    topology: Topology | None = derived(lambda f: _topology(f.topology), default=None)
 
     @property
     def fabric(self) -> Topology:
@@ -206,123 +291,34 @@ class Hardware:
 
     @classmethod
     def from_file(cls, f: HardwareProfileFile, source_file: str = "") -> Hardware:
-        sm, mem, comp, g, eff, k, h, ln = f.sm, f.memory, f.compute, f.gemm, f.efficiency, f.kernel, f.host, f.links
-        us = 1e-6
-        return cls(
-            name=f.name,
-            gpu=f.gpu,
-            sm_count=int(sm.count.value),
-            clock_hz=sm.clock_mhz.value * 1e6,
-            warp_size=int(sm.warp_size.value),
-            max_threads_per_sm=int(sm.max_threads_per_sm.value),
-            max_warps_per_sm=int(sm.max_warps_per_sm.value),
-            max_blocks_per_sm=int(sm.max_blocks_per_sm.value),
-            max_threads_per_block=int(sm.max_threads_per_block.value),
-            registers_per_sm=int(sm.registers_per_sm.value),
-            max_registers_per_thread=int(sm.max_registers_per_thread.value),
-            register_alloc_unit=int(sm.register_alloc_unit.value),
-            smem_per_sm=int(sm.shared_memory_per_sm_bytes.value),
-            smem_per_block_max=int(sm.shared_memory_per_block_max_bytes.value),
-            smem_alloc_unit=int(sm.shared_memory_alloc_unit_bytes.value),
-            smem_reserved_per_block=int(sm.reserved_shared_memory_per_block_bytes.value),
-            schedulers_per_sm=int(sm.schedulers_per_sm.value),
-            hbm_capacity=mem.hbm_capacity_bytes.value,
-            hbm_peak_bps=mem.hbm_peak_gbps.value * 1e9,
-            hbm_sustained_bps=mem.hbm_sustained_gbps.value * 1e9,
-            mem_latency_s=mem.latency_ns.value * 1e-9,
-            bw_knee_exponent=mem.bandwidth_knee_exponent.value,
-            per_sm_max_bps=mem.per_sm_max_gbps.value * 1e9,
-            l2_bytes=mem.l2_bytes.value,
-            l2_bps=mem.l2_gbps.value * 1e9,
-            spill_bps=mem.spill_gbps.value * 1e9,
-            spill_offchip_bps=mem.spill_offchip_gbps.value * 1e9 if mem.spill_offchip_gbps is not None else None,
-            spill_inflight_bytes_per_thread=(mem.spill_inflight_bytes_per_thread.value
-                                             if mem.spill_inflight_bytes_per_thread is not None else None),
-            l1_bytes_per_sm=mem.l1_bytes_per_sm.value,
-            tensor_flops={d: q.value * 1e12 for d, q in comp.tensor_tflops.items()},
-            fp32_lanes_per_sm=comp.fp32_lanes_per_sm.value,
-            sfu_lanes_per_sm=comp.sfu_lanes_per_sm.value,
-            int_lanes_per_sm=comp.int_lanes_per_sm.value,
-            issue_per_scheduler=comp.issue_per_scheduler.value,
-            warps_to_hide_latency=comp.warps_to_hide_latency.value,
-            latency_hiding_exponent=(comp.latency_hiding_exponent.value
-                                     if comp.latency_hiding_exponent is not None else None),
-            op_costs={n: (c.fp32, c.sfu, c.int) for n, c in comp.op_costs.items()},
-            elementwise_instr_per_element=comp.elementwise_instr_per_element.value,
-            partial_vector_instr=comp.partial_vector_instr.value if comp.partial_vector_instr is not None else None,
-            register_base=comp.register_base_per_thread.value,
-            registers_per_element=comp.registers_per_element.value,
-            spill_words_per_excess_register=comp.spill_words_per_excess_register.value,
-            reduction_step_s=comp.reduction_step_ns.value * 1e-9,
-            gemm_max_efficiency=g.max_efficiency.value,
-            gemm_tile_m=int(g.tile_m.value),
-            gemm_tile_n=int(g.tile_n.value),
-            gemm_k_half=g.k_half_efficiency.value,
-            gemm_misaligned_factor=g.misaligned_factor.value,
-            gemm_correction=tuple((p.m, p.n, p.k, p.dtype, p.ratio) for p in g.correction),
-            attention_fwd_eff=eff.attention_fwd.value,
-            attention_bwd_eff=eff.attention_bwd.value,
-            layout_bw_factor=eff.layout_bandwidth_factor.value,
-            kernel_fixed_s=k.fixed_us.value * us,
-            launch_gap_s=k.launch_gap_us.value * us,
-            event_overhead_s=k.event_timing_overhead_us.value * us,
-            launch_latency_s=k.launch_latency_us.value * us,
-            eager_op_s=h.eager_op_us.value * us,
-            eager_op_by_kind_s={kind: q.value * us for kind, q in h.eager_op_us_by_kind.items()},
-            framework_op_s=h.framework_op_us.value * us,
-            autograd_node_s=h.autograd_node_us.value * us,
-            backward_call_s=h.backward_call_us.value * us,
-            launch_s=h.launch_us.value * us,
-            compiled_call_s=h.compiled_call_us.value * us,
-            triton_launch_s=h.triton_launch_us.value * us,
-            compiled_kernel_s=h.compiled_kernel_us.value * us,
-            compiled_backward_call_s=h.compiled_backward_call_us.value * us,
-            python_function_s=h.python_function_us.value * us,
-            module_call_s=h.module_call_us.value * us,
-            graph_launch_s=h.graph_launch_us.value * us,
-            graph_kernel_s=h.graph_kernel_us.value * us,
-            sync_s=h.sync_us.value * us,
-            launch_queue_depth=int(h.launch_queue_depth.value),
-            profiler_event_s={cfg: q.value * us for cfg, q in h.profiler_event_us.items()},
-            ddp_forward_s=h.ddp.forward_us.value * us if h.ddp is not None else None,
-            ddp_hook_s=h.ddp.hook_us.value * us if h.ddp is not None else None,
-            trace_profiler_event_s={cfg: q.value * us for cfg, q in
-                                    (h.trace_profiler.event_us.items() if h.trace_profiler else ())},
-            trace_kernel_record_s={cfg: q.value * us for cfg, q in
-                                   (h.trace_profiler.kernel_record_us.items() if h.trace_profiler else ())},
-            trace_clock_us={name: q.value for name, q in (h.trace_profiler.clock_us.items() if h.trace_profiler else ())},
-            framework_op_table_s={name: (None if c.us is None else c.us * us,
-                                         None if c.grad_us is None else c.grad_us * us)
-                            for name, c in h.framework_ops.items()},
-            framework_op_per_tensor_s={name: (c.tensors, c.per_tensor_us * us) for name, c in h.framework_ops.items()
-                                       if c.tensors is not None and c.per_tensor_us is not None},
-            nvlink_bps=ln.nvlink_gbps.value * 1e9,
-            nvlink_latency_s=ln.nvlink_latency_us.value * us,
-            pcie_bps=ln.pcie_gbps.value * 1e9,
-            network_bps=ln.network_gbps.value * 1e9,
-            network_latency_s=ln.network_latency_us.value * us,
-            comm_efficiency=ln.comm_efficiency.value,
-            library=Library.from_section(f.library),
-            libraries={lib: {kind: q.value for kind, q in kinds.items()} for lib, kinds in f.libraries.items()},
-            primitives={name: q.value for name, q in f.primitives.items()},
-            reduce_kernel={name: q.value for name, q in f.reduce_kernel.items()},
-            gemm_cold_ramp_s=g.cold_ramp_us.value * 1e-6 if g.cold_ramp_us else None,
-            memcpy_clean_fixed_s=k.memcpy_clean_fixed_us.value * us if k.memcpy_clean_fixed_us else None,
-            attention_backends={name: (b.tc_efficiency.value, b.score_ns_fwd.value * 1e-9, b.score_ns_bwd.value * 1e-9,
-                                       int(b.causal_key_tile.value))
-                                for name, b in eff.attention_backends.items()},
-            attention_default_backend=eff.attention_default_backend,
-            corrections={name: tuple((tuple(p.x), p.ratio) for p in t.points) for name, t in f.corrections.items()},
-            sustained_clock_hz=f.power.sustained_clock_mhz.value * 1e6 if f.power else None,
-            source_file=source_file,
-            topology=_topology(f.topology),
-            measured=any(
-                q.source == "measured"
-                for section in (f.memory, f.kernel, f.host)
-                for q in section.__dict__.values()
-                if hasattr(q, "source")
-            ),
-        )
+        """The run-time profile of a profile file: every field as it declares (`from_profile`, `derived`)."""
+        values: dict[str, Any] = {"source_file": source_file}
+        for fld in fields(cls):
+            if "profile" in fld.metadata:
+                values[fld.name] = _read(f, fld)
+            elif "derive" in fld.metadata:
+                values[fld.name] = fld.metadata["derive"](f)
+        return cls(**values)
+
+
+def _read(f: HardwareProfileFile, fld: Field[Any]) -> Any:
+    """One `from_profile` field's value (see there)."""
+    node: Any = f
+    for part in fld.metadata["profile"].split("."):
+        node = getattr(node, part) if node is not None else None
+    scale = fld.metadata["scale"]
+    if isinstance(node, dict):
+        return {k: _si(q, scale) for k, q in node.items()}
+    if node is None:
+        return {} if str(fld.type).startswith("dict") else None
+    value = _si(node, scale)
+    return int(value) if fld.type == "int" else value
+
+
+def _si(q: Any, scale: float) -> Any:
+    """A number's value (a Quantity's, or a plain one) times `scale`; plain strings as they are."""
+    value = q.value if hasattr(q, "value") else q
+    return value * scale if scale != 1.0 else value
 
 
 def sustained(hw: Hardware) -> Hardware:

@@ -53,14 +53,7 @@ def json_schema_text(kind: str) -> str:
 
 # -- examples (checked by tests/test_reference.py against the models) ------------------------------
 
-_BUILTIN_EXAMPLES: dict[str, str] = {  # op kinds defined as plugins carry their own (sim.ops)
-    "gemm": "{name: fc1, kind: gemm, m: tokens, n: ffn, k: hidden, reads: [x, w1], writes: [h]}",
-    "elementwise": "{name: gelu, kind: elementwise, reads: [h], writes: [g], math: {gelu: 1}}",
-    "reduction": "{name: bias_grad, kind: reduction, rows: tokens, cols: ffn, axis: rows, reads: [dg], "
-                 "writes: [db], phase: backward}",
-    "copy": "{name: h2d, kind: copy, bytes: 4 * tokens * hidden, engine: copy_engine, direction: h2d}",
-    "collective": "{name: grad_sync, kind: collective, collective: all_reduce, bytes: 2 * hidden * ffn, "
-                  "group: data, stream: 1}",
+_BUILTIN_EXAMPLES: dict[str, str] = {  # the op kinds (sim.ops) carry their own
     "repeat": "{kind: repeat, name: layer, count: layers, ops: [{name: mm, kind: gemm, m: tokens, n: hidden, "
               "k: hidden, reads: [x], writes: [x]}]}",
 }
@@ -71,7 +64,7 @@ def transform_examples() -> dict[str, str]:
     from sim.schema.scenario import transform_keys
     from sim.transforms import examples
 
-    known = {**_BUILTIN_TRANSFORM_EXAMPLES, **examples()}
+    known = examples()
     return {key: known[key] for key in transform_keys()}
 
 
@@ -83,18 +76,6 @@ def op_examples() -> dict[str, str]:
     known = {**_BUILTIN_EXAMPLES, **examples()}
     return {kind: known[kind] for kind in op_kinds()}
 
-_BUILTIN_TRANSFORM_EXAMPLES: dict[str, str] = {  # transforms made with sim.transforms.define carry their own
-    "fuse": "{fuse: {ops: [bias, gelu, dropout], name: bgd, launch: {block: 128, elems_per_thread: 8}}}",
-    "mode": "{mode: {mode: compiled, ops: [bias, gelu, dropout]}}",
-    "set_launch": "{set_launch: {op: gelu, launch: {block: 256, elems_per_thread: 4}}}",
-    "insert": "{insert: {op: {name: to_contig, kind: layout, transform: contiguous, reads: [h], writes: [h]}, "
-              "before: gelu}}",
-    "remove": "{remove: {ops: [dropout]}}",
-    "dispatch": "{dispatch: {when: 'tokens % 128 == 0', then: [{fuse: {ops: [bias, gelu], name: bg}}], "
-                "else: []}}",
-    "specialize": "{specialize: {op: fc1, when: 'tokens <= 512', pad: {k: 'round_up(k, 64)'}}}",
-    "swap": "{swap: {kind: gemm, library: cutlass}}",
-}
 
 
 #: Meanings of keys whose schema field has no description yet (model name, key) → text. A test checks

@@ -93,3 +93,51 @@ def test_occupancy_spills_and_infeasible(h200: Hardware) -> None:
         occupancy(h200, 128, 32, 300 * 1024, grid=1)
     with pytest.raises(InfeasibleError, match="fits on no SM"):
         occupancy(h200, 1024, 255, 0, grid=1)
+
+
+def _schema_field(path: str) -> object:
+    """The annotation the profile file's model gives `path` (dots between sections), None if no such key."""
+    from typing import get_args
+
+    from pydantic import BaseModel
+
+    from sim.schema.hardware import HardwareProfileFile
+
+    ann: object = HardwareProfileFile
+    for part in path.split("."):
+        models = [a for a in (ann, *get_args(ann)) if isinstance(a, type) and issubclass(a, BaseModel)]
+        if not models or part not in models[0].model_fields:
+            return None
+        ann = models[0].model_fields[part].annotation
+    return ann
+
+
+def test_every_runtime_field_names_a_profile_key_and_converts_by_its_unit() -> None:
+    import dataclasses
+
+    from sim.hardware import UNIT_SCALE
+
+    read = [f for f in dataclasses.fields(Hardware) if "profile" in f.metadata]
+    assert len(read) > 80  # the numbers are read by declaration, not by hand
+    for f in read:
+        path = f.metadata["profile"]
+        assert _schema_field(path) is not None, f"Hardware.{f.name}: the profile has no key {path}"
+        words = path.replace(".", "_").split("_")
+        units = [w for w in words if w in UNIT_SCALE]
+        expected = UNIT_SCALE[units[-1]] if units else 1.0
+        assert f.metadata["scale"] == expected, f"Hardware.{f.name} ({path}): scale {f.metadata['scale']}"
+        if expected != 1.0:  # an SI field's name says its SI unit, not the file's
+            assert f.name.endswith(("_s", "_hz", "_bps", "_flops")), f.name
+
+
+def test_a_runtime_field_is_the_file_value_in_si_units() -> None:
+    hw = load_profile("h200-measured")
+    doc = yaml.safe_load((ROOT / "hardware_profiles" / "h200-measured.yaml").read_text())
+    assert hw.clock_hz == doc["sm"]["clock_mhz"]["value"] * 1e6
+    assert hw.kernel_fixed_s == doc["kernel"]["fixed_us"]["value"] * 1e-6
+    assert hw.hbm_sustained_bps == doc["memory"]["hbm_sustained_gbps"]["value"] * 1e9
+    assert hw.sm_count == int(doc["sm"]["count"]["value"]) and isinstance(hw.sm_count, int)
+    by_kind = doc["host"]["eager_op_us_by_kind"]
+    assert by_kind and hw.eager_op_by_kind_s == {k: v["value"] * 1e-6 for k, v in by_kind.items()}
+    assert hw.ddp_forward_s is None if "ddp" not in doc["host"] else hw.ddp_forward_s == \
+        doc["host"]["ddp"]["forward_us"]["value"] * 1e-6

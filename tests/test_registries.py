@@ -59,3 +59,26 @@ def test_plugin_kinds_are_listed_in_every_layer() -> None:
             else:
                 assert kind in op_kinds() and kind in KERNEL_KINDS and kind in registered_kinds(), kind
             assert op_examples()[kind] == op_kind.examples[kind]
+
+
+def test_no_layer_lists_an_op_kind_or_a_transform_of_its_own() -> None:
+    """Every op kind comes from sim/ops and every transform from sim/transforms: the lower layers start empty."""
+    from sim.ops import defined
+
+    assert [k for ok in defined() for k in ok.kinds] == [k for k in op_kinds() if k not in BLOCK_KINDS]
+    from sim.transforms import examples
+
+    assert list(examples()) == list(transform_keys())
+
+
+def test_a_model_with_op_fields_declared_after_the_kinds_accepts_every_kind() -> None:
+    """The scenario's `insert` (sim/transforms/edit.py) is defined after sim.ops: it still takes each kind."""
+    from sim.ops import defined
+    from sim.transforms.edit import InsertArgs
+
+    for kind in ("gemm", "sort", "sync", "attention"):
+        model = next(ok.spec for ok in defined() if kind in ok.kinds)
+        fields = {"sort": {"numel": 8}, "gemm": {"m": 1, "n": 1, "k": 1}, "sync": {},
+                  "attention": {"batch": 1, "heads": 1, "seq_q": 1, "seq_kv": 1, "head_dim": 8}}[kind]
+        args = InsertArgs.model_validate({"op": {"name": "x", "kind": kind, **fields}, "before": "y"})
+        assert type(args.op) is model

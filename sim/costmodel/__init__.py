@@ -1,6 +1,8 @@
 """Cost model: pure functions (op, graph, hardware) → KernelCost. One registry, one file per family.
 
-No simpy, no torch here. An op kind with no cost function raises UncostedOpError.
+No simpy, no torch here. An op kind with no cost function raises UncostedOpError. The op kinds
+(sim/ops/) register their cost functions, which live in this package's family files, through
+`sim.ops.define`.
 """
 
 from __future__ import annotations
@@ -64,6 +66,3 @@ def kernel_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
                        bw_demand=min(1.0, cost.bw_demand * scale))
     return cost
 
-
-# Register the families (imports for their side effect).
-from sim.costmodel import attention, collective, elementwise, gemm, layout, reduction  # noqa: E402,F401

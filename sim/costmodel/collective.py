@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from sim.costmodel import KernelCost, register
+from sim.costmodel import KernelCost
 from sim.costmodel.nccl import Links, busbw_factor, plan_collective
 from sim.errors import InfeasibleError
 from sim.graph import Graph, Op
@@ -35,7 +35,6 @@ def links_of(hw: Hardware) -> Links:
                  nccl=hw.library.nccl)
 
 
-@register("collective")
 def collective_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
     n = int(op.attrs.get("ranks", 1))
     size = float(op.attrs["bytes"])

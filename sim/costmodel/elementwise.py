@@ -15,7 +15,7 @@ import math
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from sim.costmodel import KernelCost, register
+from sim.costmodel import KernelCost
 from sim.costmodel.memory import spill_bandwidth, stream_time
 from sim.errors import KernelsimError
 from sim.graph import DTYPE_BYTES, Graph, LaunchConfig, Op
@@ -245,7 +245,6 @@ def read_bytes_per_elem(op: Op, graph: Graph, numel: int) -> float:
     return per
 
 
-@register("elementwise")
 def elementwise_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
     numel = numel_of(op, graph)
     r, w = io_bytes(op, graph)

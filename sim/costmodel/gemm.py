@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from types import MappingProxyType
 
-from sim.costmodel import KernelCost, register
+from sim.costmodel import KernelCost
 from sim.costmodel.corrections import interpolate
 from sim.errors import KernelsimError
 from sim.graph import DTYPE_BYTES, Graph, Op
@@ -78,7 +78,6 @@ def gemm_terms(hw: Hardware, m: int, n: int, k: int, batch: int, dtype: str) -> 
     }
 
 
-@register("gemm")
 def gemm_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
     m, n, k = int(op.attrs["m"]), int(op.attrs["n"]), int(op.attrs["k"])
     batch = int(op.attrs.get("batch", 1))

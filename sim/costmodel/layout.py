@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from sim.costmodel import KernelCost, register
+from sim.costmodel import KernelCost
 from sim.costmodel.elementwise import io_bytes, numel_of, read_bytes_per_elem, streaming_cost
 from sim.graph import Graph, Op
 from sim.hardware import Hardware
@@ -19,7 +19,6 @@ from sim.hardware import Hardware
 # launch of the profile's `library.memcpy`.
 
 
-@register("copy")
 def copy_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
     r, w = io_bytes(op, graph)
     nbytes = float(op.attrs.get("bytes", r + w))

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from types import MappingProxyType
 
-from sim.costmodel import KernelCost, register
+from sim.costmodel import KernelCost
 from sim.costmodel.elementwise import (
     compute_time,
     estimate_registers,
@@ -170,7 +170,6 @@ def row_layout(launch: LaunchConfig, op: Op, default_threads: int) -> tuple[int,
     return threads, per_row, rows
 
 
-@register("reduction")
 def reduction_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
     rows, cols = int(op.attrs["rows"]), int(op.attrs["cols"])
     if min(rows, cols) <= 0:

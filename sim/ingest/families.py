@@ -11,49 +11,38 @@ from __future__ import annotations
 
 import re
 
-FAMILIES = ("gemm", "attention", "elementwise", "reduction", "copy", "layout", "collective", "triton", "unknown")
-
-_RULES: list[tuple[str, re.Pattern[str]]] = list(
-    (family, re.compile(pattern, re.IGNORECASE))
-    for family, pattern in (
-        ("collective", r"nccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|sendrecv"),
-        ("triton", r"^triton_|^triton__|\btriton\b"),
-        ("copy", r"^memcpy|^memset|copy_kernel|copy_device_to_device|\bcopy\b|fill_kernel|zero_kernel|cat_array"),
-        ("gemm", r"gemm|cutlass|cublas|nvjet|xmma|sm\d+_xmma|\bmma\b|matmul|gemv|dot_kernel|splitkreduce|s\d+gemm|wgrad|dgrad"),
-        ("reduction", r"reduce|layer_norm|gammabetabackward|layernorm|rms_?norm|softmax|batch_norm|group_norm|norm_kernel|"
-                      r"cross_entropy|nll_loss|argmax|argmin|cumsum|scan|topk|sort"),
-        ("elementwise", r"elementwise|vectorized|unrolled|pointwise|fused_dropout|dropout|gelu|relu|silu|"
-                        r"activation|binary|unary|addcmul|adam|sgd|foreach|multi_tensor_apply|index|scatter|gather"),
-    )
-)
-
-
-_PLUGIN_RULES: list[tuple[str, re.Pattern[str]]] = []  # op kinds defined as plugins (sim/ops/), tried first
+# Families with no op kind of their own (a Triton kernel could be anything); the op kinds (sim/ops/) add theirs.
+_RULES: list[tuple[str, re.Pattern[str]]] = [("triton", re.compile(r"^triton_|^triton__|\btriton\b", re.IGNORECASE))]
 
 
 def rule_families() -> tuple[str, ...]:
-    """The families of the rules, in the order they are tried (plugins' first)."""
-    return tuple(family for family, _ in (*_PLUGIN_RULES, *_RULES))
+    """The families of the rules, in the order they are tried."""
+    return tuple(family for family, _ in _RULES)
 
 
-def add_family_rule(family: str, pattern: str, before: str | None = None) -> None:
-    """Recognise kernels whose name matches `pattern` (case-insensitive) as `family`: before every built-in
-    rule, or, with `before`, just before the rule of that family (the first match wins)."""
+def families() -> tuple[str, ...]:
+    """Every family a kernel can be given: the rules' and `unknown`."""
+    return (*rule_families(), "unknown")
+
+
+def add_family_rule(family: str, pattern: str, after: str | None = None) -> None:
+    """Recognise kernels whose name matches `pattern` (case-insensitive) as `family`: before every rule, or,
+    with `after`, right after the rule of that family (the first match wins)."""
     rule = (family, re.compile(pattern, re.IGNORECASE))
-    if before is None:
-        _PLUGIN_RULES.append(rule)
+    if after is None:
+        _RULES.insert(0, rule)
         return
-    at = [i for i, (f, _) in enumerate(_RULES) if f == before]
+    at = [i for i, (f, _) in enumerate(_RULES) if f == after]
     if not at:
-        raise ValueError(f"family rule {family!r}: no rule of family {before!r} to go before")
-    _RULES.insert(at[0], rule)
+        raise ValueError(f"family rule {family!r}: no rule of family {after!r} to go after")
+    _RULES.insert(at[0] + 1, rule)
 
 
 def kernel_family(name: str, category: str = "kernel") -> str:
     """The family of a GPU activity from its name and its trace category."""
     if category == "gpu_memcpy" or category == "gpu_memset":
         return "copy"
-    for family, rx in (*_PLUGIN_RULES, *_RULES):
+    for family, rx in _RULES:
         if rx.search(name):
             return family
     return "unknown"

@@ -2,11 +2,13 @@
 
 `infer_op(family, stack, activity)` returns the workload op fields (kind and its sizes)
 plus the tensors it reads and writes, or None when the shapes cannot be told (no
-`record_shapes`, a Triton kernel, an op this module does not know). None means the
-kernel keeps its measured duration and is counted as unpriced — never a silent zero.
+`record_shapes`, a Triton kernel, an op no rule knows). None means the kernel keeps its
+measured duration and is counted as unpriced — never a silent zero.
 
-The stack is the chain of CPU ops enclosing the launch (outermost first); the innermost
-op that this module recognises for the kernel's family wins.
+The rules are the op kinds' (sim/ops/: `add_shape_rule`, `add_activity_rule`); this module
+holds what they share (input tensors, streaming ops' fields, tensor declarations). The stack
+is the chain of CPU ops enclosing the launch (outermost first); the innermost op that a rule
+of the kernel's family claims wins (with its fields, or UNKNOWN: claimed, shapes unknown).
 """
 
 from __future__ import annotations
@@ -24,36 +26,6 @@ TORCH_DTYPES = {
     "c10::float8_e5m2": "fp8", "c10::float8_e4m3fnuz": "fp8", "c10::float8_e5m2fnuz": "fp8", "short int": "int32",
 }
 
-GEMM_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::_scaled_mm", "aten::addmv", "aten::mv",
-            "aten::linear", "aten::_addmm_activation"}
-# Elementwise math per element, in the hardware profile's `op_costs` names (estimates).
-ELEMENTWISE_MATH: dict[str, dict[str, float]] = {
-    "add": {"add": 1}, "sub": {"add": 1}, "rsub": {"add": 1}, "mul": {"mul": 1}, "div": {"div": 1},
-    "gelu": {"gelu": 1}, "gelu_backward": {"gelu_backward": 1}, "relu": {"select": 1},
-    "threshold_backward": {"select": 1}, "native_dropout": {"rng": 1, "mul": 1, "select": 1},
-    "native_dropout_backward": {"mul": 1}, "dropout": {"rng": 1, "mul": 1, "select": 1},
-    "tanh": {"tanh": 1}, "exp": {"exp": 1}, "sigmoid": {"sigmoid": 1}, "silu": {"silu": 1},
-    "silu_backward": {"exp": 1, "div": 1, "mul": 3}, "rsqrt": {"rsqrt": 1}, "sqrt": {"sqrt": 1},
-    "sin": {"sin": 1}, "cos": {"cos": 1}, "tan": {"tan": 1}, "atan": {"atan": 1}, "log": {"log": 1},
-    "log2": {"log2": 1}, "log1p": {"log1p": 1}, "exp2": {"exp2": 1}, "expm1": {"expm1": 1},
-    "reciprocal": {"reciprocal": 1}, "softplus": {"softplus": 1}, "erfinv": {"erfinv": 1}, "abs": {"abs": 1},
-    "clamp": {"minmax": 2}, "clamp_min": {"minmax": 1}, "clamp_max": {"minmax": 1}, "maximum": {"minmax": 1},
-    "minimum": {"minmax": 1}, "sigmoid_backward": {"fma": 2},
-    "addcmul": {"fma": 1}, "addcdiv": {"div": 1, "add": 1}, "lerp": {"fma": 2}, "fill": {}, "zero": {},
-    "fill_": {}, "zero_": {}, "where": {"select": 1}, "masked_fill": {"select": 1}, "neg": {"mul": 1}, "pow": {"pow": 1},
-    "_foreach_add": {"add": 1}, "_foreach_mul": {"mul": 1}, "embedding": {}, "index_select": {},
-}
-REDUCTION_MATH: dict[str, dict[str, float]] = {
-    "sum": {"add": 1}, "mean": {"add": 1}, "amax": {"select": 1}, "max": {"select": 1}, "min": {"select": 1},
-    "norm": {"fma": 1}, "_softmax": {"exp": 1, "add": 1, "div": 1}, "softmax": {"exp": 1, "add": 1, "div": 1},
-    "_log_softmax": {"exp": 1, "add": 2}, "_softmax_backward_data": {"fma": 2},
-    "_log_softmax_backward_data": {"exp": 1, "fma": 1}, "native_layer_norm": {"add": 3, "mul": 3, "rsqrt": 1},
-    "layer_norm": {"add": 3, "mul": 3, "rsqrt": 1}, "native_layer_norm_backward": {"fma": 6},
-    "_fused_rms_norm": {"fma": 2, "rsqrt": 1}, "rms_norm": {"fma": 2, "rsqrt": 1},
-    "nll_loss_forward": {"add": 1}, "nll_loss_backward": {}, "argmax": {"select": 1}, "cumsum": {"add": 1},
-}
-COPY_OPS = {"copy_", "index_copy", "index_copy_", "_to_copy", "to", "clone", "contiguous", "_copy_from", "copy", "index_put_", "cat",
-            "fill_", "zero_", "zeros", "zeros_like", "ones", "full", "empty_like", "new_zeros", "embedding"}
 
 
 @dataclass
@@ -85,7 +57,7 @@ def input_tensors(op: CpuOp) -> list[tuple[tuple[int, ...], str]]:
     return out
 
 
-def _numel(shape: tuple[int, ...]) -> int:
+def numel(shape: tuple[int, ...]) -> int:
     n = 1
     for x in shape:
         n *= x
@@ -102,48 +74,13 @@ def _broadcast(shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _decl(inf: Inferred, prefix: str, role: str, shape: tuple[int, ...], dtype: str) -> str | None:
-    if not shape or _numel(shape) == 0:
+def declare(inf: Inferred, prefix: str, role: str, shape: tuple[int, ...], dtype: str) -> str | None:
+    if not shape or numel(shape) == 0:
         return None
     name = f"{prefix}.{role}{len(inf.tensors)}"
     inf.tensors[name] = {"shape": list(shape), "dtype": dtype}
     (inf.writes if role == "out" else inf.reads).append(name)
     return name
-
-
-def _gemm(op: CpuOp) -> dict[str, Any] | None:
-    ts = [t for t in input_tensors(op) if t[0]]
-    short = op.name
-    try:
-        if short in ("aten::mm", "aten::_scaled_mm"):
-            (a, dt), (b, _) = ts[0], ts[1]
-            m, k, n, batch = a[0], a[1], b[1], 1
-        elif short in ("aten::addmm", "aten::_addmm_activation"):
-            (a, dt), (b, _) = ts[1], ts[2]
-            m, k, n, batch = a[0], a[1], b[1], 1
-        elif short == "aten::bmm":
-            (a, dt), (b, _) = ts[0], ts[1]
-            batch, m, k, n = a[0], a[1], a[2], b[2]
-        elif short == "aten::baddbmm":
-            (a, dt), (b, _) = ts[1], ts[2]
-            batch, m, k, n = a[0], a[1], a[2], b[2]
-        elif short in ("aten::addmv", "aten::mv"):
-            (a, dt) = ts[1] if short == "aten::addmv" else ts[0]
-            m, k, n, batch = a[0], a[1], 1, 1
-        elif short == "aten::linear":
-            (x, dt), (w, _) = ts[0], ts[1]
-            m, k, n, batch = _numel(x[:-1]), x[-1], w[0], 1
-        else:
-            return None
-    except (IndexError, ValueError):
-        return None
-    if min(m, n, k, batch) < 1 or len(a if short != "aten::linear" else x) < 1:
-        return None
-    if short == "aten::_scaled_mm":
-        dt = "fp8"
-    if dt not in ("fp32", "tf32", "bf16", "fp16", "fp8", "int8"):
-        return None
-    return {"kind": "gemm", "m": m, "n": n, "k": k, "batch": batch, "dtype": dt}
 
 
 def attention_backend(kernel_name: str, op_name: str = "") -> str | None:
@@ -162,41 +99,6 @@ def attention_backend(kernel_name: str, op_name: str = "") -> str | None:
     return None
 
 
-def _gather(op: CpuOp, prefix: str) -> Inferred | None:
-    """index_select(table, dim, index) / embedding(table, index): the kernel reads only the rows it
-    gathers (and the indices) and writes them; the table's other rows are never touched."""
-    ts = input_tensors(op)
-    tables = [t for t in ts if t[1] not in ("int64", "int32") and len(t[0]) >= 1]
-    index = [t for t in ts if t[1] in ("int64", "int32")]
-    if not tables or not index:
-        return None
-    (table, dt), (idx, idt) = tables[0], index[0]
-    row = _numel(table[1:]) if len(table) > 1 else 1
-    out = (max(1, _numel(idx)), row)
-    inf = Inferred({"kind": "elementwise"})
-    _decl(inf, prefix, "in", out, dt)  # the gathered rows
-    _decl(inf, prefix, "in", idx if idx else (1,), idt)
-    _decl(inf, prefix, "out", out, dt)
-    return inf
-
-
-def _nll(op: CpuOp, prefix: str, backward: bool) -> Inferred | None:
-    """nll_loss forward/backward on [N, C] log-probabilities: one value per row is read (forward,
-    summed) or written (backward, into a gradient zeroed by a separate fill), never the whole input."""
-    ts = input_tensors(op)
-    probs = [t for t in ts if t[1] not in ("int64", "int32") and len(t[0]) == 2]
-    if not probs:
-        return None
-    (shape, dt) = probs[0]
-    n = shape[0]
-    inf = Inferred({"kind": "elementwise"} if backward else {"kind": "reduction", "rows": 1, "cols": n,
-                                                              "math": {"add": 1}})
-    _decl(inf, prefix, "in", (n,), dt)
-    _decl(inf, prefix, "in", (n,), "int64")
-    _decl(inf, prefix, "out", (n,) if backward else (1,), dt)
-    return inf
-
-
 def streaming_fields(op: CpuOp, kind: str, prefix: str, math: dict[str, float]) -> Inferred | None:
     ts = input_tensors(op)
     shapes = [s for s, _ in ts if s]
@@ -204,23 +106,23 @@ def streaming_fields(op: CpuOp, kind: str, prefix: str, math: dict[str, float]) 
         return None
     inf = Inferred({"kind": kind})
     for s, dt in ts:
-        _decl(inf, prefix, "in", s, dt)
-    big = max(ts, key=lambda t: _numel(t[0]))
+        declare(inf, prefix, "in", s, dt)
+    big = max(ts, key=lambda t: numel(t[0]))
     if kind == "reduction":
         first = ts[0][0] if ts[0][0] else big[0]
         reduced = _reduced_dims(op, len(first))
         if reduced is None:  # normalizations and scans: the output has the input's shape
             cols = first[-1]
-            rows = max(1, _numel(first) // max(1, cols))
+            rows = max(1, numel(first) // max(1, cols))
             inf.fields.update({"rows": rows, "cols": cols})
-            _decl(inf, prefix, "out", first, ts[0][1])
+            declare(inf, prefix, "out", first, ts[0][1])
         else:
             dims, keepdim = reduced
-            inner = _numel(tuple(first[d] for d in dims))
-            outer = max(1, _numel(first) // max(1, inner))
+            inner = numel(tuple(first[d] for d in dims))
+            outer = max(1, numel(first) // max(1, inner))
             if len(dims) == len(first):
                 # NB: a full reduction runs many blocks, each over a slice, like a row-wise one over the last dim.
-                inf.fields.update({"rows": max(1, _numel(first) // max(1, first[-1])), "cols": first[-1]})
+                inf.fields.update({"rows": max(1, numel(first) // max(1, first[-1])), "cols": first[-1]})
             elif dims == list(range(len(dims))):
                 # Leading dims reduced (a bias gradient's sum(dim=0)): column sums.
                 inf.fields.update({"rows": inner, "cols": outer, "axis": "rows"})
@@ -229,10 +131,10 @@ def streaming_fields(op: CpuOp, kind: str, prefix: str, math: dict[str, float]) 
                 inf.fields.update({"rows": outer, "cols": inner})
             out = tuple(1 if d in dims else x for d, x in enumerate(first)) if keepdim else \
                 tuple(x for d, x in enumerate(first) if d not in dims)
-            _decl(inf, prefix, "out", out or (1,), ts[0][1])
+            declare(inf, prefix, "out", out or (1,), ts[0][1])
     else:
         out = _broadcast(shapes)
-        _decl(inf, prefix, "out", out, big[1])
+        declare(inf, prefix, "out", out, big[1])
     if math:
         inf.fields["math"] = dict(math)
     return inf
@@ -270,100 +172,48 @@ def _reduced_dims(op: CpuOp, rank: int) -> tuple[list[int], bool] | None:
     return sorted(set(dims)), keepdim
 
 
-# PyTorch's pow(tensor, scalar) turns these exponents into cheaper math (pow_tensor_scalar_optimized_kernel).
-POW_SPECIAL: dict[float, dict[str, float]] = {
-    2.0: {"mul": 1}, 3.0: {"mul": 2}, 0.5: {"sqrt": 1}, -0.5: {"rsqrt": 1}, -1.0: {"reciprocal": 1},
-    -2.0: {"mul": 1, "reciprocal": 1}, 1.0: {},
-}
+class ShapeUnknown:
+    """A shape rule's answer "this op is mine, but its shapes cannot be told" (`UNKNOWN`): the search stops
+    there and the kernel keeps its measured time (unpriced), where `None` ("not mine") lets the next
+    rule, and then the next enclosing CPU op, try."""
+
+    def __repr__(self) -> str:
+        return "UNKNOWN"
 
 
-def _pow_math(op: CpuOp) -> dict[str, float]:
-    concrete = op.concrete or []
-    try:
-        exponent = float(str(concrete[1]).strip()) if len(concrete) > 1 else None
-    except ValueError:
-        exponent = None
-    return POW_SPECIAL.get(exponent, ELEMENTWISE_MATH["pow"]) if exponent is not None else ELEMENTWISE_MATH["pow"]
+UNKNOWN = ShapeUnknown()
 
-
-ShapeRule = Callable[[CpuOp, str, str], "Inferred | None"]  # (CPU op, tensor-name prefix, kernel name)
-_PLUGIN_SHAPES: list[tuple[str, ShapeRule]] = []  # op kinds defined as plugins (sim/ops/), tried first
+# (CPU op, tensor-name prefix, kernel name) → the op's workload fields, UNKNOWN, or None (not this rule's op)
+ShapeRule = Callable[[CpuOp, str, str], "Inferred | ShapeUnknown | None"]
+# (GPU activity) → its workload fields, UNKNOWN, or None: tried before the CPU ops (a memcpy says its own bytes)
+ActivityRule = Callable[[GpuActivity], "Inferred | ShapeUnknown | None"]
+_SHAPE_RULES: list[tuple[str, ShapeRule]] = []  # (family, rule), from the op kinds (sim/ops/), in definition order
+_ACTIVITY_RULES: list[ActivityRule] = []
 
 
 def add_shape_rule(family: str, rule: ShapeRule) -> None:
     """For a kernel of `family`, try `rule(cpu_op, prefix, kernel_name)` on each enclosing CPU op (innermost
-    first) before the built-in rules: the workload fields it returns, or None when the op is not its own."""
-    _PLUGIN_SHAPES.append((family, rule))
+    first; the rules of one family in the order they were added): the workload fields it returns, UNKNOWN
+    when the op is its own but its shapes cannot be told, or None when the op is not its own."""
+    _SHAPE_RULES.append((family, rule))
+
+
+def add_activity_rule(rule: ActivityRule) -> None:
+    """Try `rule(activity)` on every GPU activity before its CPU ops (e.g. a memcpy whose trace event says
+    its bytes): fields, UNKNOWN or None, as a shape rule answers."""
+    _ACTIVITY_RULES.append(rule)
 
 
 def infer_op(family: str, stack: list[CpuOp], act: GpuActivity, prefix: str) -> Inferred | None:
     """Workload fields for one GPU activity, or None when its shapes are unknown."""
-    if act.cat in ("gpu_memcpy", "gpu_memset"):
-        name = act.name.lower()
-        direction = "h2d" if "htod" in name else "d2h" if "dtoh" in name else "d2d"
-        if act.bytes is None:
-            return None
-        nbytes = act.bytes
-        if act.cat == "gpu_memcpy" and direction == "d2d":
-            nbytes *= 2  # read and write
-        engine = "copy_engine" if act.cat == "gpu_memcpy" else "sm"
-        return Inferred({"kind": "copy", "bytes": nbytes, "engine": engine, "direction": direction})
+    for activity_rule in _ACTIVITY_RULES:
+        found = activity_rule(act)
+        if found is not None:
+            return found if isinstance(found, Inferred) else None
+    rules = [rule for rule_family, rule in _SHAPE_RULES if rule_family == family]
     for op in reversed(stack):
-        for rule_family, rule in _PLUGIN_SHAPES:
-            inferred = rule(op, prefix, act.name) if rule_family == family else None
+        for rule in rules:
+            inferred = rule(op, prefix, act.name)
             if inferred is not None:
-                return inferred
-        short = short_name(op.name)
-        if family == "gemm" and op.name in GEMM_OPS:
-            fields = _gemm(op)
-            if fields is not None:
-                return Inferred(fields)
-        elif family == "elementwise" and short in ("index_select", "embedding"):
-            return _gather(op, prefix)
-        elif family == "elementwise" and short in ELEMENTWISE_MATH:
-            return streaming_fields(op, "elementwise", prefix, _pow_math(op) if short == "pow" else ELEMENTWISE_MATH[short])
-        elif family == "reduction" and short in ("nll_loss_forward", "nll_loss_backward"):
-            return _nll(op, prefix, short == "nll_loss_backward")
-        elif family == "reduction" and short in REDUCTION_MATH:
-            return streaming_fields(op, "reduction", prefix, REDUCTION_MATH[short])
-        elif family == "copy" and (short in COPY_OPS or op.name.split("::")[-1] in COPY_OPS):
-            inf = streaming_fields(op, "elementwise", prefix, {})
-            if inf is None:
-                return None
-            sizes = [_numel(tuple(t["shape"])) * _BYTES[t["dtype"]] for t in inf.tensors.values()]
-            if short.startswith(("index_copy", "index_put")):
-                # NB: the destination (first input) is touched only where the source lands.
-                sizes = [2 * sizes[-2]] if len(sizes) >= 2 else sizes
-            nbytes = sum(sizes)
-            return Inferred({"kind": "copy", "bytes": nbytes, "engine": "sm", "direction": "d2d"})
-        elif family == "collective":
-            fields = _collective(op)
-            if fields is not None:
-                return Inferred(fields)
+                return inferred if isinstance(inferred, Inferred) else None
     return None
-
-
-_BYTES = {"fp64": 8, "int64": 8, "fp32": 4, "tf32": 4, "int32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1,
-          "uint8": 1, "bool": 1}
-_COLLECTIVES = {"allreduce": "all_reduce", "all_reduce": "all_reduce", "allgather": "all_gather",
-                "all_gather": "all_gather", "_allgather_base": "all_gather", "all_gather_into_tensor": "all_gather",
-                "reduce_scatter": "reduce_scatter", "_reduce_scatter_base": "reduce_scatter",
-                "reduce_scatter_tensor": "reduce_scatter", "all_to_all": "all_to_all", "alltoall": "all_to_all",
-                "alltoall_base": "all_to_all", "broadcast": "broadcast", "send": "send_recv", "recv": "send_recv"}
-_COMM_DTYPES = {"Float": 4, "BFloat16": 2, "Half": 2, "Double": 8, "Long": 8, "Int": 4, "Byte": 1, "Char": 1}
-
-
-def _collective(op: CpuOp) -> dict[str, Any] | None:
-    """NCCL arguments that PyTorch records on `record_param_comms` / `nccl:*` ops."""
-    a = op.args
-    name = str(a.get("Collective name", "")).lower()
-    kind = _COLLECTIVES.get(name)
-    nelems = a.get("In msg nelems") or a.get("In msg size")
-    ranks = a.get("Group size")
-    esize = _COMM_DTYPES.get(str(a.get("dtype", "")), None)
-    if kind is None or not isinstance(nelems, int) or not isinstance(ranks, int) or ranks < 2 or esize is None:
-        return None
-    nbytes = nelems * esize
-    if kind == "all_gather":
-        nbytes = max(nbytes, int(a.get("Out msg nelems", 0) or 0) * esize)
-    return {"kind": "collective", "collective": kind, "bytes": nbytes, "ranks": ranks}

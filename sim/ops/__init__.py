@@ -21,7 +21,7 @@ from typing import get_args
 from sim.costmodel import CostFn, register
 from sim.graph import add_op_kind
 from sim.ingest.families import add_family_rule, rule_families
-from sim.ingest.shapes import ShapeRule, add_shape_rule
+from sim.ingest.shapes import ActivityRule, ShapeRule, add_activity_rule, add_shape_rule
 from sim.schema.workload import OpBase, add_op_model
 
 
@@ -36,12 +36,12 @@ class OpKind:
     cost: CostFn | None  # (op, graph, hardware) → KernelCost, for every kind of `spec`; None for a host kind
     examples: Mapping[str, str]  # kind → one workload entry in YAML flow style (the reference shows it)
     family: tuple[str, str] | None = None  # (family, regex on kernel names) for imported traces
-    shape_rule: ShapeRule | None = None  # (framework op, prefix, kernel name) → workload fields, for `family`
-    # Where the built-in order puts it (a kind moved into a plugin keeps its place, so the schema, the
-    # reference and the trace importer read as before): the union lists it right after this kind (None: last),
-    # and its family rule goes just before this family's rule (None: before every built-in rule).
-    listed_after: str | None = None
-    family_before: str | None = None
+    # (framework op, prefix, kernel name) → workload fields, UNKNOWN ("mine, shapes unknown") or None ("not
+    # mine"), for kernels of `family`
+    shape_rule: ShapeRule | None = None
+    activity_rule: ActivityRule | None = None  # (GPU activity) → the same, before any CPU op (a memcpy event)
+    # Its family rule goes right after this family's rule (None: before every rule; the first match wins).
+    family_after: str | None = None
     host_kind: bool = False
     extra: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))
 
@@ -64,18 +64,22 @@ def define(op_kind: OpKind) -> OpKind:
         raise ValueError(f"op kinds {op_kind.kinds}: a kernel kind needs a cost function")
     if op_kind.shape_rule is not None and op_kind.family is None:
         raise ValueError(f"op kinds {op_kind.kinds}: a shape rule needs the family whose kernels it infers")
-    if op_kind.family_before is not None and (op_kind.family is None or op_kind.family_before not in rule_families()):
-        raise ValueError(f"op kinds {op_kind.kinds}: family_before {op_kind.family_before!r} needs a family rule "
+    if op_kind.activity_rule is not None and op_kind.family is None:
+        raise ValueError(f"op kinds {op_kind.kinds}: an activity rule needs the family whose kernels it infers")
+    if op_kind.family_after is not None and (op_kind.family is None or op_kind.family_after not in rule_families()):
+        raise ValueError(f"op kinds {op_kind.kinds}: family_after {op_kind.family_after!r} needs a family rule "
                          f"of its own and names one of {sorted(set(rule_families()))}")
-    add_op_model(op_kind.spec, after=op_kind.listed_after)
+    add_op_model(op_kind.spec)
     for kind in op_kind.kinds:
         add_op_kind(kind, kernel=not op_kind.host_kind)
         if op_kind.cost is not None:
             register(kind)(op_kind.cost)
     if op_kind.family is not None:
-        add_family_rule(*op_kind.family, before=op_kind.family_before)
+        add_family_rule(*op_kind.family, after=op_kind.family_after)
         if op_kind.shape_rule is not None:
             add_shape_rule(op_kind.family[0], op_kind.shape_rule)
+        if op_kind.activity_rule is not None:
+            add_activity_rule(op_kind.activity_rule)
     _DEFINED.append(op_kind)
     return op_kind
 

@@ -81,6 +81,5 @@ define(OpKind(
     family=("attention", r"flash|fmha|attention|attn|sdpa|mha_|_mha|cudnn_.*(mha|sdpa)|"
                          r"cudnn::fusion::(compute_dot_do_o|convert_dq)"),
     shape_rule=attention_shapes,
-    listed_after="reduction",
-    family_before="copy",  # after the collective and triton rules: an NCCL or Triton kernel that says attn is not one
+    family_after="triton",  # an NCCL or Triton kernel that says attn is not one
 ))

@@ -32,6 +32,5 @@ define(OpKind(
     spec=HostOp,
     cost=None,
     examples={"host": "{name: optimizer_py, kind: host, duration_us: 40, framework_ops: 12}"},
-    listed_after="collective",
     host_kind=True,
 ))

@@ -43,6 +43,5 @@ define(OpKind(
     examples={"layout": "{name: to_nhwc, kind: layout, transform: nchw_to_nhwc, reads: [x], writes: [x_nhwc]}"},
     family=("layout", r"transpose|permute|nchw|nhwc|im2col|col2im"),
     shape_rule=layout_shapes,
-    listed_after="copy",
-    family_before="gemm",  # after the collective, Triton, attention and copy rules, as before
+    family_after="copy",  # after the collective, Triton, attention and copy rules
 ))

@@ -21,6 +21,5 @@ define(OpKind(
     spec=SyncOp,
     cost=None,
     examples={"sync": "{name: step_end, kind: sync}"},
-    listed_after="host",
     host_kind=True,
 ))

@@ -8,150 +8,17 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.fields import FieldInfo
 
 from sim.schema.serving import ServingSpec
-from sim.schema.workload import (
-    Bucket,
-    Expr,
-    Launch,
-    Mode,
-    Op,
-    rebuild_with_containers,
-    uses_op_union,
-)
+from sim.schema.workload import Bucket, add_schema_model, rebuild_with_containers
 
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class FuseArgs(Strict):
-    ops: list[str] = Field(default_factory=list, description="the ops to fuse (two or more), or use ops_under")
-    ops_under: str | None = Field(
-        default=None, description="fuse the elementwise and reduction ops whose names start with 'MODULE.' (captured "
-        "workloads name ops by module path: docs/capture.md); `phase` narrows it")
-    phase: Literal["forward", "backward", "optimizer", "other"] | None = Field(
-        default=None, description="with ops_under: only ops of this phase")
-    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.]*$")
-    launch: Launch | None = None
-    library: str = "triton"
-    drop_saved: list[str] = Field(
-        default_factory=list,
-        description="tensors the fused kernel no longer writes; later readers must recompute them",
-    )
-    recompute: list[str] = Field(
-        default_factory=list, description="tensors the fused kernel recomputes instead of reading them"
-    )
-    math: dict[str, Expr] | None = Field(
-        default=None,
-        description="the fused kernel's own math per element (e.g. its RNG differs from the library's); "
-        "default: the members' math, weighted by their element counts",
-    )
-    extra_reads: list[str] = Field(
-        default_factory=list, description="tensors the fused kernel reads to recompute what was dropped"
-    )
-    recompute_math: dict[str, Expr] = Field(
-        default_factory=dict, description="extra math per element the fused kernel does to recompute dropped tensors"
-    )
-    passes: Expr | None = Field(
-        default=None, description="sweeps over each row of the fused reduction (default: the reduction's own; e.g. 1"
-        " for a one-pass add+LayerNorm that keeps its row in registers)")
-
-    @model_validator(mode="after")
-    def _ops_or_under(self) -> FuseArgs:
-        if self.ops_under is None and len(self.ops) < 2:
-            raise ValueError("fuse needs 'ops' (two or more op names) or 'ops_under' (a module path)")
-        if self.ops_under is not None and self.ops:
-            raise ValueError("fuse takes 'ops' or 'ops_under', not both")
-        if self.phase is not None and self.ops_under is None:
-            raise ValueError("'phase' selects among 'ops_under' ops; it needs 'ops_under'")
-        return self
-
-
-class ModeArgs(Strict):
-    mode: Mode
-    region: str | None = None
-    ops: list[str] | None = None
-    ops_under: str | None = Field(
-        default=None, description="the ops whose names start with 'MODULE.' (a captured workload's module path)")
-    drop_host: bool = Field(
-        default=False, description="compiled: the region's host ops (framework ops, autograd nodes, module calls) "
-        "are traced away, as TorchDynamo/AOTAutograd do; cuda_graph always drops them")
-
-
-class SetLaunchArgs(Strict):
-    op: str
-    launch: Launch
-    passes: Expr | None = Field(
-        default=None, description="a reduction's sweeps over each row under this kernel (e.g. 1 when a looped"
-        " kernel's second sweep hits the cache)")
-
-
-class InsertArgs(Strict):
-    op: Op
-    before: str | None = None
-    after: str | None = None
-
-    @model_validator(mode="after")
-    def _one_anchor(self) -> InsertArgs:
-        if (self.before is None) == (self.after is None):
-            raise ValueError("give exactly one of 'before' or 'after'")
-        return self
-
-
-uses_op_union(InsertArgs, "op", entries=False, many=False)  # an op kind defined later (sim.ops) is inserted too
-
-
-class RemoveArgs(Strict):
-    ops: list[str] = Field(min_length=1)
-
-
-class DispatchArgs(Strict):
-    when: str = Field(description="predicate over the bucket's parameters: the fast path when true")
-    then: list[TransformSpec] = Field(min_length=1)
-    else_: list[TransformSpec] = Field(default_factory=list, alias="else")
-    path: str = "fast"
-    fallback_path: str = "fallback"
-
-
-class SpecializeArgs(Strict):
-    """A kernel variant for the buckets where `when` holds; other buckets keep the default path."""
-
-    op: str
-    when: str = "True"
-    launch: Launch | None = None
-    pad: dict[str, Expr] = Field(
-        default_factory=dict,
-        description="GEMM dims to pad, e.g. {k: 'round_up(k, 64)'}: the kernel runs the padded shape and a copy pads the operand",
-    )
-    efficiency: float | None = Field(default=None, gt=0, description="throughput scale vs the default kernel (an estimate you give)")
-    library: str | None = None
-    path: str = "specialized"
-
-
-class SwapArgs(Strict):
-    """Run ops on another library implementation (its efficiency comes from the profile's `libraries`)."""
-
-    ops: list[str] | None = None
-    kind: str | None = None
-    library: str
-
-    @model_validator(mode="after")
-    def _target(self) -> SwapArgs:
-        if (self.ops is None) == (self.kind is None):
-            raise ValueError("give exactly one of 'ops' or 'kind'")
-        return self
-
-
 class TransformSpec(Strict):
     """Exactly one key: the transform's name, mapping to its arguments."""
 
-    fuse: FuseArgs | None = None
-    mode: ModeArgs | None = None
-    set_launch: SetLaunchArgs | None = None
-    insert: InsertArgs | None = None
-    remove: RemoveArgs | None = None
-    dispatch: DispatchArgs | None = None
-    specialize: SpecializeArgs | None = None
-    swap: SwapArgs | None = None
+    # One field per transform, `key: ArgsModel | None`, added by `add_transform` (sim.transforms.define).
 
     @model_validator(mode="before")
     @classmethod
@@ -175,12 +42,10 @@ class TransformSpec(Strict):
         raise AssertionError("validated to have one key")
 
 
-DispatchArgs.model_rebuild()
-
 
 def transform_keys() -> tuple[str, ...]:
-    """One field of TransformSpec per transform, in this order (transforms defined in their own file,
-    sim.transforms.define, come after the built-in ones)."""
+    """One field of TransformSpec per transform, in the order they were defined (sim.transforms.define:
+    the import lines of sim/transforms/__init__.py)."""
     return tuple(TransformSpec.model_fields)
 
 
@@ -190,6 +55,7 @@ def add_transform(key: str, args: type[BaseModel]) -> None:
     if key in TransformSpec.model_fields:
         raise ValueError(f"transform {key!r} is already defined")
     TransformSpec.__pydantic_fields__[key] = FieldInfo.from_annotated_attribute(cast(Any, args | None), None)
+    add_schema_model(args)
     rebuild_with_containers({TransformSpec})
 
 

@@ -89,51 +89,6 @@ class OpBase(Strict):
         return self
 
 
-class GemmOp(OpBase):
-    kind: Literal["gemm"]
-    m: Expr
-    n: Expr
-    k: Expr
-    batch: Expr = 1
-    dtype: DType = "bf16"
-    layout: Literal["nn", "nt", "tn", "tt"] = "nn"
-
-
-class ElementwiseOp(OpBase):
-    kind: Literal["elementwise"]
-    numel: Expr | None = None
-    math: dict[str, Expr] = Field(default_factory=dict, description="named ops per element (erf, rng, fma...)")
-
-
-class ReductionOp(OpBase):
-    kind: Literal["reduction"]
-    rows: Expr
-    cols: Expr
-    axis: Literal["cols", "rows"] = Field(default="cols", description="the axis reduced: cols (row-wise, e.g. layer norm) or rows (column sums, e.g. bias gradients)")
-    passes: Expr = 1
-    math: dict[str, Expr] = Field(default_factory=dict)
-
-
-class CopyOp(OpBase):
-    kind: Literal["copy"]
-    bytes: Expr | None = None
-    engine: Literal["sm", "copy_engine"] = "sm"
-    direction: Literal["d2d", "h2d", "d2h"] = "d2d"
-
-
-class CollectiveOp(OpBase):
-    kind: Literal["collective"]
-    collective: Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv"]
-    bytes: Expr = Field(description="the nccl-tests size: the whole buffer (all-gather's output, reduce-scatter's input)")
-    ranks: Expr | None = Field(
-        default=None, description="ranks in the group; default: the size of `group` in the workload's `parallel` layout (1 without one)")
-    group: Literal["world", "data", "tensor", "pipeline"] = Field(
-        default="world", description="which ranks meet in this collective (the workload's `parallel` layout)")
-    channels: Expr | None = Field(default=None, description="NCCL channels (one CTA each); default: the profile's topology")
-    algorithm: Literal["auto", "ring", "tree", "nvls"] = "auto"
-    protocol: Literal["auto", "ll", "ll128", "simple"] = "auto"
-
-
 class Straggler(Strict):
     """One slow rank: its kernels take `slowdown` × as long, its host starts `delay_us` late."""
 
@@ -165,12 +120,10 @@ class Parallel(Strict):
 
 
 
-# The built-in op models. Op kinds defined as plugins (sim/ops/) join the union through `add_op_model`;
-# `Op` and `Entry` below are the static types of the built-in ones (for type checking).
-Op = Annotated[
-    GemmOp | ElementwiseOp | ReductionOp | CopyOp | CollectiveOp,
-    Field(discriminator="kind"),
-]
+# The op kinds' spec models are defined as plugins (sim/ops/) and join the union through `add_op_model`;
+# the fields that hold ops are retyped then. `Op` and `Entry` are their static types until then.
+Op = Any
+Entry = Any
 
 
 class RepeatBlock(Strict):
@@ -191,13 +144,9 @@ class RepeatBlock(Strict):
     ops: list[Entry] = Field(min_length=1)
 
 
-Entry = Annotated[
-    GemmOp | ElementwiseOp | ReductionOp | CopyOp | CollectiveOp | RepeatBlock,
-    Field(discriminator="kind"),
-]
 RepeatBlock.model_rebuild()
 
-_OP_MODELS: list[type[OpBase]] = list(get_args(get_args(Op)[0]))  # built-in, then plugins, in definition order
+_OP_MODELS: list[type[OpBase]] = []  # the op kinds (sim/ops/), in definition order
 
 
 def op_models() -> tuple[type[BaseModel], ...]:
@@ -226,30 +175,44 @@ _OP_FIELDS: list[tuple[type[BaseModel], str, bool, bool]] = []
 
 
 def uses_op_union(model: type[BaseModel], name: str, *, entries: bool, many: bool) -> None:
-    """Declare that `model.name` holds ops (`entries`: `repeat` blocks too; `many`: a list), so that an op
-    kind added later (`add_op_model`) is accepted there."""
+    """Declare that `model.name` holds ops (`entries`: `repeat` blocks too; `many`: a list): it is typed with
+    the union of the op kinds defined so far and retyped when one is added (`add_op_model`)."""
     _OP_FIELDS.append((model, name, entries, many))
+    add_schema_model(model)
+    if _OP_MODELS:
+        _retype_op_fields([(model, name, entries, many)])
+        rebuild_with_containers({model})
 
 
-def add_op_model(model: type[OpBase], after: str | None = None) -> None:
-    """Add an op kind's spec model to the workload schema (sim.ops.define calls this): every field that
-    holds ops (`uses_op_union`) is retyped with the new union and every schema model that contains one
-    is rebuilt, inner models first. The union lists it last, or right after the model of kind `after`."""
+# Schema models defined outside sim/schema (op kinds' spec models, transforms' argument models, models with
+# op fields): `rebuild_with_containers` rebuilds them too when they contain a changed model.
+_PLUGIN_MODELS: list[type[BaseModel]] = []
+
+
+def add_schema_model(model: type[BaseModel]) -> None:
+    """Count a model defined outside sim/schema among the schema's models (see `rebuild_with_containers`)."""
+    if model not in _PLUGIN_MODELS:
+        _PLUGIN_MODELS.append(model)
+
+
+def _retype_op_fields(op_fields: list[tuple[type[BaseModel], str, bool, bool]]) -> None:
+    for owner, name, entries, many in op_fields:
+        union = entry_union() if entries else op_union()
+        annotation = cast(Any, list)[union] if many else union
+        owner.__pydantic_fields__[name] = FieldInfo.merge_field_infos(owner.model_fields[name], annotation=annotation)
+
+
+def add_op_model(model: type[OpBase]) -> None:
+    """Add an op kind's spec model to the workload schema (sim.ops.define calls this): the union lists it
+    last (before `repeat`); every field that holds ops (`uses_op_union`) is retyped with the new union and
+    every schema model that contains one is rebuilt, inner models first."""
     taken = set(op_kinds())
     clash = [k for k in get_args(model.model_fields["kind"].annotation) if k in taken]
     if clash:
         raise ValueError(f"op kind {clash[0]!r} is already defined")
-    if after is None:
-        _OP_MODELS.append(model)
-    else:
-        at = [i for i, m in enumerate(_OP_MODELS) if after in get_args(m.model_fields["kind"].annotation)]
-        if not at:
-            raise ValueError(f"op kind {after!r} is not defined (listing a new kind after it)")
-        _OP_MODELS.insert(at[0] + 1, model)
-    for owner, name, entries, many in _OP_FIELDS:
-        union = entry_union() if entries else op_union()
-        annotation = cast(Any, list)[union] if many else union
-        owner.__pydantic_fields__[name] = FieldInfo.merge_field_infos(owner.model_fields[name], annotation=annotation)
+    _OP_MODELS.append(model)
+    add_schema_model(model)
+    _retype_op_fields(_OP_FIELDS)
     rebuild_with_containers({owner for owner, *_ in _OP_FIELDS})
 
 
@@ -266,6 +229,7 @@ def _containers(owners: set[type[BaseModel]]) -> list[type[BaseModel]]:
     models = [m for mod_name, mod in list(sys.modules.items()) if mod_name.startswith("sim.schema") and mod
               for m in vars(mod).values()
               if isinstance(m, type) and issubclass(m, BaseModel) and m.__module__ == mod_name]
+    models += [m for m in _PLUGIN_MODELS if m not in models]
     known = set(models)
     inner = {m: _inner_models(m) & known - {m} for m in models}
     needed = set(owners)

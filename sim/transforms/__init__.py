@@ -1,8 +1,8 @@
 """Transforms: pure graph → graph passes that describe a variant (fuse, mode, dispatch, edits).
 
-Each transform is one function registered under its scenario key; adding one is a new
-file plus its line in the import below: `define` (e.g. sim/transforms/relayout.py) takes the
-argument model and the reference example in the same file. A transform raises InputError located at its key path in the
+Each transform is one file: its function, registered under its scenario key by `define`, which
+also takes its argument model (the scenario schema accepts `{key: args}`) and its reference
+example; adding one is a new file plus its line in the import below (docs/extending.md). A transform raises InputError located at its key path in the
 scenario file when it cannot apply (unknown op, impossible fusion).
 """
 
@@ -118,11 +118,11 @@ def check_dataflow(original: Graph, graph: Graph, ctx: Context) -> None:
         written.update(op.writes)
 
 
-# The transforms, one line each (the order of those made with `define` is their order in the schema).
-from sim.transforms import dispatch  # noqa: E402,F401,I001
-from sim.transforms import edit  # noqa: E402,F401,I001
+# The transforms, one line each, in the order the scenario schema and the reference list them.
 from sim.transforms import fuse  # noqa: E402,F401,I001
 from sim.transforms import mode  # noqa: E402,F401,I001
+from sim.transforms import edit  # noqa: E402,F401,I001
+from sim.transforms import dispatch  # noqa: E402,F401,I001
 from sim.transforms import specialize  # noqa: E402,F401,I001
 from sim.transforms import swap  # noqa: E402,F401,I001
 from sim.transforms import relayout  # noqa: E402,F401,I001

@@ -5,13 +5,24 @@ fallback-rate accounting."""
 
 from __future__ import annotations
 
+from pydantic import Field
+
 from sim import expr
 from sim.graph import Graph
-from sim.schema.scenario import DispatchArgs
-from sim.transforms import Context, apply_all, register
+from sim.schema.scenario import Strict, TransformSpec
+from sim.transforms import Context, apply_all, define
 
 
-@register("dispatch")
+class DispatchArgs(Strict):
+    when: str = Field(description="predicate over the bucket's parameters: the fast path when true")
+    then: list[TransformSpec] = Field(min_length=1)
+    else_: list[TransformSpec] = Field(default_factory=list, alias="else")
+    path: str = "fast"
+    fallback_path: str = "fallback"
+
+
+@define("dispatch", DispatchArgs,
+        example="{dispatch: {when: 'tokens % 128 == 0', then: [{fuse: {ops: [bias, gelu], name: bg}}], else: []}}")
 def dispatch(graph: Graph, args: DispatchArgs, ctx: Context) -> Graph:
     expr.check(args.when, set(ctx.params), file=ctx.file, path=f"{ctx.path}.when")
     take = bool(expr.evaluate_at(args.when, ctx.params, file=ctx.file, path=f"{ctx.path}.when"))

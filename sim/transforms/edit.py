@@ -5,14 +5,44 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
+from pydantic import Field, model_validator
+
 from sim import expr
 from sim.graph import Graph
-from sim.schema.scenario import InsertArgs, RemoveArgs, SetLaunchArgs
-from sim.transforms import Context, register
+from sim.schema.scenario import Strict
+from sim.schema.workload import Expr, Launch, Op, uses_op_union
+from sim.transforms import Context, define
 from sim.workload import build_launch, build_op
 
 
-@register("set_launch")
+class SetLaunchArgs(Strict):
+    op: str
+    launch: Launch
+    passes: Expr | None = Field(
+        default=None, description="a reduction's sweeps over each row under this kernel (e.g. 1 when a looped"
+        " kernel's second sweep hits the cache)")
+
+
+class InsertArgs(Strict):
+    op: Op
+    before: str | None = None
+    after: str | None = None
+
+    @model_validator(mode="after")
+    def _one_anchor(self) -> InsertArgs:
+        if (self.before is None) == (self.after is None):
+            raise ValueError("give exactly one of 'before' or 'after'")
+        return self
+
+
+uses_op_union(InsertArgs, "op", entries=False, many=False)  # an op kind defined later (sim.ops) is inserted too
+
+
+class RemoveArgs(Strict):
+    ops: list[str] = Field(min_length=1)
+
+
+@define("set_launch", SetLaunchArgs, example="{set_launch: {op: gelu, launch: {block: 256, elems_per_thread: 4}}}")
 def set_launch(graph: Graph, args: SetLaunchArgs, ctx: Context) -> Graph:
     try:
         i = graph.index(args.op)
@@ -38,7 +68,9 @@ def set_launch(graph: Graph, args: SetLaunchArgs, ctx: Context) -> Graph:
     return graph.with_ops(ops)
 
 
-@register("insert")
+@define("insert", InsertArgs,
+        example="{insert: {op: {name: to_contig, kind: layout, transform: contiguous, reads: [h], writes: [h]}, "
+                "before: gelu}}")
 def insert(graph: Graph, args: InsertArgs, ctx: Context) -> Graph:
     anchor = args.before or args.after
     assert anchor is not None
@@ -60,7 +92,7 @@ def insert(graph: Graph, args: InsertArgs, ctx: Context) -> Graph:
     return graph.with_ops(ops)
 
 
-@register("remove")
+@define("remove", RemoveArgs, example="{remove: {ops: [dropout]}}")
 def remove(graph: Graph, args: RemoveArgs, ctx: Context) -> Graph:
     names = {o.name for o in graph.ops}
     for j, n in enumerate(args.ops):

@@ -11,17 +11,66 @@ member's output would run before its input exists: that fusion is refused.
 from __future__ import annotations
 
 from types import MappingProxyType
+from typing import Literal
+
+from pydantic import Field, model_validator
 
 from sim import expr
 from sim.graph import Graph, Op
-from sim.schema.scenario import FuseArgs
-from sim.transforms import Context, register, under
+from sim.schema.scenario import Strict
+from sim.schema.workload import Expr, Launch
+from sim.transforms import Context, define, under
 from sim.workload import build_launch
+
+
+class FuseArgs(Strict):
+    ops: list[str] = Field(default_factory=list, description="the ops to fuse (two or more), or use ops_under")
+    ops_under: str | None = Field(
+        default=None, description="fuse the elementwise and reduction ops whose names start with 'MODULE.' (captured "
+        "workloads name ops by module path: docs/capture.md); `phase` narrows it")
+    phase: Literal["forward", "backward", "optimizer", "other"] | None = Field(
+        default=None, description="with ops_under: only ops of this phase")
+    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.]*$")
+    launch: Launch | None = None
+    library: str = "triton"
+    drop_saved: list[str] = Field(
+        default_factory=list,
+        description="tensors the fused kernel no longer writes; later readers must recompute them",
+    )
+    recompute: list[str] = Field(
+        default_factory=list, description="tensors the fused kernel recomputes instead of reading them"
+    )
+    math: dict[str, Expr] | None = Field(
+        default=None,
+        description="the fused kernel's own math per element (e.g. its RNG differs from the library's); "
+        "default: the members' math, weighted by their element counts",
+    )
+    extra_reads: list[str] = Field(
+        default_factory=list, description="tensors the fused kernel reads to recompute what was dropped"
+    )
+    recompute_math: dict[str, Expr] = Field(
+        default_factory=dict, description="extra math per element the fused kernel does to recompute dropped tensors"
+    )
+    passes: Expr | None = Field(
+        default=None, description="sweeps over each row of the fused reduction (default: the reduction's own; e.g. 1"
+        " for a one-pass add+LayerNorm that keeps its row in registers)")
+
+    @model_validator(mode="after")
+    def _ops_or_under(self) -> FuseArgs:
+        if self.ops_under is None and len(self.ops) < 2:
+            raise ValueError("fuse needs 'ops' (two or more op names) or 'ops_under' (a module path)")
+        if self.ops_under is not None and self.ops:
+            raise ValueError("fuse takes 'ops' or 'ops_under', not both")
+        if self.phase is not None and self.ops_under is None:
+            raise ValueError("'phase' selects among 'ops_under' ops; it needs 'ops_under'")
+        return self
+
 
 FUSABLE = {"elementwise", "reduction"}
 
 
-@register("fuse")
+@define("fuse", FuseArgs,
+        example="{fuse: {ops: [bias, gelu, dropout], name: bgd, launch: {block: 128, elems_per_thread: 8}}}")
 def fuse(graph: Graph, args: FuseArgs, ctx: Context) -> Graph:
     if args.ops_under is not None:
         picked = [o.name for o in graph.ops if under(o.name, args.ops_under) and o.kind in FUSABLE

@@ -8,12 +8,26 @@ host ops inside the region (framework ops, autograd nodes) are removed.
 
 from __future__ import annotations
 
+from pydantic import Field
+
 from sim.graph import Graph
-from sim.schema.scenario import ModeArgs
-from sim.transforms import Context, register, under
+from sim.schema.scenario import Strict
+from sim.schema.workload import Mode
+from sim.transforms import Context, define, under
 
 
-@register("mode")
+class ModeArgs(Strict):
+    mode: Mode
+    region: str | None = None
+    ops: list[str] | None = None
+    ops_under: str | None = Field(
+        default=None, description="the ops whose names start with 'MODULE.' (a captured workload's module path)")
+    drop_host: bool = Field(
+        default=False, description="compiled: the region's host ops (framework ops, autograd nodes, module calls) "
+        "are traced away, as TorchDynamo/AOTAutograd do; cuda_graph always drops them")
+
+
+@define("mode", ModeArgs, example="{mode: {mode: compiled, ops: [bias, gelu, dropout]}}")
 def set_mode(graph: Graph, args: ModeArgs, ctx: Context) -> Graph:
     names = {o.name for o in graph.ops}
     if args.ops is not None:

@@ -9,14 +9,32 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
+from pydantic import Field
+
 from sim import expr
 from sim.graph import Graph, Op, Tensor
-from sim.schema.scenario import SpecializeArgs
-from sim.transforms import Context, register
+from sim.schema.scenario import Strict
+from sim.schema.workload import Expr, Launch
+from sim.transforms import Context, define
 from sim.workload import build_launch
 
 
-@register("specialize")
+class SpecializeArgs(Strict):
+    """A kernel variant for the buckets where `when` holds; other buckets keep the default path."""
+
+    op: str
+    when: str = "True"
+    launch: Launch | None = None
+    pad: dict[str, Expr] = Field(
+        default_factory=dict,
+        description="GEMM dims to pad, e.g. {k: 'round_up(k, 64)'}: the kernel runs the padded shape and a copy pads the operand",
+    )
+    efficiency: float | None = Field(default=None, gt=0, description="throughput scale vs the default kernel (an estimate you give)")
+    library: str | None = None
+    path: str = "specialized"
+
+
+@define("specialize", SpecializeArgs, example="{specialize: {op: fc1, when: 'tokens <= 512', pad: {k: 'round_up(k, 64)'}}}")
 def specialize(graph: Graph, args: SpecializeArgs, ctx: Context) -> Graph:
     try:
         i = graph.index(args.op)

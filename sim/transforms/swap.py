@@ -3,12 +3,28 @@ efficiency in the hardware profile's `libraries` section)."""
 
 from __future__ import annotations
 
+from pydantic import model_validator
+
 from sim.graph import Graph
-from sim.schema.scenario import SwapArgs
-from sim.transforms import Context, register
+from sim.schema.scenario import Strict
+from sim.transforms import Context, define
 
 
-@register("swap")
+class SwapArgs(Strict):
+    """Run ops on another library implementation (its efficiency comes from the profile's `libraries`)."""
+
+    ops: list[str] | None = None
+    kind: str | None = None
+    library: str
+
+    @model_validator(mode="after")
+    def _target(self) -> SwapArgs:
+        if (self.ops is None) == (self.kind is None):
+            raise ValueError("give exactly one of 'ops' or 'kind'")
+        return self
+
+
+@define("swap", SwapArgs, example="{swap: {kind: gemm, library: cutlass}}")
 def swap(graph: Graph, args: SwapArgs, ctx: Context) -> Graph:
     names = {o.name for o in graph.ops}
     if args.ops is not None:

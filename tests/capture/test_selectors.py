@@ -10,8 +10,8 @@ import yaml
 
 from sim.errors import InputError
 from sim.run import load_scenario, run_scenario
-from sim.schema.scenario import ModeArgs
 from sim.transforms import Context, apply_one
+from sim.transforms.mode import ModeArgs
 from sim.workload import load_workload
 from tests.capture.conftest import CAPTURE
 

@@ -30,7 +30,8 @@ def test_every_kind_needs_an_example_and_a_shape_rule_needs_a_family() -> None:
 
 
 def test_the_shipped_plugins_are_defined_in_registry_order() -> None:
-    assert [ok.kinds for ok in defined()] == [("attention",), ("layout",), ("host",), ("sync",), ("sort", "scan", "unique")]
+    assert [ok.kinds for ok in defined()] == [("gemm",), ("elementwise",), ("reduction",), ("attention",), ("copy",),
+                                             ("layout",), ("collective",), ("host",), ("sync",), ("sort", "scan", "unique")]
 
 
 def test_a_host_kind_has_no_cost_function_and_a_kernel_kind_needs_one() -> None:
@@ -44,19 +45,20 @@ def test_a_host_kind_has_no_cost_function_and_a_kernel_kind_needs_one() -> None:
     assert "toy_for_define_test" not in op_kinds()
 
 
-def test_a_place_that_names_no_kind_or_family_is_refused_before_any_layer_changes() -> None:
-    with pytest.raises(ValueError, match="op kind 'nope' is not defined"):
-        define(OpKind(spec=_Toy, cost=primitive_cost, examples={"toy_for_define_test": "{}"}, listed_after="nope"))
-    with pytest.raises(ValueError, match="family_before 'nope'"):
+def test_a_place_that_names_no_family_is_refused_before_any_layer_changes() -> None:
+    with pytest.raises(ValueError, match="family_after 'nope'"):
         define(OpKind(spec=_Toy, cost=primitive_cost, examples={"toy_for_define_test": "{}"},
-                      family=("toy", "toy"), family_before="nope"))
+                      family=("toy", "toy"), family_after="nope"))
+    with pytest.raises(ValueError, match="an activity rule needs the family"):
+        define(OpKind(spec=_Toy, cost=primitive_cost, examples={"toy_for_define_test": "{}"},
+                      activity_rule=lambda act: None))
     assert "toy_for_define_test" not in op_kinds()
 
 
-def test_a_moved_kind_keeps_its_place_in_the_schema_and_among_the_trace_rules() -> None:
+def test_the_registry_order_is_the_schema_order_and_family_after_places_the_trace_rules() -> None:
     from sim.ingest.families import kernel_family, rule_families
 
-    # the built-in order (gemm ... sync) with the plugins' kinds where they were, then the new ones
+    # sim/ops/registry.py's order, then `repeat`
     assert op_kinds() == ("gemm", "elementwise", "reduction", "attention", "copy", "layout", "collective", "host",
                           "sync", "sort", "scan", "unique", "repeat")
     assert rule_families()[-8:] == ("collective", "triton", "attention", "copy", "layout", "gemm", "reduction",
@@ -66,3 +68,28 @@ def test_a_moved_kind_keeps_its_place_in_the_schema_and_among_the_trace_rules() 
     assert kernel_family("ncclDevKernel_AllReduce_Sum_bf16_RING_LL") == "collective"
     assert kernel_family("transpose_copy_kernel") == "copy"  # the copy rule first, as before
     assert kernel_family("nchwToNhwcKernel") == "layout"
+
+
+def test_a_shape_rule_that_says_unknown_stops_the_search_where_none_lets_an_enclosing_op_answer() -> None:
+    from sim.ingest.kineto import CpuOp, GpuActivity
+    from sim.ingest.shapes import UNKNOWN, infer_op
+    from sim.ops.copy import copy_shapes, memcpy_shapes
+
+    outer = CpuOp(index=0, name="aten::to", ts=0.0, end=3.0, tid=1, input_dims=[[4, 8]], input_types=["float"],
+                  concrete=[""], args={})
+    inner = CpuOp(index=1, name="aten::copy_", ts=1.0, end=2.0, tid=1, input_dims=None, input_types=None,
+                  concrete=None, args={})
+    kernel = GpuActivity(index=2, name="copy_kernel", cat="kernel", ts=1.0, end=2.0, stream=7, correlation=1)
+    assert copy_shapes(inner, "t", kernel.name) is UNKNOWN  # a copy op, no recorded shapes
+    other = CpuOp(index=3, name="aten::mm", ts=0.0, end=1.0, tid=1, input_dims=None, input_types=None, concrete=None,
+                  args={})
+    assert copy_shapes(other, "t", kernel.name) is None
+    # the innermost copy op is the kernel's: its shapes are unknown, the enclosing op's are not used
+    assert infer_op("copy", [outer, inner], kernel, "t") is None
+    # by itself the enclosing op is read: 4 x 8 fp32 read and written
+    inferred = infer_op("copy", [outer], kernel, "t")
+    assert inferred is not None and inferred.fields == {"kind": "copy", "bytes": 2 * 4 * 8 * 4, "engine": "sm",
+                                                        "direction": "d2d"}
+    memcpy = GpuActivity(index=4, name="Memcpy DtoD (Device -> Device)", cat="gpu_memcpy", ts=0.0, end=1.0, stream=7,
+                         correlation=2)
+    assert memcpy_shapes(memcpy) is UNKNOWN and infer_op("copy", [outer], memcpy, "t") is None  # no bytes recorded

@@ -1,0 +1,90 @@
+"""Op kind reduction (a plugin, sim/ops/): a row-wise reduction (softmax, layer norm, a loss) or column sums
+(a bias gradient), in one or more passes over its input.
+
+The cost function is the cost model's (`sim.costmodel.reduction.reduction_cost`: ATen's reduce launch,
+threads per row, the column-sum split, the per-step latency of the tree); this file lists the kind in
+every layer: its workload keys, the kernel names an imported trace shows for it, and the shapes of its
+framework ops.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from sim.costmodel.reduction import reduction_cost
+from sim.ingest.kineto import CpuOp
+from sim.ingest.shapes import (
+    UNKNOWN,
+    Inferred,
+    ShapeUnknown,
+    declare,
+    input_tensors,
+    short_name,
+    streaming_fields,
+)
+from sim.ops import OpKind, define
+from sim.schema.workload import Expr, OpBase
+
+
+class ReductionOp(OpBase):
+    kind: Literal["reduction"]
+    rows: Expr
+    cols: Expr
+    axis: Literal["cols", "rows"] = Field(default="cols", description="the axis reduced: cols (row-wise, e.g. layer norm) or rows (column sums, e.g. bias gradients)")
+    passes: Expr = 1
+    math: dict[str, Expr] = Field(default_factory=dict)
+
+
+REDUCTION_MATH: dict[str, dict[str, float]] = {
+    "sum": {"add": 1}, "mean": {"add": 1}, "amax": {"select": 1}, "max": {"select": 1}, "min": {"select": 1},
+    "norm": {"fma": 1}, "_softmax": {"exp": 1, "add": 1, "div": 1}, "softmax": {"exp": 1, "add": 1, "div": 1},
+    "_log_softmax": {"exp": 1, "add": 2}, "_softmax_backward_data": {"fma": 2},
+    "_log_softmax_backward_data": {"exp": 1, "fma": 1}, "native_layer_norm": {"add": 3, "mul": 3, "rsqrt": 1},
+    "layer_norm": {"add": 3, "mul": 3, "rsqrt": 1}, "native_layer_norm_backward": {"fma": 6},
+    "_fused_rms_norm": {"fma": 2, "rsqrt": 1}, "rms_norm": {"fma": 2, "rsqrt": 1},
+    "nll_loss_forward": {"add": 1}, "nll_loss_backward": {}, "argmax": {"select": 1}, "cumsum": {"add": 1},
+}
+
+
+def nll_shapes(op: CpuOp, prefix: str, backward: bool) -> Inferred | None:
+    """nll_loss forward/backward on [N, C] log-probabilities: one value per row is read (forward,
+    summed) or written (backward, into a gradient zeroed by a separate fill), never the whole input."""
+    ts = input_tensors(op)
+    probs = [t for t in ts if t[1] not in ("int64", "int32") and len(t[0]) == 2]
+    if not probs:
+        return None
+    (shape, dt) = probs[0]
+    n = shape[0]
+    inf = Inferred({"kind": "elementwise"} if backward else {"kind": "reduction", "rows": 1, "cols": n,
+                                                              "math": {"add": 1}})
+    declare(inf, prefix, "in", (n,), dt)
+    declare(inf, prefix, "in", (n,), "int64")
+    declare(inf, prefix, "out", (n,) if backward else (1,), dt)
+    return inf
+
+
+def reduction_shapes(op: CpuOp, prefix: str, kernel_name: str) -> Inferred | ShapeUnknown | None:
+    """nll_loss or a framework op of REDUCTION_MATH: its rows, columns, tensors and math; UNKNOWN when it
+    is one of those but its inputs say no shapes; None for any other op."""
+    short = short_name(op.name)
+    if short in ("nll_loss_forward", "nll_loss_backward"):
+        found = nll_shapes(op, prefix, short == "nll_loss_backward")
+    elif short in REDUCTION_MATH:
+        found = streaming_fields(op, "reduction", prefix, REDUCTION_MATH[short])
+    else:
+        return None
+    return found if found is not None else UNKNOWN
+
+
+define(OpKind(
+    spec=ReductionOp,
+    cost=reduction_cost,
+    examples={"reduction": "{name: bias_grad, kind: reduction, rows: tokens, cols: ffn, axis: rows, reads: [dg], "
+                           "writes: [db], phase: backward}"},
+    family=("reduction", r"reduce|layer_norm|gammabetabackward|layernorm|rms_?norm|softmax|batch_norm|group_norm|"
+                         r"norm_kernel|cross_entropy|nll_loss|argmax|argmin|cumsum|scan|topk|sort"),
+    shape_rule=reduction_shapes,
+    family_after="gemm",  # after the GEMM rule, before the elementwise one (a softmax kernel is vectorized too)
+))
