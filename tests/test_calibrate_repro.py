@@ -157,3 +157,20 @@ def test_the_committed_docs_section_is_rendered_from_the_committed_calibrations(
     section = render_document(doc, load_thresholds(ROOT / "validation/thresholds.yaml"), fresh).rstrip("\n")
     text = (ROOT / "docs/validation.md").read_text()
     assert text[text.index(BEGIN):text.index(END) + len(END)] == section
+
+
+def test_a_reused_document_gives_back_the_same_document() -> None:
+    """--reuse takes calibrations from an earlier --json document: the document written again from them is
+    byte for byte the one they came from (so adding a calibration does not change the others' rows)."""
+    from sim.calibrate.repro import reused_calibrations
+
+    a, b = _cal("a", 100.0, 10.0, 250.0), _cal("b", 110.0, 10.5, 260.0)
+    a.measured, b.violations = {"step/mlp/unseen": {"median_abs": 0.09}}, ["x: y"]
+    b.predictions[("step", "mlp/baseline", "mlp tokens=256", "held-out")] = 200.0  # a case only b predicts
+    doc = json.loads(dumps(repro_document([a, b], "cmd", "", "shipped", {}, None)))
+    back = reused_calibrations(doc)
+    assert sorted(back) == [("a", "runs/a/raw"), ("b", "runs/b/raw")]
+    again = repro_document([back[("a", "runs/a/raw")], back[("b", "runs/b/raw")]], "cmd", "", "shipped", {}, None)
+    assert dumps(again) == dumps(doc)
+    with pytest.raises(Exception, match="not a reproducibility document"):
+        reused_calibrations({"schema": "other"})
