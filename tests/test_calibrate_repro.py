@@ -174,3 +174,24 @@ def test_a_reused_document_gives_back_the_same_document() -> None:
     assert dumps(again) == dumps(doc)
     with pytest.raises(Exception, match="not a reproducibility document"):
         reused_calibrations({"schema": "other"})
+
+
+def test_main_with_every_calibration_reused_fits_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sim.calibrate.repro as repro
+
+    a, b = _cal("a", 100.0, 10.0, 250.0), _cal("b", 110.0, 10.5, 260.0)
+    first, second = tmp_path / "first.json", tmp_path / "second.json"
+    first.write_text(dumps(repro_document([a], "cmd", "", "h200-measured", {"g": {"median_abs": 0.1}}, None)))
+    second.write_text(dumps(repro_document([b], "cmd", "", "h200-measured", {}, None)))
+
+    def no_fit(*args: object, **kwargs: object) -> None:
+        raise AssertionError("fitted or validated again")
+    monkeypatch.setattr(repro, "_validate", no_fit)
+    monkeypatch.setattr("sim.calibrate.fit.calibrate_from_raw", no_fit)
+    out = tmp_path / "out.json"
+    rc = main(["runs/a/raw", "runs/b/raw", "--names", "a,b", "--reuse", str(first), "--reuse", str(second),
+               "--json", str(out), "--thresholds", str(ROOT / "validation/thresholds.yaml")])
+    assert rc in (0, 3)
+    doc = json.loads(out.read_text())
+    assert [c["name"] for c in doc["calibrations"]] == ["a", "b"] and doc["reference"]["measured"] == {"g": {"median_abs": 0.1}}
+    assert doc["command"] == "python -m sim.calibrate.repro runs/a/raw runs/b/raw --names a,b"

@@ -558,11 +558,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="profile whose validation the exceeded tripwires are compared with (default: h200-measured)")
     ap.add_argument("--json", metavar="FILE", help="write what the report is rendered from (scripts/gen_docs.py renders "
                     "docs/validation.md's section from calibration/h200/runs/repro.json)")
-    ap.add_argument("--reuse", metavar="FILE",
+    ap.add_argument("--reuse", metavar="FILE", action="append", default=[],
                     help="take the calibrations of the same name and raw folder, and the reference validation, from "
                     "this earlier --json document instead of fitting and validating them again (a cache for adding a "
                     "calibration: FILE must come from the same code and data; the document records the command "
-                    "without --reuse)")
+                    "without --reuse; may be given more than once)")
     ns = ap.parse_args(argv)
     try:
         raw_dirs = [Path(r) for r in ns.raw]
@@ -573,21 +573,25 @@ def main(argv: list[str] | None = None) -> int:
             raise InputError("--names must give one distinct name per raw folder", value=ns.names)
         if ns.reuse and ns.drivers:
             raise InputError("--drivers needs every calibration's profile: not with --reuse", value=ns.reuse)
-        old_doc: dict[str, Any] | None = None
-        if ns.reuse:
+        reuse: dict[tuple[str, str], Calibration] = {}
+        reused_reference: dict[str, Any] | None = None
+        for path in ns.reuse:
             try:
-                old_doc = json.loads(Path(ns.reuse).read_text())
+                old_doc = json.loads(Path(path).read_text())
             except (OSError, ValueError) as exc:
-                raise InputError("cannot read the document to reuse", file=ns.reuse, value=str(exc)) from exc
+                raise InputError("cannot read the document to reuse", file=path, value=str(exc)) from exc
             if not isinstance(old_doc, dict):
-                raise InputError("not a reproducibility document", file=ns.reuse, expected=REPRO_SCHEMA)
+                raise InputError("not a reproducibility document", file=path, expected=REPRO_SCHEMA)
+            reuse.update(reused_calibrations(old_doc))
+            ref = old_doc.get("reference") or {}
+            if reused_reference is None and ref.get("profile") == ns.reference and ref.get("measured"):
+                reused_reference = ref["measured"]
         with tempfile.TemporaryDirectory(prefix="kernelsim-repro-") as tmp:
             work = Path(ns.profiles_out) if ns.profiles_out else Path(tmp)
             work.mkdir(parents=True, exist_ok=True)
-            cals = calibrate_all(raw_dirs, names, ns.base, work, ns.validation_raw, ns.cases, ns.thresholds,
-                                 reused_calibrations(old_doc) if old_doc else None)
-            if old_doc and old_doc.get("reference", {}).get("profile") == ns.reference:
-                reference = old_doc["reference"]["measured"]
+            cals = calibrate_all(raw_dirs, names, ns.base, work, ns.validation_raw, ns.cases, ns.thresholds, reuse)
+            if reused_reference is not None:
+                reference = reused_reference
             else:
                 _, reference = _validate(ns.reference, ns.base, ns.validation_raw, ns.cases, ns.thresholds,
                                          work / "reference.validation.json")
