@@ -152,8 +152,48 @@ def test_the_committed_docs_section_is_rendered_from_the_committed_calibrations(
     from sim.validate.fresh import load_fresh
 
     doc = json.loads((ROOT / "calibration/h200/runs/repro.json").read_text())
-    assert [c["raw_dir"] for c in doc["calibrations"]] == [f"calibration/h200/runs/{n}/raw" for n in "ABCDE"]
+    names = [c["name"] for c in doc["calibrations"]]
+    assert names[:5] == list("ABCDE") and {"Q_full", "S"} <= set(names)
+    assert [c["raw_dir"] for c in doc["calibrations"]] == [f"calibration/h200/runs/{n}/raw" for n in names]
     fresh = load_fresh(ROOT / "validation/fresh_limits.yaml")["limits"]
     section = render_document(doc, load_thresholds(ROOT / "validation/thresholds.yaml"), fresh).rstrip("\n")
     text = (ROOT / "docs/validation.md").read_text()
     assert text[text.index(BEGIN):text.index(END) + len(END)] == section
+
+
+def test_a_reused_document_gives_back_the_same_document() -> None:
+    """--reuse takes calibrations from an earlier --json document: the document written again from them is
+    byte for byte the one they came from (so adding a calibration does not change the others' rows)."""
+    from sim.calibrate.repro import reused_calibrations
+
+    a, b = _cal("a", 100.0, 10.0, 250.0), _cal("b", 110.0, 10.5, 260.0)
+    a.measured, b.violations = {"step/mlp/unseen": {"median_abs": 0.09}}, ["x: y"]
+    b.predictions[("step", "mlp/baseline", "mlp tokens=256", "held-out")] = 200.0  # a case only b predicts
+    doc = json.loads(dumps(repro_document([a, b], "cmd", "", "shipped", {}, None)))
+    back = reused_calibrations(doc)
+    assert sorted(back) == [("a", "runs/a/raw"), ("b", "runs/b/raw")]
+    again = repro_document([back[("a", "runs/a/raw")], back[("b", "runs/b/raw")]], "cmd", "", "shipped", {}, None)
+    assert dumps(again) == dumps(doc)
+    with pytest.raises(Exception, match="not a reproducibility document"):
+        reused_calibrations({"schema": "other"})
+
+
+def test_main_with_every_calibration_reused_fits_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sim.calibrate.repro as repro
+
+    a, b = _cal("a", 100.0, 10.0, 250.0), _cal("b", 110.0, 10.5, 260.0)
+    first, second = tmp_path / "first.json", tmp_path / "second.json"
+    first.write_text(dumps(repro_document([a], "cmd", "", "h200-measured", {"g": {"median_abs": 0.1}}, None)))
+    second.write_text(dumps(repro_document([b], "cmd", "", "h200-measured", {}, None)))
+
+    def no_fit(*args: object, **kwargs: object) -> None:
+        raise AssertionError("fitted or validated again")
+    monkeypatch.setattr(repro, "_validate", no_fit)
+    monkeypatch.setattr("sim.calibrate.fit.calibrate_from_raw", no_fit)
+    out = tmp_path / "out.json"
+    rc = main(["runs/a/raw", "runs/b/raw", "--names", "a,b", "--reuse", str(first), "--reuse", str(second),
+               "--json", str(out), "--thresholds", str(ROOT / "validation/thresholds.yaml")])
+    assert rc in (0, 3)
+    doc = json.loads(out.read_text())
+    assert [c["name"] for c in doc["calibrations"]] == ["a", "b"] and doc["reference"]["measured"] == {"g": {"median_abs": 0.1}}
+    assert doc["command"] == "python -m sim.calibrate.repro runs/a/raw runs/b/raw --names a,b"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -87,9 +88,15 @@ def test_only_the_shipped_profile_byte_for_byte_gets_the_tripwires(tmp_path: Pat
 
 
 def test_the_committed_fresh_limits_are_derived_from_the_committed_calibrations(capsys: pytest.CaptureFixture[str]) -> None:
-    # exit 0: the file is what the writer gives (never raised) and every committed calibration holds it
-    assert main(["--check", "--repro", str(ROOT / "calibration/h200/runs/repro.json"),
-                 "--thresholds", str(ROOT / "validation/thresholds.yaml")]) == 0, capsys.readouterr().out
+    # not exit 1: the file is what the writer gives (never raised). A committed calibration may exceed it
+    # (a later calibration tests the limits): what each exceeds is what its validate run recorded.
+    repro = json.loads((ROOT / "calibration/h200/runs/repro.json").read_text())
+    rc = main(["--check", "--repro", str(ROOT / "calibration/h200/runs/repro.json"),
+               "--thresholds", str(ROOT / "validation/thresholds.yaml")])
+    printed = capsys.readouterr().out
+    assert rc != 1, printed
+    recorded = [f"{c['name']}: {line}" for c in repro["calibrations"] for line in c["violations"]]
+    assert printed.splitlines() == recorded and rc == (3 if recorded else 0)
     limits = load_fresh(ROOT / "validation" / FRESH_FILE_NAME)["limits"]
     gates = load_thresholds(ROOT / "validation" / "thresholds.yaml")["gates"]
     assert set(limits) <= set(gates)

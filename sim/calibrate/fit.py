@@ -127,6 +127,27 @@ def _interval(xs: list[float]) -> tuple[float, float]:
     return _sig(_quantile(xs, 0.05)), _sig(_quantile(xs, 0.95))
 
 
+def _median_interval(samples: list[float], value: float,
+                     of_median: Callable[[float], float] = float) -> tuple[float, float] | None:
+    """90 % bootstrap interval of a median over one record's repeated samples (its repeated loops or
+    batches), mapped through `of_median` and widened to hold `value`: the uncertainty of a number the
+    record-level bootstrap cannot give (one record). None below three samples."""
+    import random
+
+    if len(samples) < 3:
+        return None
+    rng = random.Random(BOOTSTRAP_SEED)
+    n = len(samples)
+    meds = [of_median(_median([samples[rng.randrange(n)] for _ in range(n)])) for _ in range(BOOTSTRAP_RESAMPLES)]
+    lo, hi = _interval(meds)
+    return min(lo, _sig(value)), max(hi, _sig(value))
+
+
+def _loop_samples(recs: list[dict[str, Any]]) -> list[float]:
+    """The per-loop host times (us per call) of Triton empty-kernel launch records."""
+    return [float(x) for r in recs for x in (r.get("eager_host") or {}).get("enqueue_samples_us") or []]
+
+
 @dataclass
 class GridFit:
     """A least-squares (log time) grid fit and its 90 % bootstrap interval over the fitted cases."""
@@ -516,13 +537,18 @@ def fit_overheads(raw: RawData) -> list[Fitted]:
         out.append(Fitted("host", "launch_us", 0.0, f, "included in eager_op_us (measured together): not a fit"))
     empty = [r for r in raw.records("kernel_overhead", "launch") if r.get("kernel") == "triton_empty"]
     if empty:
-        out.append(Fitted("host", "triton_launch_us", round(_median([float(r["eager_host_enqueue_us"]) for r in empty]), 2),
-                          f, "host time per launch of an empty Triton kernel from Python (median of repeated loops)",
-                          {record_id(r) for r in empty}, n=len(empty)))
-        out.append(Fitted("host", "graph_kernel_us",
-                          round(_median([float(r["graph_device_us_per_kernel"]) for r in empty]), 3), f,
-                          "device time per empty Triton kernel replayed in a CUDA graph", {record_id(r) for r in empty},
-                          n=len(empty)))
+        launch = round(_median([float(r["eager_host_enqueue_us"]) for r in empty]), 2)
+        loops = _loop_samples(empty)
+        out.append(Fitted("host", "triton_launch_us", launch, f,
+                          "host time per launch of an empty Triton kernel from Python (median of repeated loops"
+                          + (f"; interval: bootstrap of the median over its {len(loops)} loops)" if len(loops) >= 3 else ")"),
+                          {record_id(r) for r in empty}, n=len(empty), spread=_median_interval(loops, launch)))
+        graph = round(_median([float(r["graph_device_us_per_kernel"]) for r in empty]), 3)
+        reps = [float(x) for r in empty for x in (r.get("graph") or {}).get("samples_us") or []]
+        out.append(Fitted("host", "graph_kernel_us", graph, f,
+                          "device time per empty Triton kernel replayed in a CUDA graph"
+                          + (f" (interval: bootstrap of the median over its {len(reps)} replays)" if len(reps) >= 3 else ""),
+                          {record_id(r) for r in empty}, n=len(empty), spread=_median_interval(reps, graph)))
     comp = sorted(raw.records("kernel_overhead", "compiled_call"), key=lambda r: r["kernels_per_call"])
     if len({r["kernels_per_call"] for r in comp}) >= 2:
         xs = [float(r["kernels_per_call"]) for r in comp]
@@ -660,7 +686,8 @@ def fit_host_costs(raw: RawData) -> list[Fitted]:
             out.append(Fitted("host", "compiled_kernel_us", round(per_kernel, 2), f,
                               "pinned to triton_launch_us (the launcher the compiled wrapper calls per kernel): the "
                               f"chains' free slope ({free_slope:.1f} us per kernel) rests on two design points under "
-                              "host noise", cids | {record_id(r) for r in triton_recs}, n=len(triton_recs)))
+                              "host noise; interval: triton_launch_us's", cids | {record_id(r) for r in triton_recs},
+                              n=len(triton_recs), spread=_median_interval(_loop_samples(triton_recs), round(per_kernel, 2))))
             # train step = forward call + backward graph call + .backward() + 2 autograd nodes (+ kernels).
             # Kept as the free line although it is ill-conditioned (issue 16): two design points (k = 1, 4),
             # and one stalled round moves the slope and so the intercept (shipped raw: the k = 4 round 2
@@ -822,11 +849,15 @@ def fit_power(raw: RawData) -> list[Fitted]:
     f_max = float(meta_smi.get("sm_clock_max_mhz") or 1980.0)
     first_us = float(series[0]["time_us"])  # the first back-to-back batch still runs at full clock
     slow = float(rec["steady_us"]) / first_us
-    out = [Fitted("power", "sustained_clock_mhz", round(f_max / slow, 0), f,
+    clock = round(f_max / slow, 0)
+    # the steady batches the harness took its median over (the stored series is thinned to ~60 points)
+    steady = [float(p["time_us"]) for p in series if float(p["t_s"]) >= 0.6 * float(rec.get("seconds") or 0.0)]
+    out = [Fitted("power", "sustained_clock_mhz", clock, f,
                   f"effective clock: max clock {f_max:.0f} MHz / (steady GEMM time {rec['steady_us']:.0f} us over the "
                   f"first batch's {first_us:.0f} us) after seconds of back-to-back bf16 GEMMs under the power cap; "
-                  f"nvidia-smi read a median {_median(clocks):.0f} MHz; a 1 GiB copy did not slow",
-                  {record_id(rec)})]
+                  f"nvidia-smi read a median {_median(clocks):.0f} MHz; a 1 GiB copy did not slow"
+                  + (f"; interval: bootstrap of the steady median over {len(steady)} stored batches" if len(steady) >= 3 else ""),
+                  {record_id(rec)}, spread=_median_interval(steady, clock, lambda m: round(f_max * first_us / m, 0)))]
     if limit:
         out.append(Fitted("power", "power_limit_w", float(limit), f, "nvidia-smi power.limit (read, never changed)",
                           {record_id(rec)}))

@@ -1,0 +1,70 @@
+"""The cold-L2 calibration step (sim.calibrate.gpu.l2_cold) writes the group the cold-L2 fits read, with
+only calibration-split shapes, and a full calibration runs it. CPU only: torch is replaced by a stand-in
+and the profiled kernel durations by a fixed fake."""
+
+import json
+import sys
+from pathlib import Path
+from unittest import mock
+
+import pytest
+
+
+def test_a_full_calibration_runs_the_l2_cold_step_and_quick_says_why_it_skips_it() -> None:
+    from sim.calibrate.gpu.calibrate_all import QUICK_SKIPS, steps
+
+    full = [" ".join(cmd[2:]) for cmd in steps("OUT", quick=False)]
+    assert any(c.startswith("sim.calibrate.gpu.l2_cold --out OUT") for c in full)
+    assert not any("l2_cold" in " ".join(cmd) for cmd in steps("OUT", quick=True)) and "l2_cold" in QUICK_SKIPS
+
+
+def test_l2_cold_rejects_an_unknown_state(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from sim.calibrate.gpu import l2_cold
+
+    assert l2_cold.main(["--out", str(tmp_path), "--states", "clean,hot"]) == 2
+    assert capsys.readouterr().out.startswith("error: --states: 'clean,hot'")
+    assert not list(tmp_path.iterdir())
+
+
+def test_l2_cold_writes_calibration_shapes_the_fits_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sim.calibrate.cases import cases_from_raw
+    from sim.calibrate.gpu import common, heldout_l2, l2_cold
+    from sim.calibrate.raw import load_raw
+
+    monkeypatch.setitem(sys.modules, "torch", mock.MagicMock())
+    monkeypatch.setattr(common, "collect_meta", lambda extra=None: {"gpu_name": "fake", **(extra or {})})
+    monkeypatch.setattr(common, "warm_gpu", lambda seconds=1.5: 0.0)
+    monkeypatch.setattr(common, "_nvidia_smi_query", lambda: {})
+    name = {"gemm": "nvjet_fake", "copy": "Memcpy DtoD (Device -> Device)", "sum": "reduce_kernel"}
+
+    def fake_profiled(fn: object, state: str, calls: int = 7) -> dict[str, object]:
+        return {"kernels": [{"name": name[current[0]], "duration_us": 10.0, "grid": [1, 1, 1], "block": [128, 1, 1],
+                             "kind": "kernel"}], "flush_kernels": 1}
+
+    current = ["gemm"]
+    for fn_name, bench in (("_gemm", "gemm"), ("_copy", "copy"), ("_sum", "sum")):
+        orig = getattr(heldout_l2, fn_name)
+
+        def wrapped(c: object, shapes: object, tag: str, orig: object = orig, bench: str = bench) -> None:
+            current[0] = bench
+            orig(c, shapes, tag)  # type: ignore[operator]
+        monkeypatch.setattr(heldout_l2, fn_name, wrapped)
+    monkeypatch.setattr(heldout_l2, "profiled_state", fake_profiled)
+    assert l2_cold.main(["--out", str(tmp_path), "--states", "clean,warm"]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["l2_cold.json"]
+    doc = json.loads((tmp_path / "l2_cold.json").read_text())
+    assert doc["group"] == "l2_cold" and doc["status"] == "complete" and not doc["errors"]
+    recs = doc["records"]
+    assert {r["set"] for r in recs} == {"cal"} and {r["l2_state"] for r in recs} == {"clean", "warm"}
+    n_cases = len(heldout_l2.CAL_GEMM) + 2 * len(heldout_l2.CAL_SUM) + len(heldout_l2.CAL_COPY_KIB)
+    assert len(recs) == 2 * n_cases
+    # exactly the calibration-split shapes (CAL_GEMM shares 1x2048x2048 with the third wave's set, a
+    # shape of the GEMM calibration grid; none of the new held-out shapes)
+    assert {(r["m"], r["n"], r["k"]) for r in recs if r["bench"] == "gemm"} == set(heldout_l2.CAL_GEMM)
+    assert not set(heldout_l2.CAL_GEMM) & set(heldout_l2.NEW_GEMM)
+    assert {(r["rows"], r["cols"]) for r in recs if r["bench"] == "sum"} == set(heldout_l2.CAL_SUM)
+    assert {r["tensor_bytes"] // 1024 for r in recs if r["bench"] == "copy"} == set(heldout_l2.CAL_COPY_KIB)
+    raw = load_raw(tmp_path)
+    fams = [c.family for c in cases_from_raw({g: raw.records(g) for g in raw.groups})]
+    assert (fams.count("gemm_cold"), fams.count("copy_cold")) == (len(heldout_l2.CAL_GEMM), len(heldout_l2.CAL_COPY_KIB))
+    assert 0 < fams.count("reduction_cold") <= 2 * len(heldout_l2.CAL_SUM)
