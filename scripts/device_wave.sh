@@ -23,6 +23,8 @@
 #               calibration-split models, GPU 0 [HOST_BUDGET_S=80]
 #   sm_share    sim.calibrate.gpu.comm stage sm_share: calibration-split GEMMs beside SM occupiers (spin
 #               kernels, all-reduces pinned to 1/4/8/16 channels, a device copy), both GPUs [COMM_BUDGET_S=75]
+#   register_small  sim.calibrate.gpu.register_small: the calibration register sweep's fused kernel on small
+#               grids (1-2 blocks per SM) and with 16-warp blocks, calibration split, GPU 0 [GPU_BUDGET_S=55]
 # Parts run one after the other: host costs are measured, so nothing else runs beside them.
 set -u -o pipefail
 WAVE=${1:?wave number}
@@ -72,6 +74,7 @@ for p in ${PARTS//,/ }; do
                       --parts compiled_train --profiler-warmup --budget-s "${HOST_BUDGET_S:-80}" ;;
     sm_share) part sm_share all sim.calibrate.gpu.comm --world-sizes 2 --budget-s "${COMM_BUDGET_S:-75}" \
                 --stages check,sm_share ;;
+    register_small) part register_small 0 sim.calibrate.gpu.register_small --budget-s "${GPU_BUDGET_S:-55}" ;;
     *) echo "unknown part $p" ;;
   esac
   echo "== part $p: exit $?, $(( $(date +%s) - P0 )) s"
