@@ -169,3 +169,42 @@ def test_each_variant_records_a_failure_and_skips_past_the_budget(monkeypatch: A
     assert ran == ["a", "b"]
     assert len(ctx.errors) == 1 and "ddp_ranks a" in str(ctx.errors[0])
     assert [r.get("skipped") for r in ctx.records if r.get("variant") == "c"] == ["budget"]
+
+
+def test_sm_share_records_every_cell_per_gemm_and_skips_past_the_budget(monkeypatch: Any) -> None:
+    """Stage sm_share on the fake clock (one clock: a spin or all-reduce occupier runs before the GEMM
+    window instead of beside it, so only the record's shape and the alone cell's ratio are checked)."""
+    ctx = _ctx({"share_gemms": [[64, 64, 64], [128, 64, 64]], "share_spins": [1, 4], "share_channels": [2],
+                "share_ar_bytes": 1 << 20, "share_copy_bytes": 1 << 20, "share_delay_us": 10.0,
+                "share_window_us": 20_000.0, "share_reps": 2})
+    cuda = ctx.torch.cuda
+    cuda._sleep = lambda cycles: setattr(_Clock, "now_ms", _Clock.now_ms + cycles / 1e6)  # 1 GHz
+    cuda.current_device = lambda: 0
+    cuda.get_device_properties = lambda i: types.SimpleNamespace(multi_processor_count=132)
+    groups: list[Any] = []
+
+    class _Opts:
+        config = types.SimpleNamespace(min_ctas=0, max_ctas=0)
+
+    ctx.dist.ProcessGroupNCCL = types.SimpleNamespace(Options=_Opts)
+    ctx.dist.new_group = lambda **kw: groups.append(kw) or "g"
+    ctx.dist.destroy_process_group = lambda g: groups.remove(groups[0])
+    ctx.dist.all_reduce = lambda t, op=None, group=None: setattr(
+        _Clock, "now_ms", _Clock.now_ms + (AR_MS if op is None else 0.0))
+    monkeypatch.setattr(comm, "_kernel_meta", lambda c, fn, keep=8: [{"name": "k", "grid": [1, 1, 1]}])
+    comm._stage_sm_share(ctx)
+    assert ctx.errors == [] and groups == []  # the pinned group was made and destroyed
+    meta, *recs = ctx.records
+    assert meta["bench"] == "sm_share_meta" and meta["per_rank"][0]["sleep_cycles_per_us"] == 1000.0
+    assert set(meta["per_rank"][0]["allreduce_alone_us"]) == {"default", "ctas2"}
+    assert [r["load"] for r in recs] == ["gemm_64x64x64_bf16", "gemm_128x64x64_bf16"]
+    for rec in recs:
+        assert list(rec["cells"]) == ["alone", "spin1", "spin4", "allreduce_default", "allreduce_ctas2", "copy"]
+        assert rec["gemm_calls"] == 10  # window / probe (2 ms per fake GEMM)
+        assert rec["cells"]["alone"]["slowdown_ranks"] == [1.0, 1.0]
+        assert rec["cells"]["alone"]["per_rank"][0]["per_call_us"] == LOAD_MS * 1e3
+        assert rec["cells"]["allreduce_ctas2"]["ctas"] == 2 and rec["cells"]["allreduce_default"]["ctas"] is None
+    ctx.records.clear()
+    ctx.cfg["deadline"] = 0.0
+    comm._stage_sm_share(ctx)
+    assert [r.get("skipped") for r in ctx.records[1:]] == ["budget", "budget"]
