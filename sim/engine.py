@@ -47,6 +47,7 @@ from typing import Any
 import simpy
 from simpy.events import Timeout
 
+from sim.costmodel.collective import waves_beside
 from sim.costmodel.host import HostCosts
 from sim.gcpause import paused_gc
 from sim.graph import Graph
@@ -467,7 +468,10 @@ class Simulation:
                 assert meet is not None
                 args = yield from meet.collective(self, i, cost)
             else:
-                yield run(work, cost.bw_demand, cost.sm_demand)
+                if meet is None:
+                    yield run(work, cost.bw_demand, cost.sm_demand)
+                else:
+                    yield gpu.run_kernel(work, cost)  # type: ignore[attr-defined]
                 args = args_by_cost.get(id(cost))
                 if args is None:
                     args = args_by_cost[id(cost)] = MappingProxyType({"limiter": cost.limiter, "alone_us": cost.time_s * 1e6})
@@ -522,7 +526,10 @@ class HoldingGPU(FluidGPU):
       that became ready after it (admission order), so it waits for the kernels running when it
       became ready, not for their successors (`admission`); a kernel that starts at the very
       instant the collective becomes ready does not hold it back (measured in DDP's profiled steps:
-      the all-reduce's CTAs start ~2 us before the stream's next kernel).
+      the all-reduce's CTAs start ~2 us before the stream's next kernel);
+    - where the collective's cost says how many SMs it takes from the kernels beside it (`taken_sm`,
+      the profile's measured SMs lost per channel), a kernel with work units (a GEMM's tiles x K
+      splits) runs in waves over the SMs left (`waves_beside`), the others share them as a fluid.
     """
 
     def __init__(self, env: simpy.Environment) -> None:
@@ -531,6 +538,17 @@ class HoldingGPU(FluidGPU):
         self._admissions: list[tuple[frozenset[int], simpy.Event]] = []
         self.links: LinkShare | None = None  # the ranks' links: told when this GPU's HBM load changes
         self._started: dict[int, float] = {}  # job -> when it started (kernels, not holds)
+        self._units: dict[int, float] = {}  # kernel job -> its work units (GEMM tiles x K splits)
+        self._taken: dict[int, float] = {}  # held job -> share of SMs it takes from the other kernels
+        self.sm_count = 0  # learned from a collective that says what it takes
+
+    def run_kernel(self, work_s: float, cost: KernelCost) -> simpy.Event:
+        """`run` for a priced kernel: a GEMM's work units are kept for the wave rule beside a collective."""
+        d = cost.detail
+        tiles = d.get("tiles") if d else None
+        if tiles:
+            self._units[self._next_id] = float(tiles) * float(d.get("split_k", 1))
+        return self.run(work_s, cost.bw_demand, cost.sm_demand)
 
     def run(self, work_s: float, bw: float, sm: float) -> simpy.Event:
         self._started[self._next_id] = self.env.now
@@ -569,6 +587,15 @@ class HoldingGPU(FluidGPU):
         if not held:
             return super()._rate()
         held_sm = min(sum(jobs[h].sm for h in held), 1.0 - _FREE_SM_FLOOR)
+        taken = self._taken
+        if taken and self.sm_count > 0:
+            # GEMMs run in waves over the SMs the collectives leave them; other kernels (blocks that
+            # fit beside a collective's CTA) share the SMs not held as a fluid
+            taken_sm = min(sum(taken.get(h, jobs[h].sm) for h in held), 1.0 - _FREE_SM_FLOOR)
+            free_sms, units = self.sm_count * (1.0 - taken_sm), self._units
+            sm = sum(waves_beside(units[jid], self.sm_count, free_sms) if jid in units else j.sm / (1.0 - held_sm)
+                     for jid, j in jobs.items() if jid not in held)
+            return 1.0 / max(1.0, self._hbm_factors()[0], sm)
         sm = sum(j.sm for jid, j in jobs.items() if jid not in held)
         return 1.0 / max(1.0, self._hbm_factors()[0], sm / (1.0 - held_sm))
 
@@ -584,12 +611,17 @@ class HoldingGPU(FluidGPU):
         self._admissions.append((blockers, ev))
         return ev
 
-    def hold(self, bw: float, sm: float) -> int:
+    def hold(self, bw: float, sm: float, taken: float | None = None, sm_count: int | None = None) -> int:
+        """Hold SMs (share `sm`) with no set length; `taken`: the share of SMs it takes from the other
+        kernels when that differs from `sm` (on a GPU of `sm_count` SMs)."""
         self._advance()
         jid = self._next_id
         self._next_id += 1
         self.jobs[jid] = _Job(math.inf, bw, sm, simpy.Event(self.env))
         self.held.add(jid)
+        if taken is not None and sm_count:
+            self._taken[jid] = float(taken)
+            self.sm_count = int(sm_count)
         self._settle()
         return jid
 
@@ -603,11 +635,13 @@ class HoldingGPU(FluidGPU):
         self._advance()
         del self.jobs[jid]
         self.held.discard(jid)
+        self._taken.pop(jid, None)
         self._settle()
 
     def _done(self, jid: int) -> None:
         self.jobs.pop(jid).done.succeed()
         self._started.pop(jid, None)
+        self._units.pop(jid, None)
 
     def _after_done(self) -> None:
         if self._admissions:
@@ -741,14 +775,14 @@ class Ranks:
             yield admitted
         arrived = self.env.now
         meeting.arrived[sim.rank] = arrived
-        meeting.holds[sim.rank] = (gpu, gpu.hold(0.0, cost.sm_demand))
+        d = cost.detail
+        meeting.holds[sim.rank] = (gpu, gpu.hold(0.0, cost.sm_demand, d.get("taken_sm"), d.get("sm_count")))
         if len(meeting.arrived) == len(members):
             del self.meetings[key]
             self.env.process(self._transfer(meeting, cost))
         yield meeting.done
         gpu_, jid = meeting.holds[sim.rank]
         gpu_.release(jid)
-        d = cost.detail
         return MappingProxyType({
             "limiter": cost.limiter, "alone_us": cost.time_s * 1e6, "wait_us": (meeting.started_s - arrived) * 1e6,
             "algorithm": d.get("algorithm"), "protocol": d.get("protocol"), "channels": d.get("channels"),

@@ -459,7 +459,8 @@ def _topology(t: TopologySection | None) -> Topology | None:
                     nvls_busbw_bps=t.nvls_busbw_gbps.value * 1e9, channels=int(t.channels.value),
                     channel_bps=t.channel_gbps.value * 1e9, reference_busbw=refs,
                     collective_fits=tuple((name, tuple((float(b), float(g) * 1e9) for b, g in sorted(c.points)),
-                                           c.host_us * 1e-6) for name, c in sorted(t.collective_fits.items())))
+                                           c.host_us * 1e-6) for name, c in sorted(t.collective_fits.items())),
+                    sms_lost_per_channel=(t.sms_lost_per_channel.value if t.sms_lost_per_channel is not None else None))
 
 
 def _merge(base: dict, over: dict) -> dict:

@@ -37,6 +37,8 @@ class Topology:
     # measured per collective: (name, ((bytes, bus bytes/s), ...) ascending, host seconds per call)
     collective_fits: tuple[tuple[str, tuple[tuple[float, float], ...], float], ...] = ()
     declared: bool = True  # False: the default for a profile without a topology section
+    # SMs a kernel beside a resident collective cannot use per channel; None: SMs shared as a fluid
+    sms_lost_per_channel: float | None = None
 
     def collective_host_s(self, collective: str) -> float | None:
         for name, _pts, host in self.collective_fits:

@@ -256,6 +256,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--raw-ref", default=None, help="the path written into each entry's `raw` (default: RAW as given)")
     ap.add_argument("--write-nvl2", type=Path, default=None,
                     help="write the 2-GPU overlay profile fitted from RAW (on --profile) to this file")
+    ap.add_argument("--sm-share", type=Path, default=None,
+                    help="with --write-nvl2: a comm.json with sm_share records (SMs a GEMM loses per channel)")
+    ap.add_argument("--sm-share-ref", default=None, help="the path written into its `raw` (default: as given)")
     ns = ap.parse_args(argv)
     from sim.hardware import load_profile
     from sim.outputs import write_text_atomic
@@ -263,7 +266,9 @@ def main(argv: list[str] | None = None) -> int:
     doc = load_comm(ns.raw)
     hw = load_profile(ns.profile)
     if ns.write_nvl2 is not None:
-        write_text_atomic(ns.write_nvl2, nvl2_profile_yaml(doc, hw, ns.raw_ref or str(ns.raw), base_name=ns.profile))
+        share = None if ns.sm_share is None else (load_comm(ns.sm_share), ns.sm_share_ref or str(ns.sm_share))
+        write_text_atomic(ns.write_nvl2, nvl2_profile_yaml(doc, hw, ns.raw_ref or str(ns.raw), base_name=ns.profile,
+                                                           share=share))
         print(f"wrote {ns.write_nvl2}")
         return 0
     print(report(doc, hw, ns.raw_ref or str(ns.raw), all_sizes=ns.all_sizes), end="")
@@ -430,9 +435,11 @@ def _coll_channels(doc: dict[str, Any], ranks: int) -> int | None:
 
 
 def nvl2_profile_yaml(doc: dict[str, Any], base: Any, raw_ref: str, base_name: str = "h200-measured",
-                      name: str = "h200-nvl2") -> str:
+                      name: str = "h200-nvl2", share: tuple[dict[str, Any], str] | None = None) -> str:
     """The two-GPU NVLink profile as an overlay on `base_name`: topology, per-collective fits,
-    channel figures and the host cost of a torch.distributed call, all from one raw comm file."""
+    channel figures and the host cost of a torch.distributed call, all from one raw comm file; with
+    `share` (a comm.json with sm_share records, the path written into `raw`), the SMs a GEMM loses per
+    NCCL channel (sim.calibrate.comm_sm_share)."""
     meta = doc.get("meta") or {}
     date = str(meta.get("date_utc", ""))[:10]
     on = f"{_measured_on(meta)}, NCCL {meta.get('nccl_version', '?')}, NVLS off"
@@ -458,6 +465,25 @@ def nvl2_profile_yaml(doc: dict[str, Any], base: Any, raw_ref: str, base_name: s
         f"comes from {raw_ref} through `python -m sim.calibrate.comm_fit --write-nvl2` (a test holds it).",
     ])
     fits_fit = "bandwidth term at device-bound x16 sizes; host: median time of calls <= 256 KiB"
+    lost: dict[str, Any] = {}
+    if share is not None:
+        from sim.calibrate.comm_sm_share import fit_lost, share_cells
+
+        share_doc, share_ref = share
+        cells = share_cells(share_doc, channels)
+        fit = fit_lost(base, cells)
+        if fit is None:
+            raise InputError("raw comm file has no sm_share cell inside its all-reduce window", file=share_ref,
+                             expected="sm_share records at world size 2 (python3 -m sim.calibrate.gpu.comm --stages sm_share)")
+        smeta = share_doc.get("meta") or {}
+        lost = {"sms_lost_per_channel": {
+            "value": fit[0], "source": "measured",
+            "measured_on": f"{_measured_on(smeta)}, NCCL {smeta.get('nccl_version', '?')}, NVLS off",
+            "date": str(smeta.get("date_utc", ""))[:10], "raw": share_ref,
+            "fit": (f"bf16 GEMMs of calibration-split shapes started beside resident all-reduces pinned to 1-16 "
+                    f"channels and the default group: the SMs lost per channel whose waves of the GEMM's tiles over "
+                    f"the SMs left best match the measured slowdowns (least squares in log, {fit[1]} cells, rms "
+                    f"{fit[2]:.3f}; sim.calibrate.comm_sm_share)")}}
     profile: dict[str, Any] = {
         "schema": "kernelsim.hardware/v1",
         "base": str(base_name),
@@ -488,6 +514,7 @@ def nvl2_profile_yaml(doc: dict[str, Any], base: Any, raw_ref: str, base_name: s
             "channels": measured(channels, "NCCL INFO: collective channels at 2 ranks"),
             "channel_gbps": measured(
                 round(ch_gbps, 1), "all-reduce bus bandwidth with one CTA (NCCL min=max CTAs 1), 256 MiB"),
+            **lost,
             "collective_fits": {
                 coll: {"points": [list(pt) for pt in v["points"]], "host_us": v["host_us"], "ranks": 2,
                        "source": "measured", "measured_on": on, "date": date, "raw": raw_ref, "fit": fits_fit}

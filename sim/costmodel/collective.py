@@ -8,12 +8,15 @@ NCCL_PROTO). One rank: only the kernel's fixed cost.
 
 The cost alone (no contention) is kernel fixed cost + latency + transfer. While it runs the
 kernel holds one CTA per channel, each on its own SM (sm_demand = channels / SMs), and
-streams its HBM traffic (bw_demand); `detail` carries the plan (algorithm, protocol,
+streams its HBM traffic (bw_demand); where the profile measured how many SMs each channel takes from
+the kernels beside it (topology.sms_lost_per_channel), `detail` says so (taken_sm, sm_count) and the
+engine runs those kernels in waves over the SMs left (`waves_beside`); `detail` carries the plan (algorithm, protocol,
 latency, transfer, link shares) for the engine's rendezvous and link sharing.
 """
 
 from __future__ import annotations
 
+import math
 from types import MappingProxyType
 
 from sim.costmodel import KernelCost
@@ -35,6 +38,20 @@ def links_of(hw: Hardware) -> Links:
                  nccl=hw.library.nccl)
 
 
+def waves_beside(units: float, sm_count: int, free_sms: float) -> float:
+    """How much longer than alone a kernel of `units` equal work units (a GEMM's output tiles x its
+    K splits) runs on `free_sms` of `sm_count` SMs: its units run in waves of one per SM, so the time
+    goes with the number of waves (ceil(units / SMs)), not with the share of SMs. At most one wave
+    beside (units <= free SMs) costs nothing more; the value is then units / free SMs (< 1), the
+    kernel's demand on the free SMs, so that kernels sharing the GPU add up."""
+    if units <= 0 or sm_count <= 0:
+        return 0.0
+    free = max(1.0, math.floor(free_sms + 1e-9))
+    if units <= free:
+        return units / free
+    return math.ceil(units / free - 1e-9) / math.ceil(units / sm_count - 1e-9)
+
+
 def collective_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
     n = int(op.attrs.get("ranks", 1))
     size = float(op.attrs["bytes"])
@@ -54,6 +71,11 @@ def collective_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
         raise InfeasibleError(f"collective '{op.name}': {exc}") from None
     comm_s = plan.time_s
     time = hw.kernel_fixed_s + comm_s
+    # SMs the collective's CTAs take from the kernels beside it (measured per channel where the
+    # profile says; the engine then runs those kernels in waves over the SMs left: waves_beside)
+    lost = topo.sms_lost_per_channel
+    beside: dict[str, float] = ({} if lost is None else
+                                {"taken_sm": min(1.0, plan.channels * lost / hw.sm_count), "sm_count": hw.sm_count})
     return KernelCost(
         time_s=time,
         compute_s=0.0,
@@ -68,6 +90,6 @@ def collective_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
             "ranks": n, "nodes": m, "algorithm": plan.algorithm, "protocol": plan.protocol, "channels": plan.channels,
             "latency_s": plan.latency_s, "transfer_s": plan.transfer_s, "busbw_gbps": plan.busbw_bps / 1e9,
             "intra_share": plan.intra_share, "net_share": plan.net_share,
-            "wire_bytes": busbw_factor(kind, n) * size,
+            "wire_bytes": busbw_factor(kind, n) * size, **beside,
         }),
     )
