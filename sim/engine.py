@@ -47,7 +47,7 @@ from typing import Any
 import simpy
 from simpy.events import Timeout
 
-from sim.costmodel.collective import waves_beside
+from sim.costmodel.collective import rounds_beside
 from sim.costmodel.host import HostCosts
 from sim.gcpause import paused_gc
 from sim.graph import Graph
@@ -529,7 +529,7 @@ class HoldingGPU(FluidGPU):
       the all-reduce's CTAs start ~2 us before the stream's next kernel);
     - where the collective's cost says how many SMs it takes from the kernels beside it (`taken_sm`,
       the profile's measured SMs lost per channel), a kernel with work units (a GEMM's tiles x K
-      splits) runs in waves over the SMs left (`waves_beside`), the others share them as a fluid.
+      splits) runs in rounds over the SMs left (`rounds_beside`), the others share them as a fluid.
     """
 
     def __init__(self, env: simpy.Environment) -> None:
@@ -589,11 +589,11 @@ class HoldingGPU(FluidGPU):
         held_sm = min(sum(jobs[h].sm for h in held), 1.0 - _FREE_SM_FLOOR)
         taken = self._taken
         if taken and self.sm_count > 0:
-            # GEMMs run in waves over the SMs the collectives leave them; other kernels (blocks that
+            # GEMMs run in rounds over the SMs the collectives leave them; other kernels (blocks that
             # fit beside a collective's CTA) share the SMs not held as a fluid
             taken_sm = min(sum(taken.get(h, jobs[h].sm) for h in held), 1.0 - _FREE_SM_FLOOR)
             free_sms, units = self.sm_count * (1.0 - taken_sm), self._units
-            sm = sum(waves_beside(units[jid], self.sm_count, free_sms) if jid in units else j.sm / (1.0 - held_sm)
+            sm = sum(rounds_beside(units[jid], self.sm_count, free_sms) if jid in units else j.sm / (1.0 - held_sm)
                      for jid, j in jobs.items() if jid not in held)
             return 1.0 / max(1.0, self._hbm_factors()[0], sm)
         sm = sum(j.sm for jid, j in jobs.items() if jid not in held)

@@ -1,5 +1,5 @@
 """The fit of SMs lost per NCCL channel from the harness's sm_share cells (sim.calibrate.comm_sm_share)
-and the wave rule it feeds (sim.costmodel.collective.waves_beside)."""
+and the wave rule it feeds (sim.costmodel.collective.rounds_beside)."""
 
 from __future__ import annotations
 
@@ -8,16 +8,16 @@ from typing import Any
 import pytest
 
 from sim.calibrate.comm_sm_share import ShareCell, fit_lost, gemm_units, modeled, share_cells
-from sim.costmodel.collective import waves_beside
+from sim.costmodel.collective import rounds_beside
 from sim.hardware import load_profile
 
 
-def test_waves_beside_counts_waves_not_sm_share() -> None:
-    assert waves_beside(128, 132, 132) == pytest.approx(128 / 132)  # one wave, fits: no loss
-    assert waves_beside(128, 132, 108) == 2.0  # one wave alone, two beside
-    assert waves_beside(512, 132, 108) == 5 / 4  # 3.9 waves -> 4 alone, 4.7 -> 5 beside
-    assert waves_beside(64, 132, 108) == pytest.approx(64 / 108)  # fits beside too
-    assert waves_beside(0, 132, 108) == 0.0
+def test_rounds_beside_costs_a_round_per_left_out_share_not_the_sm_share() -> None:
+    assert rounds_beside(128, 132, 132) == pytest.approx(128 / 132)  # one wave, fits: no loss
+    assert rounds_beside(128, 132, 108) == 2.0  # 20 CTAs left out: their tiles after the resident ones'
+    assert rounds_beside(512, 132, 131) == 5 / 4  # 4 rounds alone; one SM lost costs a round (measured x1.25)
+    assert rounds_beside(64, 132, 108) == pytest.approx(64 / 108)  # fits beside too
+    assert rounds_beside(0, 132, 108) == 0.0
 
 
 def _doc(true_lost: float, hw: Any) -> dict[str, Any]:
@@ -72,7 +72,7 @@ def _gemm_cost(tiles: int, time_s: float = 1e-3) -> Any:
 
 @pytest.mark.parametrize(("tiles", "taken", "expected"), [
     (512, None, 132 / 108),  # no measured loss: the SMs not held, shared as a fluid
-    (512, 48, 7 / 4),  # 3.9 waves -> 4 alone; on 84 SMs 6.1 -> 7
+    (512, 48, 7 / 4),  # 4 rounds alone; 48 CTAs x 3.9 tiles left out: 3 more rounds on 84 SMs
     (128, 24, 2.0),  # one wave alone, two beside
     (64, 24, 1.0),  # fits on the SMs left
 ])

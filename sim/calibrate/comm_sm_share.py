@@ -5,9 +5,10 @@ slowdowns.
 The harness starts bf16 GEMMs of calibration-split shapes while an occupier already holds SMs (as a
 DDP backward GEMM starts beside a bucket's all-reduce): all-reduces on groups pinned to c NCCL
 channels (c CTAs) and on the default group, k one-thread spin kernels (SMs held, no memory traffic),
-a device copy (HBM traffic). The model (sim.costmodel.collective.waves_beside): the GEMM's work units
-(its output tiles x K splits, sim.costmodel.gemm.gemm_terms) run in waves of one per SM over the SMs
-the occupier leaves, sm_count - lost x c; the fit is the `lost` (SMs per channel) that brings the
+a device copy (HBM traffic). The model (sim.costmodel.collective.rounds_beside): the GEMM's persistent
+grid (one CTA per SM) has its CTAs that find no free SM left out, and their work units (output tiles x
+K splits, sim.costmodel.gemm.gemm_terms) done by the resident CTAs in extra rounds, with
+sm_count - lost x c SMs free; the fit is the `lost` (SMs per channel) that brings the
 modeled all-reduce cells closest to the measured ones (least squares in log slowdown, over the cells
 whose GEMM window lay inside the occupier's on every rank). The spin cells give the same quantity per
 spin kernel (a CTA that moves no memory), the copy cell what HBM traffic alone costs: reported, not
@@ -93,10 +94,10 @@ def gemm_units(hw: Any, m: int, n: int, k: int) -> float:
 
 def modeled(hw: Any, cell: ShareCell, lost_per_cta: float) -> float:
     """The model's slowdown of the cell's GEMM beside `ctas` occupier CTAs that take `lost_per_cta` SMs each."""
-    from sim.costmodel.collective import waves_beside
+    from sim.costmodel.collective import rounds_beside
 
     free = hw.sm_count - lost_per_cta * cell.ctas
-    return max(1.0, waves_beside(gemm_units(hw, cell.m, cell.n, cell.k), hw.sm_count, free))
+    return max(1.0, rounds_beside(gemm_units(hw, cell.m, cell.n, cell.k), hw.sm_count, free))
 
 
 def fit_lost(hw: Any, cells: list[ShareCell], occupier: str = "all_reduce") -> tuple[float, int, float] | None:

@@ -10,7 +10,7 @@ The cost alone (no contention) is kernel fixed cost + latency + transfer. While 
 kernel holds one CTA per channel, each on its own SM (sm_demand = channels / SMs), and
 streams its HBM traffic (bw_demand); where the profile measured how many SMs each channel takes from
 the kernels beside it (topology.sms_lost_per_channel), `detail` says so (taken_sm, sm_count) and the
-engine runs those kernels in waves over the SMs left (`waves_beside`); `detail` carries the plan (algorithm, protocol,
+engine runs those kernels in rounds over the SMs left (`rounds_beside`); `detail` carries the plan (algorithm, protocol,
 latency, transfer, link shares) for the engine's rendezvous and link sharing.
 """
 
@@ -38,18 +38,28 @@ def links_of(hw: Hardware) -> Links:
                  nccl=hw.library.nccl)
 
 
-def waves_beside(units: float, sm_count: int, free_sms: float) -> float:
-    """How much longer than alone a kernel of `units` equal work units (a GEMM's output tiles x its
-    K splits) runs on `free_sms` of `sm_count` SMs: its units run in waves of one per SM, so the time
-    goes with the number of waves (ceil(units / SMs)), not with the share of SMs. At most one wave
-    beside (units <= free SMs) costs nothing more; the value is then units / free SMs (< 1), the
-    kernel's demand on the free SMs, so that kernels sharing the GPU add up."""
+def rounds_beside(units: float, sm_count: int, free_sms: float) -> float:
+    """How much longer than alone a persistent kernel of `units` equal work units (a GEMM's output
+    tiles x its K splits) runs when only `free_sms` of `sm_count` SMs are free for it.
+
+    Its grid is fixed at launch: one CTA per SM, or one per unit when there are fewer (cuBLAS's
+    persistent Hopper kernels: grid 2 x 66 on 132 SMs, 384 threads x 168 registers, one CTA per SM).
+    Alone each CTA runs ceil(units / grid) units. Beside a resident collective the CTAs that find no
+    free SM are left out; their units are done by the resident CTAs after their own, one more
+    round per free SM's worth: rounds = own + ceil(left-out units / free SMs). So one lost SM costs a
+    whole round (measured: 4096^3 bf16, 4 rounds alone, x1.25 beside one NCCL CTA or one spin kernel;
+    2048^3, 128 CTAs, x1.0 beside 1-4 and x1.8-1.9 beside 8-24), where the SM share would say 1 %.
+    With no CTA left out it costs nothing; the value is then units / free SMs when the kernel is less
+    than one wave (its demand on the free SMs, so that kernels sharing the GPU add up), else 1."""
     if units <= 0 or sm_count <= 0:
         return 0.0
     free = max(1.0, math.floor(free_sms + 1e-9))
-    if units <= free:
-        return units / free
-    return math.ceil(units / free - 1e-9) / math.ceil(units / sm_count - 1e-9)
+    grid = min(units, float(sm_count))
+    if free >= grid:
+        return min(1.0, units / free)
+    per_cta = units / grid
+    own = math.ceil(per_cta - 1e-9)
+    return (own + math.ceil((grid - free) * per_cta / free - 1e-9)) / own
 
 
 def collective_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
@@ -72,7 +82,7 @@ def collective_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
     comm_s = plan.time_s
     time = hw.kernel_fixed_s + comm_s
     # SMs the collective's CTAs take from the kernels beside it (measured per channel where the
-    # profile says; the engine then runs those kernels in waves over the SMs left: waves_beside)
+    # profile says; the engine then prices a GEMM beside it by rounds_beside)
     lost = topo.sms_lost_per_channel
     beside: dict[str, float] = ({} if lost is None else
                                 {"taken_sm": min(1.0, plan.channels * lost / hw.sm_count), "sm_count": hw.sm_count})

@@ -365,8 +365,8 @@ class TopologySection(Strict):
         default=None,
         description="SMs a kernel beside a resident collective cannot use per NCCL channel (CTA): 1 when its "
                     "blocks fit any free SM, more when the collective's CTAs break the SM groups its blocks are "
-                    "placed on (2-CTA clusters). Declared: a GEMM beside a collective runs in waves of its work "
-                    "units over the SMs left (sim.costmodel.collective.waves_beside); absent: SMs shared as a fluid")
+                    "placed on (2-CTA clusters). Declared: a GEMM beside a collective runs in rounds of its work "
+                    "units over the SMs left (sim.costmodel.collective.rounds_beside); absent: SMs shared as a fluid")
     reference_busbw: list[BusBwPoint] = Field(
         default_factory=list, description="published or measured nccl-tests bus bandwidths the model is tested against")
     collective_fits: dict[Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast",
