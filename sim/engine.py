@@ -47,11 +47,10 @@ from typing import Any
 import simpy
 from simpy.events import Timeout
 
-from sim.costmodel.collective import rounds_beside
 from sim.costmodel.host import HostCosts
 from sim.gcpause import paused_gc
 from sim.graph import Graph
-from sim.kernelcost import KernelCost
+from sim.kernelcost import KernelCost, rounds_beside
 from sim.trace import HOST_TRACK, Records, Trace, stream_track
 
 _EPS = 1e-15

@@ -6,6 +6,7 @@ the cost model so that reading a Trace never imports the pricing code.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -28,3 +29,27 @@ class KernelCost:
     bw_demand: float = 0.0  # share of sustained HBM bandwidth used while running alone
     sm_demand: float = 1.0  # share of SMs occupied while running alone
     detail: MappingProxyType[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+
+def rounds_beside(units: float, sm_count: int, free_sms: float) -> float:
+    """How much longer than alone a persistent kernel of `units` equal work units (a GEMM's output
+    tiles x its K splits) runs when only `free_sms` of `sm_count` SMs are free for it.
+
+    Its grid is fixed at launch: one CTA per SM, or one per unit when there are fewer (cuBLAS's
+    persistent Hopper kernels: grid 2 x 66 on 132 SMs, 384 threads x 168 registers, one CTA per SM).
+    Alone each CTA runs ceil(units / grid) units. Beside a resident collective the CTAs that find no
+    free SM are left out; their units are done by the resident CTAs after their own, one more
+    round per free SM's worth: rounds = own + ceil(left-out units / free SMs). So one lost SM costs a
+    whole round (measured: 4096^3 bf16, 4 rounds alone, x1.25 beside one NCCL CTA or one spin kernel;
+    2048^3, 128 CTAs, x1.0 beside 1-4 and x1.8-1.9 beside 8-24), where the SM share would say 1 %.
+    With no CTA left out it costs nothing; the value is then units / free SMs when the kernel is less
+    than one wave (its demand on the free SMs, so that kernels sharing the GPU add up), else 1."""
+    if units <= 0 or sm_count <= 0:
+        return 0.0
+    free = max(1.0, math.floor(free_sms + 1e-9))
+    grid = min(units, float(sm_count))
+    if free >= grid:
+        return min(1.0, units / free)
+    per_cta = units / grid
+    own = math.ceil(per_cta - 1e-9)
+    return (own + math.ceil((grid - free) * per_cta / free - 1e-9)) / own
