@@ -157,6 +157,18 @@ def _attention_backends(f: HardwareProfileFile) -> dict[str, tuple[float, float,
             for name, b in f.efficiency.attention_backends.items()}
 
 
+def _compiled_training_s(f: HardwareProfileFile, key: str) -> float:
+    """One `host.compiled_training` number in s (0 when the profile has no such section)."""
+    ct = f.host.compiled_training
+    return 0.0 if ct is None else getattr(ct, key).value * UNIT_SCALE["us"]
+
+
+def _compiled_in_context_s(f: HardwareProfileFile) -> tuple[float, float, float] | None:
+    c = f.host.compiled_in_context
+    us = UNIT_SCALE["us"]
+    return None if c is None else (c.call_us.value * us, c.grad_call_us.value * us, c.backward_call_us.value * us)
+
+
 def _corrections(f: HardwareProfileFile) -> dict[str, tuple[tuple[tuple[float, ...], float], ...]]:
     return {name: tuple((tuple(p.x), p.ratio) for p in t.points) for name, t in f.corrections.items()}
 
@@ -277,6 +289,13 @@ class Hardware:
     # foreach op -> (tensors per call the table's cost was measured at, host s per tensor)
     framework_op_per_tensor_s: dict[str, tuple[int, float]] = derived(_framework_op_per_tensor_s,
                                                                       default_factory=dict)
+    # a compiled graph called with autograd recording, beyond compiled_call_s / compiled_backward_call_s:
+    # forward per call, forward per tensor it takes, backward per tensor (host.compiled_training; 0 without)
+    compiled_grad_call_s: float = derived(lambda f: _compiled_training_s(f, "grad_call_us"), default=0.0)
+    compiled_grad_input_s: float = derived(lambda f: _compiled_training_s(f, "grad_input_us"), default=0.0)
+    compiled_backward_input_s: float = derived(lambda f: _compiled_training_s(f, "backward_input_us"), default=0.0)
+    # compiled calls in real steps (host.compiled_in_context): forward, its autograd extra, backward; None without
+    compiled_in_context_s: tuple[float, float, float] | None = derived(_compiled_in_context_s, default=None)
     corrections: dict[str, tuple[tuple[tuple[float, ...], float], ...]] = derived(_corrections, default_factory=dict)
     sustained_clock_hz: float | None = from_profile("power.sustained_clock_mhz", default=None)
     source_file: str = ""

@@ -174,8 +174,11 @@ def test_an_unseen_models_optimizer_is_priced_by_its_tensors() -> None:
     tensor count. Priced flat (the GPT's cost per call) the MLP's was 2.2x too much, Llama's 1.2-1.4x."""
     from sim.costmodel.trace_host import FOREACH_PREFIX
 
-    flat_hw = load_profile("h200-measured")
+    shipped = load_profile("h200-measured")
+    flat_hw = replace(shipped, framework_op_per_tensor_s={})
     hw = _per_tensor(flat_hw)
+    for k, (n, per) in hw.framework_op_per_tensor_s.items():  # the shipped profile holds this fit
+        assert shipped.framework_op_per_tensor_s[k] == (n, pytest.approx(per, rel=1e-3))
     for machine in ("A", "B", "C"):
         for config, tensors, flat_over in (("mlp_train_t128", 16, 1.8), ("llama_train_b1_s128", 39, 1.15)):
             path = HOST_CONTEXT / machine / "traces" / f"{config}.json.gz"
@@ -230,3 +233,98 @@ def test_a_workload_says_how_many_tensors_its_foreach_op_updates(tmp_path: Path,
     assert host_op_s(op, hw) == pytest.approx((100 - 45 * 1.5) * 1e-6)
     with pytest.raises(InputError, match=r"ops\[0\]\.tensors: must be >= 1"):
         load_workload(write_yaml(tmp_path / "b.yaml", doc(0)))
+
+
+def _bench_folder(tmp_path: Path, records: list[dict[str, object]]) -> Path:
+    (tmp_path / "M").mkdir()
+    (tmp_path / "M" / "host_context.json").write_text(json.dumps({"records": records}))
+    return tmp_path
+
+
+def test_loss_ops_are_their_bench_cost_plus_cross_entropys_in_context_surcharge(tmp_path: Path) -> None:
+    """mse_loss from the loss_op bench: its tight-loop cost plus what cross-entropy costs more in context
+    (table) than in the same bench; its backward node: the bench's backward difference to cross-entropy's
+    plus the table's cross-entropy nodes. Nothing without the reference in the table."""
+    from sim.calibrate.host_fit import fit_loss_ops
+
+    folder = _bench_folder(tmp_path, [
+        {"bench": "loss_op", "op": "aten::mse_loss", "fwd_grad_us": 30.0, "fwd_nograd_us": 20.0, "fwd_bwd_us": 150.0},
+        {"bench": "loss_op", "op": "aten::cross_entropy_loss", "fwd_grad_us": 25.0, "fwd_nograd_us": 22.0,
+         "fwd_bwd_us": 175.0}])
+    table = {"aten::cross_entropy_loss": {"grad_us": 115.0}, "NllLossBackward0": {"us": 190.0},
+             "LogSoftmaxBackward0": {"us": 70.0}}
+    out = fit_loss_ops(folder, table)
+    assert out["aten::mse_loss"]["grad_us"] == pytest.approx(30 + 90)
+    assert out["aten::mse_loss"]["us"] == pytest.approx(20 + 90)
+    assert out["MseLossBackward0"]["us"] == pytest.approx((150 - 30) - (175 - 25) + 260)
+    assert fit_loss_ops(folder, {"NllLossBackward0": {"us": 190.0}}) == {}
+
+
+def test_compiled_training_bench_fit_is_the_autograd_cost_per_call_and_per_input(tmp_path: Path) -> None:
+    from sim.calibrate.host_fit import fit_compiled_training
+
+    recs = [{"bench": "compiled_params", "params": p, "fwd_nograd_us": 50.0 + p, "fwd_grad_us": 50.0 + p + 20 + 2 * (p + 1)}
+            for p in (1, 8, 32)]
+    fit = fit_compiled_training(_bench_folder(tmp_path, recs))
+    assert fit is not None and fit.grad_call_us == pytest.approx(20) and fit.grad_input_us == pytest.approx(2)
+    one = tmp_path / "one"
+    one.mkdir()
+    assert fit_compiled_training(_bench_folder(one, recs[:1])) is None  # one design point: no slope
+
+
+def test_compiled_calls_in_context_come_from_the_gpt_models_compiled_steps() -> None:
+    """The fit reads the GPT model's compiled steps only (inference_mode on A/B/C, training on S): every
+    region of their traced steps, none of the MLP's (it validates); a training forward costs more than an
+    inference forward, and the shipped profile holds this fit."""
+    from sim.calibrate.host_fit import COMPILED_TRAIN_DIR, fit_compiled_calls
+
+    hw = load_profile("h200-measured")
+    grad_input = hw.compiled_grad_input_s * 1e6
+    fit = fit_compiled_calls([HOST_CONTEXT, HOST_CONTEXT.parent / COMPILED_TRAIN_DIR],
+                             hw.trace_profiler_event_s["shapes"] * 1e6, grad_input)
+    assert fit is not None and (fit.n_call, fit.n_grad, fit.n_backward) == (9, 5, 5)
+    assert fit.grad_call_us is not None and fit.grad_call_us > 0
+    assert hw.compiled_in_context_s == pytest.approx((fit.call_us * 1e-6, fit.grad_call_us * 1e-6,
+                                                       (fit.backward_call_us or 0.0) * 1e-6))
+    assert hw.compiled_in_context_s[0] > hw.compiled_call_s  # a real step's call costs more than a tight loop's
+
+
+def test_a_compiled_training_forward_pays_autograds_call_per_input_tensor() -> None:
+    """--host model prices a compiled forward called with autograd (AOTAutograd's CompiledFunction, 17 tensors
+    in the MLP step) at the in-context call plus the autograd call and the per-input cost; without
+    host.compiled_in_context, at the tight-loop prices."""
+    from sim.costmodel.trace_host import model_host
+    from sim.ingest import import_trace
+    from sim.replay import step_graph
+
+    hw = load_profile("h200-measured")
+    path = HOST_CONTEXT / "A" / "traces" / "mlp_train_t128_compiled.json.gz"
+    step = import_trace(path)
+    assert [o.compiled_inputs for o in step.ops if o.compiled_call] == [17, 0]
+    assert all(o.compiled_inputs == 0 for o in import_trace(HOST_CONTEXT / "A" / "traces" /
+                                                           "gpt_infer_b1_s128_compiled.json.gz").ops)
+    graph = step_graph(step, path)
+    bare = replace(hw, compiled_in_context_s=None)
+    fwd = next(i for i, o in enumerate(step.ops) if o.compiled_call == "forward")
+    bwd = next(i for i, o in enumerate(step.ops) if o.compiled_call == "backward")
+    with_ctx = model_host(graph, step, hw, keep_profiler=False).graph.ops
+    without = model_host(graph, step, bare, keep_profiler=False).graph.ops
+    call, grad_call, backward_call = hw.compiled_in_context_s or (0.0, 0.0, 0.0)
+    assert with_ctx[fwd].host_s - without[fwd].host_s == pytest.approx(
+        call + grad_call - hw.compiled_call_s - hw.compiled_grad_call_s)
+    assert without[fwd].host_s > model_host(graph, step, replace(bare, compiled_grad_call_s=0.0, compiled_grad_input_s=0.0),
+                                            keep_profiler=False).graph.ops[fwd].host_s
+    assert with_ctx[bwd].host_s - without[bwd].host_s == pytest.approx(backward_call - hw.compiled_backward_call_s)
+
+
+def test_a_workloads_compiled_forward_with_grad_pays_the_autograd_call(h200: Hardware) -> None:
+    from sim.costmodel.host import compiled_call_s
+
+    hw = replace(h200, compiled_call_s=70e-6, compiled_grad_call_s=25e-6, compiled_grad_input_s=1e-6,
+                 compiled_backward_call_s=300e-6, compiled_backward_input_s=2e-6)
+    op = Op(name="c", kind="elementwise", phase="forward", attrs={"requires_grad": True, "tensors": 17})
+    assert compiled_call_s(op, hw) == pytest.approx(112e-6)
+    assert compiled_call_s(op.with_(attrs={}), hw) == pytest.approx(70e-6)
+    assert compiled_call_s(op.with_(attrs={"requires_grad": True}), hw) == pytest.approx(70e-6)  # no count: as before
+    assert compiled_call_s(op.with_(phase="backward", attrs={"tensors": 17}), hw) == pytest.approx(334e-6)
+    assert compiled_call_s(op.with_(phase="backward", attrs={}), hw) == pytest.approx(300e-6)

@@ -77,13 +77,15 @@ def test_rows_and_gains(folder: Path) -> None:
 
 def test_committed_host_context_runs_split_by_model() -> None:
     """calibration/h200/host_context holds one run per machine (A, B, C); the fit split is the GPT
-    eager configs and nothing else, and pairs never cross machines."""
+    configs (eager: the table; compiled: the compiled calls in context) and nothing else, and pairs
+    never cross machines."""
     from sim.validate.host import _pairs
 
     cases = host_cases(ROOT / "calibration" / "h200" / "host_context")
     assert {c.config.split("/")[0] for c in cases} == {"A", "B", "C"}
     fit = [c for c in cases if c.split == "fit"]
-    assert fit and all(c.record["model"] == "gpt" and c.record["mode"] == "eager" for c in fit)
+    assert fit and all(c.record["model"] == "gpt" and c.record["mode"] in ("eager", "compiled") for c in fit)
+    assert {c.record["mode"] for c in fit} == {"eager", "compiled"}
     held = {c.record["model"] for c in cases if c.split == "held-out"}
     assert {"llama", "mlp", "gpt_decode"} <= held
     for eager, var, _ in _pairs(cases):

@@ -35,7 +35,10 @@ from sim.costmodel.host import AUTOGRAD_NODE_PREFIX, GAP_CAP_US, op_key
 # counts and inference). Everything else there (llama, mlp, the decode step, compiled steps,
 # CUDA graphs) validates.
 FIT_MODELS = frozenset({"gpt"})
-FIT_MODES = frozenset({"eager"})
+FIT_MODES = frozenset({"eager"})  # the framework-op table's traces
+# The host model's fits as a whole: the table (eager GPT steps) and the compiled calls in context (the GPT
+# model's compiled steps, fit_compiled_calls): those configs' --host model rows are "calibrated".
+HOST_MODEL_FIT_MODES = frozenset({"eager", "compiled"})
 # The profiler's in-context cost (host.trace_profiler) is fitted on the same GPT model, its eager
 # steps (cost per event) and its compiled forward (cost per torch.compile kernel record): the trace
 # rows of those configs are "calibrated", every other model's validate.
@@ -43,14 +46,15 @@ TRACE_FIT_MODES = frozenset({"eager", "compiled"})
 # Reference ops of the trace clock: called in every eager or compiled step, the same host path
 # whatever the model (an allocation; a kernel launch under CUPTI's callback).
 CLOCK_OPS = ("aten::empty", "cudaLaunchKernel")
+# The compiled-training and loss-op benches (calibration-split models only), beside host_context/
+COMPILED_TRAIN_DIR = "host_compiled_train"
 SKIP_PREFIXES = ("ProfilerStep#", "Torch-Compiled Region", "CompiledFunction", "cudaGraphLaunch")
-# A foreach op's cost per tensor (fit_foreach_bench) is fitted and tested but not yet written into the
-# shipped profile: priced per tensor, the unseen models' eager training steps improve (--host model
-# A-C median 24.9 -> 10.1 %, machine F 30.4 -> 13.6 %) but the compiled MLP training steps fall to
-# -10..-21 % (tripwire host/host_model/train_compiled/unseen 0.068 / 0.103 -> 0.120 / 0.208): the
-# optimizer's flat overcharge (~700 us at 16 tensors) had hidden a compiled-training shortfall of about
-# the same size (docs/host.md, "The optimizer per tensor"). True writes the per-tensor costs.
-FOREACH_PER_TENSOR = False
+# A foreach op's cost per tensor (fit_foreach_bench) is written into the profile: priced per tensor, the
+# unseen models' eager training steps improve (--host model A-C median 24.9 -> 10.1 %), which had hidden a
+# compiled-training shortfall of about the same size (the optimizer's flat overcharge, ~700 us at 16 tensors):
+# the compiled calls are now priced in context (compiled_call_values) and the loss ops the GPT traces lack
+# come from their bench (fit_loss_ops), so both are on (docs/host.md, "The optimizer per tensor").
+FOREACH_PER_TENSOR = True
 
 
 @dataclass
@@ -180,12 +184,222 @@ def fit_table(traces: list[Path], per_event_us: dict[str, float], min_calls: int
     return table
 
 
+# Loss ops measured on their own (sim.calibrate.gpu.host_context part compiled_train, bench loss_op) against
+# cross-entropy, the loss the fit traces price in context: op -> its backward node; the reference's nodes.
+LOSS_NODES = {"aten::mse_loss": "MseLossBackward0"}
+LOSS_REFERENCE = ("aten::cross_entropy_loss", ("NllLossBackward0", "LogSoftmaxBackward0"))
+
+
+def _bench_records(folder: Path, bench: str) -> list[dict[str, Any]]:
+    from sim.validate.host import machine_folders
+
+    return [rec for _, sub in machine_folders(folder)
+            for rec in json.loads((sub / "host_context.json").read_text()).get("records", []) if rec.get("bench") == bench]
+
+
+def fit_loss_ops(folder: Path, table: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """Table entries for the loss ops the fit traces lack (LOSS_NODES), from the loss_op bench under `folder`
+    (host per forward call with and without autograd recording, and per forward + .backward(), on 64 x 1024)
+    and the table's in-context cross-entropy: a tight loop misses what a real step adds around the loss (the
+    Python before it, cold caches), so each entry is its bench time plus that in-context surcharge as the
+    reference shows it (table grad_us - bench forward with recording); the backward node is the bench's
+    backward difference to the reference's (.backward(), the gradient seed and the input's AccumulateGrad
+    cancel) plus the table's cost of the reference's nodes (both are a step's first backward nodes, where
+    the engine starts). Medians over the bench's records; nothing when the reference is not in the table."""
+    recs = _bench_records(folder, "loss_op")
+    ref_op, ref_nodes = LOSS_REFERENCE
+    ref = [r for r in recs if r.get("op") == ref_op]
+    ref_grad = table.get(ref_op, {}).get("grad_us")
+    node_us = [table.get(n, {}).get("us") for n in ref_nodes]
+    if not ref or ref_grad is None or any(v is None for v in node_us):
+        return {}
+    surcharge = ref_grad - statistics.median(float(r["fwd_grad_us"]) for r in ref)
+    ref_bwd = statistics.median(float(r["fwd_bwd_us"]) - float(r["fwd_grad_us"]) for r in ref)
+    nodes = sum(v for v in node_us if v is not None)
+    out: dict[str, dict[str, float]] = {}
+    for op, node in LOSS_NODES.items():
+        rs = [r for r in recs if r.get("op") == op]
+        if not rs or op in table:
+            continue
+        out[op] = {"us": round(statistics.median(float(r["fwd_nograd_us"]) for r in rs) + surcharge, 2),
+                   "grad_us": round(statistics.median(float(r["fwd_grad_us"]) for r in rs) + surcharge, 2),
+                   "calls": float(len(rs))}
+        bwd = statistics.median(float(r["fwd_bwd_us"]) - float(r["fwd_grad_us"]) for r in rs)
+        out[node] = {"us": round(max(0.0, bwd - ref_bwd + nodes), 2), "calls": float(len(rs))}
+    return out
+
+
+def _loss_text(op: str) -> str:
+    ref_op, ref_nodes = LOSS_REFERENCE
+    if op in LOSS_NODES:
+        return (f"loss_op bench (64 x 1024 bf16, host per call with / without autograd recording) plus the in-context "
+                f"surcharge of {ref_op} (its table grad_us - its bench time with recording)")
+    return (f"loss_op bench: its forward + .backward() less the forward, less the same for {ref_op}, plus the "
+            f"table's {' + '.join(ref_nodes)}")
+
+
+@dataclass(frozen=True)
+class CompiledTrainingFit:
+    """host.compiled_training from the compiled_params bench: an nn.Module of P parameters compiled, its forward
+    timed with and without autograd recording; the difference against the tensors the compiled function takes
+    (P + the input), least squares."""
+
+    grad_call_us: float
+    grad_input_us: float
+    n: int
+
+
+def fit_compiled_training(folder: Path) -> CompiledTrainingFit | None:
+    recs = [r for r in _bench_records(folder, "compiled_params") if r.get("fwd_grad_us") and r.get("fwd_nograd_us")]
+    xs = [float(r["params"]) + 1.0 for r in recs]
+    if len(set(xs)) < 2:
+        return None
+    ys = [float(r["fwd_grad_us"]) - float(r["fwd_nograd_us"]) for r in recs]
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    slope = max(0.0, sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs))
+    return CompiledTrainingFit(round(max(0.0, my - slope * mx), 2), round(slope, 3), len(recs))
+
+
+def compiled_training_values(folder: Path, values: list[Any]) -> list[Any]:
+    """host.compiled_training from the compiled_params bench. NB: compiled_backward_call_us (sim.calibrate.fit,
+    a compiled chain's training step less its forward timed without autograd) still holds the forward's
+    autograd cost; the workloads that say their compiled regions' `tensors` pay both."""
+    from sim.calibrate.fit import Fitted
+
+    fit = fit_compiled_training(folder)
+    if fit is None:
+        return []
+    raw = f"../{folder.name}"
+    what = ("least squares over the compiled_params bench (an nn.Module of P = 1, 8, 32 parameters compiled, its "
+            "forward's host time with autograd recording less without) against the tensors the compiled function "
+            "takes (P + 1)")
+    out = [Fitted("host.compiled_training", "grad_call_us", fit.grad_call_us, raw, f"intercept of the {what}", n=fit.n),
+           Fitted("host.compiled_training", "grad_input_us", fit.grad_input_us, raw, f"slope of the {what}", n=fit.n),
+           Fitted("host.compiled_training", "backward_input_us", 0.0, raw,
+                  "not separated: the bench's backward host time grows 33 us per parameter, but each parameter's "
+                  "gradient there aliases one buffer, which AccumulateGrad clones (a kernel) - priced per node and "
+                  "kernel already", n=fit.n)]
+    return out
+
+
+@dataclass(frozen=True)
+class RegionOverhead:
+    """One compiled region of a traced step: its host time outside the kernels it launches (from the region's
+    start to its first launching op, and from its last launching op's end to the region's end), less the
+    profiler's cost for the events recorded there (us)."""
+
+    kind: str  # "forward" (a Torch-Compiled Region) or "backward" (a CompiledFunctionBackward call)
+    grad: bool  # a forward called with autograd recording (AOTAutograd's CompiledFunction inside it)
+    inputs: int  # the tensors that CompiledFunction takes (0 without it)
+    us: float
+
+
+def region_overheads(step: Any, event_us: float) -> list[RegionOverhead]:
+    """The compiled regions of an imported traced step (see RegionOverhead); `event_us`: the profiler's
+    cost per event. NB: not scaled by the trace's host speed: a compiled step calls too few of the clock's
+    reference ops for a stable estimate (0.57 to 1.37 between steps of one trace)."""
+    import bisect
+
+    from sim.ingest.build import COMPILED_FUNCTION, COMPILED_REGION_PREFIX
+
+    ev = step.events
+    times = sorted([o.ts for o in ev.cpu_ops] + [r.ts for r in ev.runtime])
+    launch_ts = sorted(r.ts for r in ev.runtime if r.correlation in ev.launches)
+    out = []
+    for reg in ev.cpu_ops:
+        kind = ("forward" if reg.name.startswith(COMPILED_REGION_PREFIX)
+                else "backward" if reg.name == "CompiledFunctionBackward" else "")
+        if not kind:
+            continue
+        inside = [o for o in ev.cpu_ops if reg.ts < o.ts <= reg.end]
+        launching = [o for o in inside if o.name.startswith(("aten::", "triton"))
+                     and bisect.bisect_right(launch_ts, o.end) > bisect.bisect_left(launch_ts, o.ts)]
+        if not launching:
+            continue
+        first, last = min(o.ts for o in launching), max(o.end for o in launching)
+        events = (bisect.bisect_left(times, first) - bisect.bisect_left(times, reg.ts)
+                  + bisect.bisect_right(times, reg.end) - bisect.bisect_right(times, last))
+        raw = (first - reg.ts) + (reg.end - last)
+        fn = next((o for o in inside if o.name == COMPILED_FUNCTION), None)
+        out.append(RegionOverhead(kind, fn is not None, len(fn.input_dims or []) if fn is not None else 0,
+                                  raw - event_us * events))
+    return out
+
+
+@dataclass(frozen=True)
+class CompiledCallFit:
+    """The compiled calls in context, from the compiled steps of the fit model's traces: medians over
+    regions of RegionOverhead (per config first, then over configs, so no config weighs by its steps)."""
+
+    call_us: float  # forward without autograd recording
+    grad_call_us: float | None  # with it, beyond call_us and grad_input_us x inputs
+    backward_call_us: float | None
+    n_call: int
+    n_grad: int
+    n_backward: int
+
+
+def fit_compiled_calls(folders: list[Path], event_us: float, grad_input_us: float) -> CompiledCallFit | None:
+    """Compiled calls in context (CompiledCallFit) from the trace-fit compiled steps of the fit models under
+    `folders` (host_context and the compiled-training folder); None without a compiled forward no_grad."""
+    from sim.validate.host import host_cases, traced_steps
+
+    by: dict[str, dict[str, list[float]]] = {"call": {}, "grad": {}, "backward": {}}
+    for folder in folders:
+        for c in host_cases(folder):
+            if c.trace_split != "fit" or c.record.get("mode") != "compiled":
+                continue
+            for st in traced_steps(c.trace):
+                for r in region_overheads(st, event_us):
+                    key = "backward" if r.kind == "backward" else ("grad" if r.grad else "call")
+                    by[key].setdefault(c.config, []).append(r.us - (grad_input_us * r.inputs if r.grad else 0.0))
+    meds = {k: [statistics.median(v) for v in cfgs.values()] for k, cfgs in by.items()}
+    if not meds["call"]:
+        return None
+    call = statistics.median(meds["call"])
+    grad = statistics.median(meds["grad"]) - call if meds["grad"] else None
+    bwd = statistics.median(meds["backward"]) if meds["backward"] else None
+    return CompiledCallFit(round(call, 2), None if grad is None else round(max(0.0, grad), 2),
+                           None if bwd is None else round(bwd, 2),
+                           *(sum(len(v) for v in by[k].values()) for k in ("call", "grad", "backward")))
+
+
+def compiled_call_values(folders: list[Path], values: list[Any]) -> list[Any]:
+    """host.compiled_in_context (fit_compiled_calls): a real step's compiled call costs 2-3x what a loop calling
+    one small graph pays (compiled_call_us, compiled_training, compiled_backward_call_us: the prices of
+    hand-written workloads), as its eager ops cost 2-4x theirs; a replayed trace's --host model uses these."""
+    from sim.calibrate.fit import Fitted
+
+    event = next((float(v.value) for v in values if v.section == "host.trace_profiler.event_us" and v.key == "shapes"),
+                 None)
+    grad_input = next((float(v.value) for v in values if v.section == "host.compiled_training" and v.key == "grad_input_us"),
+                      0.0)
+    if event is None:
+        return []
+    fit = fit_compiled_calls(folders, event, grad_input)
+    if fit is None or fit.grad_call_us is None or fit.backward_call_us is None:
+        return []
+    what = ("host time of the compiled regions of the {} in the fit model's compiled steps outside the kernels they "
+            "launch (region start to first launching op, last one's end to region end) less the profiler's "
+            f"host.trace_profiler event_us ({event:g} us) per event recorded there; median per config, then over configs")
+    sec = "host.compiled_in_context"
+    return [Fitted(sec, "call_us", fit.call_us, "../host_context",
+                   what.format("forwards without autograd (inference_mode)") + f" ({fit.n_call} regions)", n=fit.n_call),
+            Fitted(sec, "grad_call_us", fit.grad_call_us, f"../{COMPILED_TRAIN_DIR}",
+                   what.format("forwards with autograd recording (training)")
+                   + f", less call_us and compiled_training.grad_input_us per input tensor ({fit.n_grad} regions)",
+                   n=fit.n_grad),
+            Fitted(sec, "backward_call_us", fit.backward_call_us, f"../{COMPILED_TRAIN_DIR}",
+                   what.format("backward graphs (CompiledFunctionBackward)") + f" ({fit.n_backward} regions)",
+                   n=fit.n_backward)]
+
+
 def fit_traces(host_context: Path) -> tuple[list[Path], list[str], dict[str, Any]]:
     """The traces of the fit split under `host_context` (one host_context.json, or one subfolder per
     machine), their config labels and the first run's meta."""
     from sim.validate.host import host_cases, machine_folders
 
-    cases = [c for c in host_cases(host_context) if c.split == "fit"]
+    cases = [c for c in host_cases(host_context) if c.split == "fit" and c.record.get("mode") in FIT_MODES]
     runs = machine_folders(host_context)
     meta = json.loads((runs[0][1] / "host_context.json").read_text()).get("meta", {}) if runs else {}
     return [c.trace for c in cases], [c.config for c in cases], meta
@@ -229,7 +443,13 @@ def fit_host_context(raw: Any, values: list[Any]) -> list[Any]:
     fit = f"{_fit_text(configs)}; traces recorded {_device(meta)[1]} on the host_context machines"
     out = [Fitted("host.framework_ops", name, {k: (int(v) if k in ("calls", "tensors") else v) for k, v in entry.items()},
                   "../host_context", fit + _foreach_text(entry, foreach)) for name, entry in table.items()]
-    return out + trace_profiler_values(folder)
+    compiled = folder.parent / COMPILED_TRAIN_DIR
+    if compiled.is_dir():
+        out += [Fitted("host.framework_ops", name, {k: (int(v) if k == "calls" else v) for k, v in entry.items()},
+                       f"../{COMPILED_TRAIN_DIR}", _loss_text(name)) for name, entry in fit_loss_ops(compiled, table).items()]
+        out += compiled_training_values(compiled, values)
+    tp = trace_profiler_values(folder)
+    return out + tp + compiled_call_values([folder] + ([compiled] if compiled.is_dir() else []), values + out + tp)
 
 
 def trace_profiler_values(folder: Path) -> list[Any]:

@@ -103,8 +103,18 @@ def host_op_s(op: Op, hw: Hardware) -> float:
 
 
 def compiled_call_s(op: Op, hw: Hardware) -> float:
-    """The wrapper call of a compiled region: AOTAutograd's backward graph costs more than a forward."""
-    return hw.compiled_backward_call_s if op.phase == "backward" else hw.compiled_call_s
+    """The wrapper call of a compiled region (priced on its first op): AOTAutograd's backward graph costs
+    more than a forward. Where the first op says the `tensors` the region takes (parameters and inputs;
+    a backward region's: those its forward took), host.compiled_training adds its per-tensor costs and,
+    for a forward whose first op `requires_grad`, the autograd call."""
+    n = _tensors(op)
+    if n is None:  # NB: the shipped workloads do not say; their compiled calls keep the tight-loop fit
+        return hw.compiled_backward_call_s if op.phase == "backward" else hw.compiled_call_s
+    if op.phase == "backward":
+        return hw.compiled_backward_call_s + hw.compiled_backward_input_s * n
+    if op.attrs.get("requires_grad"):
+        return hw.compiled_call_s + hw.compiled_grad_call_s + hw.compiled_grad_input_s * n
+    return hw.compiled_call_s
 
 
 @dataclass(frozen=True)

@@ -213,6 +213,7 @@ def model_host(graph: Graph, step: ImportedStep, hw: Hardware, keep_profiler: bo
     call: float | None = None
     extern_kind = _extern_kinds(graph, step)
     tensors = foreach_tensors(step.events)  # a foreach call's list length (the table prices it per tensor)
+    compiled_inputs = 0  # the tensors the last compiled forward called with autograd took (its backward's)
     for k, (op, imp) in enumerate(zip(graph.ops, step.ops, strict=True)):
         if op.kind == "host" and imp.doc["name"].endswith("_gap") and float(imp.doc["duration_us"]) < GAP_CAP_US:
             nxt = next((step.ops[j] for j in range(k + 1, n) if step.ops[j].family is not None), None)
@@ -242,10 +243,15 @@ def model_host(graph: Graph, step: ImportedStep, hw: Hardware, keep_profiler: bo
                 node = name.startswith(AUTOGRAD_NODE_PREFIX)
                 fixed = framework_op_s(name, hw, grad and not node, tensors)
                 host += fixed if fixed is not None else (hw.autograd_node_s if node else hw.framework_op_s)
+            call, grad_call, backward_call = hw.compiled_in_context_s or (
+                hw.compiled_call_s, hw.compiled_grad_call_s, hw.compiled_backward_call_s)
             if imp.compiled_call == "forward":
-                host += hw.compiled_call_s
-            elif imp.compiled_call == "backward":
-                host += hw.compiled_backward_call_s
+                host += call
+                if imp.compiled_inputs:  # called with autograd recording: AOTAutograd's CompiledFunction
+                    host += grad_call + hw.compiled_grad_input_s * imp.compiled_inputs
+                    compiled_inputs = imp.compiled_inputs
+            elif imp.compiled_call == "backward":  # hands a gradient back per tensor its forward took
+                host += backward_call + hw.compiled_backward_input_s * compiled_inputs
             host += prof.of(imp.host_events, imp.kernel_records)
             kept = imp.kept_host_us * 1e-6
             op = op.with_(host_s=host + kept)

@@ -80,6 +80,9 @@ class ImportedOp:
     # launch that predict mode prices (framework ops and backward nodes, not kept long ones):
     top_op: str = ""
     kernelless_ops: tuple[str, ...] = ()
+    # A compiled forward region's first kernel in a training step: the tensors its AOTAutograd function
+    # (CompiledFunction) takes, parameters and inputs (its recorded input shapes); 0 elsewhere or unknown
+    compiled_inputs: int = 0
     call_us: float = 0.0  # the part of host_us spent inside the launching runtime call (up to the issue point)
 
 
@@ -180,6 +183,7 @@ class _Busy:
 
 
 AUTOGRAD_NODE_PREFIX = "autograd::engine::evaluate_function"
+COMPILED_FUNCTION = "CompiledFunction"  # AOTAutograd's autograd.Function around a compiled forward (training only)
 COMPILED_REGION_PREFIX = "Torch-Compiled Region"  # torch.compile's frame (Dynamo guards, the compiled call)
 
 
@@ -422,6 +426,9 @@ def build_step(ev: StepEvents) -> ImportedStep:
                                       framework_ops=n_framework if j == 0 else 0,
                                       kept_host_us=kept_us if j == 0 else 0.0,
                                       compiled_call=compiled if j == 0 else "",
+                                      compiled_inputs=next((len(o.input_dims or []) for o in framed
+                                                            if o.name == COMPILED_FUNCTION), 0)
+                                      if compiled == "forward" and j == 0 else 0,
                                       autograd_nodes=n_nodes if j == 0 else 0, top_is_autograd_node=by_node,
                                       top_op=framed[0].name if framed and first_of_top and j == 0 else "",
                                       call_us=issue - r.ts if j == 0 else 0.0,

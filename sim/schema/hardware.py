@@ -266,6 +266,31 @@ class TraceProfilerCost(Strict):
         min_length=1, description="reference op (aten::empty, cudaLaunchKernel) -> median traced duration at that speed")
 
 
+class CompiledTrainingCost(Strict):
+    """A torch.compile'd graph called with autograd recording (a training step's forward): AOTAutograd
+    wraps it in an autograd.Function (CompiledFunction: its runtime wrapper, the tensors saved for the
+    backward, the graph's node), and its backward graph hands a gradient back per input. Beyond
+    compiled_call_us / compiled_backward_call_us, per call and per tensor the function takes (parameters
+    and inputs)."""
+
+    grad_call_us: Quantity = Field(description="a compiled forward call with autograd recording, beyond compiled_call_us")
+    grad_input_us: Quantity = Field(description="the same, per tensor the compiled function takes")
+    backward_input_us: Quantity = Field(
+        description="a compiled backward call, per tensor its forward took, beyond compiled_backward_call_us")
+
+
+class CompiledInContextCost(Strict):
+    """Compiled calls as real models' steps pay them (their traces' compiled regions outside the kernels they
+    launch: sim.calibrate.host_fit.fit_compiled_calls), where compiled_call_us / compiled_backward_call_us are a
+    tight loop calling one small graph: a replayed trace's model-priced host (--host model) uses these."""
+
+    call_us: Quantity = Field(description="a compiled forward call without autograd recording, in a real step")
+    grad_call_us: Quantity = Field(
+        description="a compiled forward call with autograd recording, in a real step, beyond call_us and "
+                    "compiled_training.grad_input_us per tensor")
+    backward_call_us: Quantity = Field(description="a compiled backward graph call, in a real step")
+
+
 class DdpHostCost(Strict):
     """DistributedDataParallel's own host work (torch's Reducer and the DDP module's forward), per
     step and per gradient, beyond the ops a workload lists."""
@@ -290,6 +315,12 @@ class HostSection(Strict):
     triton_launch_us: Quantity = Field(description="Triton kernel launched from Python, e.g. in an autograd.Function (host)")
     compiled_kernel_us: Quantity = Field(description="host cost per kernel a compiled graph's wrapper launches")
     compiled_backward_call_us: Quantity = Field(description="compiled backward graph call (AOTAutograd) per step (host)")
+    compiled_training: CompiledTrainingCost | None = Field(
+        default=None, description="what a compiled graph called with autograd recording costs beyond compiled_call_us "
+                                  "and compiled_backward_call_us, per call and per tensor it takes (none: nothing more)")
+    compiled_in_context: CompiledInContextCost | None = Field(
+        default=None, description="compiled calls as real models' steps pay them (replayed traces under --host model; "
+                                  "none: compiled_call_us, compiled_training and compiled_backward_call_us)")
     python_function_us: Quantity = Field(description="a torch.autograd.Function call, forward or backward (host)")
     module_call_us: Quantity = Field(description="the nn.Module __call__ machinery around a forward (host)")
     graph_launch_us: Quantity = Field(description="CUDA graph replay call (host)")

@@ -80,7 +80,9 @@ class OpBase(Strict):
         " split evenly over them, back to back on its stream, with one host dispatch (elementwise and copy ops)")
     tensors: Expr | None = Field(
         default=None, description="tensors in each list of its foreach framework op (aten::_foreach_mul_: an "
-        "optimizer's parameters): the host table prices such a call per tensor where it has the op's per-tensor cost")
+        "optimizer's parameters): the host table prices such a call per tensor where it has the op's per-tensor cost; "
+        "on the first op of a compiled region called with autograd, the tensors the compiled function takes "
+        "(parameters and inputs; on its backward region's first op, those its forward took)")
 
     @model_validator(mode="after")
     def _unpriced_needs_measurement(self) -> OpBase:

@@ -8,7 +8,7 @@ Per config with a trace, two predictions of the step as it runs from an idle GPU
   device time from the cost model);
 - `host_model/<kind>`: `replay --mode predict --host model` (host from the profile's table by
   framework op and its per-kind costs; device time from the cost model).
-Rows are split `fit` (configs sim.calibrate.host_fit may use: FIT_MODELS) and `held-out`.
+Rows are split `fit` (configs sim.calibrate.host_fit may use: FIT_MODELS, HOST_MODEL_FIT_MODES) and `held-out`.
 Gains: CUDA graph over eager (decode, same batch) and torch.compile over eager (same model, size
 and phase), measured vs predicted, in percentage points, on both prediction paths.
 """
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sim.calibrate.host_fit import FIT_MODELS, FIT_MODES, TRACE_FIT_MODES
+from sim.calibrate.host_fit import FIT_MODELS, HOST_MODEL_FIT_MODES, TRACE_FIT_MODES
 from sim.hardware import Hardware
 from sim.validate.core import Row
 from sim.validate.steps import GainRow
@@ -82,7 +82,7 @@ def host_cases(folder: Path) -> list[HostCase]:
             trace = trace_path(sub, str(rec["trace"]))
             if trace is None:
                 continue
-            split = "fit" if rec.get("model") in FIT_MODELS and rec.get("mode") in FIT_MODES else "held-out"
+            split = "fit" if rec.get("model") in FIT_MODELS and rec.get("mode") in HOST_MODEL_FIT_MODES else "held-out"
             trace_split = "fit" if rec.get("model") in FIT_MODELS and rec.get("mode") in TRACE_FIT_MODES else "held-out"
             label = f"{machine}/{rec['config']}" if machine else str(rec["config"])
             out.append(HostCase(label, case_kind(rec), split, float(rec[REFERENCE]), rec, trace, trace_split))
