@@ -48,6 +48,31 @@ def test_profiler_cost_is_taken_off_per_event() -> None:
     assert all(d >= 1.0 and d == int(d) for d in diffs), diffs  # 1 us per event: whole events, the op included
 
 
+def test_samples_are_brought_to_the_reference_host_speed() -> None:
+    """A trace recorded on a host twice as slow as the reference gives half the in-context time per call
+    once the profiler's cost (given at the reference speed) is off; the fit reads that speed from the
+    trace's clock ops (fit_table's clock_us), and a trace at the reference clock is unchanged."""
+    from sim.calibrate.host_fit import _imported_step
+    from sim.costmodel.trace_host import trace_host_speed
+
+    path = FIXTURES / "decode_eager.json.gz"
+    at_ref = trace_op_samples(path, {"shapes": 1.0})["aten::layer_norm"].plain
+    slow = trace_op_samples(path, {"shapes": 1.0}, speed=2.0)["aten::layer_norm"].plain
+    zero = trace_op_samples(path, {"shapes": 0.0})["aten::layer_norm"].plain
+    for r, s, z in zip(at_ref, slow, zero, strict=True):
+        events = z - r  # the profiler's events inside the call (1 us each)
+        assert s == pytest.approx(max(0.0, z / 2.0 - events), abs=1e-9)
+    step = _imported_step(path)
+    own_clock = {"aten::empty": 1.0, "cudaLaunchKernel": 1.0}
+    speed = trace_host_speed(step, own_clock)
+    assert speed != pytest.approx(1.0)
+    scaled = fit_table([path], {"shapes": 1.0}, clock_us=own_clock)
+    direct = trace_op_samples(path, {"shapes": 1.0}, speed=speed)["aten::layer_norm"].plain
+    import statistics
+    assert scaled["aten::layer_norm"]["us"] == round(statistics.median(direct), 2)
+    assert fit_table([path], {"shapes": 1.0}) == fit_table([path], {"shapes": 1.0}, clock_us=None)
+
+
 def test_table_fitted_on_decode_b8_predicts_other_decode_sizes() -> None:
     """Fit on the B=8 decode fixture only; predict the held-out B=1 and B=32 decode steps with
     `--host model` against their steps measured without the profiler. The flat per-kind costs

@@ -55,6 +55,18 @@ SKIP_PREFIXES = ("ProfilerStep#", "Torch-Compiled Region", "CompiledFunction", "
 # the compiled calls are now priced in context (compiled_call_values) and the loss ops the GPT traces lack
 # come from their bench (fit_loss_ops), so both are on (docs/host.md, "The optimizer per tensor").
 FOREACH_PER_TENSOR = True
+# Which profiler cost the table's fit takes off each op. False (shipped): the tight-loop cost per event
+# (host.profiler_event_us, ~2.25 us with record_shapes) on the trace's own durations. True: the in-context
+# cost per event (host.trace_profiler.event_us, ~3.45 us at the reference host speed: what trace predict
+# takes off) with every sample brought to the reference host speed (its in-context time / the trace's
+# speed, sim.costmodel.trace_host.trace_host_speed), so that a fit step's table sum is its unprofiled
+# time. Measured (--host model, A-C held-out median/max): eager training 15.6/43.3 -> 4.2/27.8 %, machine F
+# 19.1/36.9 -> 7.4/21.5 %, eager inference 13.7/28.2 -> 9.3/25.2 %, compile gain 13.6 -> 6.9 pp, CUDA-graph
+# gain 1.8 -> 0.9 pp; but eager decode 10.8/50.5 -> 17.5/61.6 % (its measurements are bimodal, 1.34-1.45
+# vs 1.8-2.3 ms for one step, and the reference speed sits on the slow mode's far side), machine F decode
+# 2.7/10.5 -> 6.1/19.0 % and compiled training max 8.3 -> 10.7 %: three tripwires, so it stays off
+# (docs/host.md, "The profiler's cost in the table").
+TABLE_IN_CONTEXT_PROFILER = False
 
 
 @dataclass
@@ -143,11 +155,13 @@ def _trace_records(path: Path) -> list[tuple[str, float, int, float, bool, str, 
 
 
 def trace_op_samples(path: Path, per_event_us: dict[str, float], samples: dict[str, OpSamples] | None = None,
-                     ) -> dict[str, OpSamples]:
-    """Add the in-context host time of every top-level CPU op of every step of the trace at `path`."""
+                     speed: float = 1.0) -> dict[str, OpSamples]:
+    """Add the in-context host time of every top-level CPU op of every step of the trace at `path`, at
+    the reference host speed when the trace ran at `speed` (its durations / speed; `per_event_us` is then
+    the profiler's cost at the reference speed too)."""
     out = samples if samples is not None else {}
     for name, dur, inside, gap, grad, cfg, tensors in _trace_records(path):
-        host = dur - per_event_us.get(cfg, 0.0) * inside + (gap if 0.0 <= gap < GAP_CAP_US else 0.0)
+        host = dur / speed - per_event_us.get(cfg, 0.0) * inside + (gap if 0.0 <= gap < GAP_CAP_US else 0.0) / speed
         s = out.setdefault(name, OpSamples())
         (s.grad if grad else s.plain).append(max(0.0, host))
         if tensors:
@@ -156,15 +170,19 @@ def trace_op_samples(path: Path, per_event_us: dict[str, float], samples: dict[s
 
 
 def fit_table(traces: list[Path], per_event_us: dict[str, float], min_calls: int = 3,
-              foreach: ForeachBench | None = None) -> dict[str, dict[str, float]]:
+              foreach: ForeachBench | None = None, clock_us: dict[str, float] | None = None,
+              ) -> dict[str, dict[str, float]]:
     """Per op name: `us`, `grad_us` (medians, where there are at least `min_calls` calls) and `calls`;
     for a foreach op whose calls' list length is known, with the optimizer bench `foreach`: `tensors`
     (the median length) and `per_tensor_us`, the op's cost times the bench's per-tensor share at that
     length. NB: every foreach op of the step is assumed to split fixed and per-tensor cost as the whole
-    bench step does (the bench times whole steps, not ops)."""
+    bench step does (the bench times whole steps, not ops). With `clock_us` (host.trace_profiler.clock_us)
+    each trace's samples are brought to that reference host speed (trace_op_samples)."""
+    from sim.costmodel.trace_host import trace_host_speed
+
     samples: dict[str, OpSamples] = {}
     for p in traces:
-        trace_op_samples(p, per_event_us, samples)
+        trace_op_samples(p, per_event_us, samples, trace_host_speed(_imported_step(p), clock_us) if clock_us else 1.0)
     table: dict[str, dict[str, float]] = {}
     for name in sorted(samples):
         s = samples[name]
@@ -439,8 +457,14 @@ def fit_host_context(raw: Any, values: list[Any]) -> list[Any]:
     if not traces:
         return []
     foreach = fit_foreach_bench(folder) if FOREACH_PER_TENSOR else None
-    table = fit_table(traces, per_event, foreach=foreach)
+    in_context = fit_trace_profiler(folder) if TABLE_IN_CONTEXT_PROFILER else None
+    if in_context is not None:
+        per_event = {in_context.config: in_context.event_us}
+    table = fit_table(traces, per_event, foreach=foreach, clock_us=in_context.clock_us if in_context else None)
     fit = f"{_fit_text(configs)}; traces recorded {_device(meta)[1]} on the host_context machines"
+    if in_context is not None:
+        fit += ("; the profiler's in-context cost per event (host.trace_profiler.event_us), every call brought to "
+                "the reference host speed (host.trace_profiler.clock_us)")
     out = [Fitted("host.framework_ops", name, {k: (int(v) if k in ("calls", "tensors") else v) for k, v in entry.items()},
                   "../host_context", fit + _foreach_text(entry, foreach)) for name, entry in table.items()]
     compiled = folder.parent / COMPILED_TRAIN_DIR
