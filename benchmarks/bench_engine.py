@@ -133,15 +133,16 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
     if kind == "e2e":
         t0, c0 = time.perf_counter(), time.process_time()
         graph = synthetic_graph(task["kernels"])
-        t1 = time.perf_counter()
+        t1, c1 = time.perf_counter(), time.process_time()
         costs = price(graph, hw)
-        t2 = time.perf_counter()
+        t2, c2 = time.perf_counter(), time.process_time()
         trace = simulate(graph, costs, host_costs(hw))
-        t3 = time.perf_counter()
+        t3, c3 = time.perf_counter(), time.process_time()
         m = step_metrics(trace)
         t4, c4 = time.perf_counter(), time.process_time()
         return {"build_s": t1 - t0, "price_s": t2 - t1, "simulate_s": t3 - t2, "metrics_s": t4 - t3,
-                "total_s": t4 - t0, "total_cpu_s": c4 - c0, "peak_rss_bytes": _peak_rss_bytes(),
+                "total_s": t4 - t0, "total_cpu_s": c4 - c0, "build_cpu_s": c1 - c0, "price_cpu_s": c2 - c1,
+                "simulate_cpu_s": c3 - c2, "metrics_cpu_s": c4 - c3, "peak_rss_bytes": _peak_rss_bytes(),
                 "kernels": graph.kernel_count(), "step_time_us": m.time_s * 1e6}
     if kind == "streams":
         graph = streams_graph(task["streams"], task["kernels"])
@@ -228,6 +229,9 @@ def bench_e2e(n: int, trees: list[Path], repeats: int) -> dict[str, Any]:
         print(f"e2e {r[0]['kernels']:>8} kernels, {_label(trees, t)}: {ph['total_s']:.1f} s (build {ph['build_s']:.1f}, "
               f"price {ph['price_s']:.1f}, simulate {ph['simulate_s']:.1f}, metrics {ph['metrics_s']:.1f}; medians of "
               f"{len(r)}; {cpu:.1f} CPU s), peak RSS {rss / 2**30:.2f} GiB", flush=True)
+        if all("build_cpu_s" in x for x in r):  # the phases in CPU seconds (less swayed by the machine's other load)
+            print("  CPU s: " + ", ".join(f"{key} {_median(r, key + '_cpu_s'):.2f}"
+                                          for key in ("build", "price", "simulate", "metrics")), flush=True)
     print(f"  {_ratio_note([_median(r, 'total_s') for r in runs], False).strip()}", flush=True)
     return {"kernels": n, "runs": runs}
 

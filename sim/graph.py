@@ -6,7 +6,9 @@ A Graph is immutable; transforms return new graphs. Every size here is a plain n
 
 from __future__ import annotations
 
+import itertools
 import operator
+from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
@@ -93,12 +95,13 @@ class Op:
         """This op under other names (its own, `after`, tensors), sharing every other field (a repeat
         block's iteration): a plain slot copy, several times cheaper than dataclasses.replace."""
         new = _new_object(Op)
-        for slot, value in zip(_OP_KEPT_SLOTS, _op_kept_values(self), strict=True):
-            _set_slot(new, slot, value)
-        _set_slot(new, "name", name)
-        _set_slot(new, "after", after)
-        _set_slot(new, "reads", reads)
-        _set_slot(new, "writes", writes)
+        # Each slot's own descriptor sets it (a frozen dataclass's __setattr__ refuses); map() and a
+        # zero-length deque run the kept slots' sets in C.
+        _consume(map(_call, _OP_KEPT_SETTERS, _repeat(new), _op_kept_values(self)), 0)
+        _set_name(new, name)
+        _set_after(new, after)
+        _set_reads(new, reads)
+        _set_writes(new, writes)
         return new
 
     def with_(self, **changes: Any) -> Op:
@@ -111,7 +114,11 @@ _OP_SLOTS = tuple(f.name for f in fields(Op))
 _OP_KEPT_SLOTS = tuple(s for s in _OP_SLOTS if s not in ("name", "after", "reads", "writes"))  # Op.renamed
 _op_kept_values = operator.attrgetter(*_OP_KEPT_SLOTS)  # one C call for every kept field
 _new_object = object.__new__
-_set_slot = object.__setattr__
+_OP_KEPT_SETTERS = tuple(vars(Op)[slot].__set__ for slot in _OP_KEPT_SLOTS)
+_set_name, _set_after, _set_reads, _set_writes = (vars(Op)[slot].__set__ for slot in ("name", "after", "reads", "writes"))
+_call = operator.call
+_consume = deque
+_repeat = itertools.repeat
 
 
 @dataclass(frozen=True)

@@ -88,11 +88,12 @@ def _step_metrics(trace: Trace) -> StepMetrics:
     r_track = recs.track
     n_r = len(recs)
     # The host's busy intervals in trace order, in float arrays (no Python object per interval).
+    # One pass over the records picks them (a mask); numpy takes their times from the columns' buffers.
     busy_cats = _HOST_BUSY
-    h_start_trace = np.fromiter((r_start[k] for k in range(n_r) if r_track[k] == HOST_TRACK and r_cat[k] in busy_cats),
-                                dtype=np.float64)
-    h_end_trace = np.fromiter((r_end[k] for k in range(n_r) if r_track[k] == HOST_TRACK and r_cat[k] in busy_cats),
-                              dtype=np.float64)
+    host_busy = np.fromiter((track == HOST_TRACK and cat in busy_cats for track, cat in zip(r_track, r_cat, strict=True)),
+                            dtype=np.bool_, count=n_r)
+    h_start_trace = np.frombuffer(r_start, dtype=np.float64)[host_busy] if n_r else np.zeros(0)
+    h_end_trace = np.frombuffer(r_end, dtype=np.float64)[host_busy] if n_r else np.zeros(0)
     h_start = np.sort(h_start_trace)
     h_end = np.sort(h_end_trace)
     k_end_np = np.frombuffer(k_end, dtype=np.float64) if n_k else np.zeros(0)
@@ -160,7 +161,7 @@ def _step_metrics(trace: Trace) -> StepMetrics:
     busy = covered = 0.0
     for start_s, end_s in zip(h_start_trace[by_start].tolist(), h_end_trace[by_start].tolist(), strict=True):
         if end_s > covered:
-            busy += end_s - max(start_s, covered)
+            busy += end_s - (covered if covered > start_s else start_s)  # max(start_s, covered), without the call
             covered = end_s
     return StepMetrics(
         time_s=end,
