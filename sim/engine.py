@@ -454,7 +454,12 @@ class Simulation:
             if len(queue.items) >= queue.capacity:  # the host blocks until the stream takes a kernel
                 yield queue.wait_room()
                 self._host_interval(f"blocked: {op.name}", "blocked", start, i)
-            queue.put((i, start, False))  # issued when the host got to it, as before it blocked
+            # LaunchQueue.put, written out: issued when the host got to it, as before it blocked.
+            queue.items.append((i, start, False))
+            taker = queue.taker
+            if taker is not None:
+                queue.taker = None
+                taker.succeed()
             i += 1
 
     def _enqueue(self, i: int, graph_member: bool):
@@ -480,7 +485,7 @@ class Simulation:
         args_by_cost: dict[int, MappingProxyType[str, Any]] = {}
         meet = self.rendezvous  # None on one rank: collectives run as plain kernels
         items = queue.items
-        take = queue.take
+        popleft = items.popleft
         waiters, outstanding, idle_events = self.waiters, self.outstanding, self.idle_events
         collective_ops = meet.collective_ops if meet is not None else frozenset()
         run = gpu.run
@@ -488,7 +493,12 @@ class Simulation:
         while True:
             if not items:
                 yield queue.wait_item()
-            i, issued_s, graph_member = take()
+            # LaunchQueue.take, written out.
+            i, issued_s, graph_member = popleft()
+            room = queue.room
+            if room is not None:
+                queue.room = None
+                room.succeed()
             dep = deps[i]
             if dep:
                 pending = [self._waiter(d) for d in dep if not finished[d]]
