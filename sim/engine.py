@@ -50,7 +50,7 @@ from simpy.events import Timeout
 
 from sim.costmodel.host import HostCosts
 from sim.gcpause import paused_gc
-from sim.graph import Graph, Op
+from sim.graph import Graph
 from sim.kernelcost import KernelCost, rounds_beside
 from sim.trace import HOST_TRACK, Records, Trace, stream_track
 
@@ -301,8 +301,6 @@ class Simulation:
         self.gpu: FluidGPU = FluidGPU(self.env) if env is None else HoldingGPU(self.env)
         self._records = Records()  # every interval, in columns; the Trace takes them as they are
         self.deps = graph.dependencies()
-        # op kind, library, id(attrs) -> eager dispatch price; the attrs stay alive with the graph, so ids are not reused
-        self._dispatch_prices: dict[tuple[str, str, int], float] = {}
         self.finished = [False] * len(graph.ops)
         self.waiters: dict[int, simpy.Event] = {}  # op → event, only for ops someone waits for
         streams = sorted({o.stream for o in graph.ops if o.is_kernel})
@@ -311,15 +309,6 @@ class Simulation:
         self.idle_events: dict[int, simpy.Event] = {}
         self.rank = 0
         self.rendezvous: Ranks | None = None  # set when this is one rank of several (Ranks)
-
-    def _dispatch_price(self, op: Op) -> float:
-        """HostCosts.eager_dispatch_s of `op`, priced once per distinct (kind, library, attrs): the
-        copies of a repeated op share their attrs mapping, so a 10k-kernel stack prices a few ops."""
-        key = (op.kind, op.library, id(op.attrs))
-        price = self._dispatch_prices.get(key)
-        if price is None:
-            price = self._dispatch_prices[key] = self.host_costs.eager_dispatch_s(op)
-        return price
 
     # -- ops' completion ----------------------------------------------------------------
     def _finish(self, i: int) -> None:
@@ -351,7 +340,7 @@ class Simulation:
         hc, ops, env = self.host_costs, self.graph.ops, self.env
         record, queues, outstanding = self._records.add, self.queues, self.outstanding
         launch_s = hc.launch_s
-        dispatch_price = self._dispatch_price
+        dispatch_price = hc.eager_dispatch_s
         recs = self._records  # Records.add_pair, written out below
         r_start, r_end, r_track, r_name = recs.start.extend, recs.end.extend, recs.track.extend, recs.name.extend
         r_cat, r_op, r_args = recs.cat.extend, recs.op.extend, recs.args.extend
