@@ -18,7 +18,8 @@ many inputs each thread sums (values per thread) and whether the input is split 
 global reduction). Each thread's loop issues one vector load (the vectorized row path) or four
 independent loads (the column path) per iteration and waits for them before the next: with few
 outputs the kernel is a chain of `iterations` memory round trips, at the latency of where the input
-sits — L2 (warm) or HBM (cold, op attribute `l2: cold`) — not a stream.
+sits — L2 (warm) or HBM (cold, op attribute `l2: cold`) — not a stream; around the loop, a fixed entry
+and exit per path and, for a split input, the hand-off to the last block (profile reduce_kernel).
 """
 
 from __future__ import annotations
@@ -140,8 +141,18 @@ def _torch_reduce_cost(op: Op, graph: Graph, hw: Hardware, rows: int, cols: int)
     sms = min(hw.sm_count, grid)
     little = active * threads * int(cfg["load_bytes"]) / t_iter
     bw = min(smooth_min(little, hw.hbm_sustained_bps, hw.bw_knee_exponent), sms * hw.per_sm_max_bps)
-    stream = (r + w) / bw
-    mem_s = stream + sync_s + glob
+    # ... but never faster than one thread's own chain of dependent iterations (a partly idle block, e.g.
+    # 12 rows over 16 threads, moves fewer bytes per iteration than its threads could)
+    stream = max((r + w) / bw, waves * int(cfg["iterations"]) * t_iter)
+    # Before the first load and after the last: the loop's entry and exit (address set-up, the first touch
+    # of the input's pages, the block's own combine and store; per path: their block shapes differ) and,
+    # for a split input, the hand-off to the last block (partial written, fenced, a semaphore taken) --
+    # each a few round trips at where the data sits, not a stream (profile reduce_kernel.entry_ns_PATH_STATE,
+    # split_ns_STATE).
+    path = str(cfg["path"])
+    entry = rk.get(f"entry_ns_{path}_{state}", rk.get(f"entry_ns_{path}_warm", 0.0)) * 1e-9
+    split = rk.get(f"split_ns_{state}", rk.get("split_ns_warm", 0.0)) * 1e-9 if ctas > 1 else 0.0
+    mem_s = stream + sync_s + glob + entry + split
     limiter = "latency" if little < hw.hbm_sustained_bps else "hbm"
     time = hw.kernel_fixed_s + mem_s
     return KernelCost(
@@ -151,7 +162,8 @@ def _torch_reduce_cost(op: Op, graph: Graph, hw: Hardware, rows: int, cols: int)
         detail=MappingProxyType({"grid": grid, "block": threads, "l2": state, **cfg,
                                  "iter_ns": round(t_iter * 1e9, 2), "waves": waves,
                                  "chain_us": round(waves * chain * 1e6, 4), "stream_us": round(stream * 1e6, 4),
-                                 "global_us": round(glob * 1e6, 4)}),
+                                 "global_us": round(glob * 1e6, 4),
+                                 "entry_us": round(entry * 1e6, 4), "split_us": round(split * 1e6, 4)}),
     )
 
 

@@ -511,8 +511,9 @@ class HardwareProfileFile(Strict):
         description="PyTorch's reduce_kernel (sums over a dimension): its launch heuristics (max_threads,"
         " input_vec, vt0, min_values_per_thread, max_values_per_thread, warp_split_values: setReduceConfig in"
         " ATen's Reduce.cuh) and the time of one iteration of its per-thread load loop, vectorized (vec) or"
-        " four loads deep (ilp), with the input in L2 (warm) or in HBM (cold) (sim/costmodel/reduction.py);"
-        " absent: sums are priced as streaming reductions",
+        " four loads deep (ilp), the loop's entry and exit per path (entry_ns_PATH_STATE) and a split input's"
+        " hand-off to its last block (split_ns_STATE), with the input in L2 (warm) or in HBM (cold)"
+        " (sim/costmodel/reduction.py); absent: sums are priced as streaming reductions",
     )
     primitives: dict[str, PositiveQuantity] = Field(
         default_factory=dict,

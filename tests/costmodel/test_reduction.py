@@ -6,6 +6,8 @@ one memory round trip plus log2(128) = 7 reduction steps, and its bytes at the b
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from sim.costmodel import kernel_cost
@@ -88,25 +90,51 @@ def test_few_outputs_wait_on_their_load_loop(testgpu: Hardware) -> None:
     # a row sum of 24 rows x 6144 bf16 on ATen's heuristics: a warp per row (32 threads, 4-element vector
     # loads: 6144 / 32 = 192 values, 48 iterations), 16 rows per 512-thread block, 2 blocks. At 200 ns per
     # iteration the loop's own Little's law is 1024 threads x 8 B / 200 ns = 40.96 GB/s, far under the HBM
-    # (4000 GB/s, the profile's knee is hard): 294912 B read + 48 B written take 48 x 200 ns (+ the 48 B);
-    # then log2(32) = 5 shuffle steps of 20 ns.
+    # (4000 GB/s, the profile's knee is hard) -- but only 24 of the 32 row slots have a row, so the bytes
+    # (294912 B read + 48 B written) would pass in 36 iterations' time: each busy thread still runs its
+    # own 48 dependent iterations, 48 x 200 ns. Then log2(32) = 5 shuffle steps of 20 ns and the vec
+    # path's loop entry (the profile's entry_ns_vec_warm).
     import dataclasses
 
     from sim.hardware import load_profile
 
     lib = dict(load_profile("h200-sxm").reduce_kernel)
-    hw = dataclasses.replace(testgpu, reduce_kernel={**lib, "iter_ns_vec_warm": 200.0, "iter_ns_vec_cold": 500.0})
+    hw = dataclasses.replace(testgpu, reduce_kernel={**lib, "iter_ns_vec_warm": 200.0, "iter_ns_vec_cold": 500.0,
+                                                     "entry_ns_vec_warm": 300.0, "entry_ns_vec_cold": 900.0})
     op, graph = one_op_graph("reduction", {"rows": 24, "cols": 6144, "impl": "torch_reduce"},
                              {"x": ((24, 6144), "bf16"), "r": ((24,), "bf16")}, reads=("x",), writes=("r",))
     cost = kernel_cost(op, graph, hw)
     little = 1024 * 8 / 200e-9
-    expect = (24 * 6144 * 2 + 48) / min(little, 4000e9) + 5 * 20e-9
+    assert (24 * 6144 * 2 + 48) / little < 48 * 200e-9
     assert cost.detail["iterations"] == 48 and cost.detail["grid"] == 2
-    assert cost.memory_s == pytest.approx(expect, rel=1e-6)
+    assert cost.memory_s == pytest.approx(48 * 200e-9 + 5 * 20e-9 + 300e-9, rel=1e-6)
     assert cost.limiter == "latency"
-    # the same input in HBM (a cold L2): each iteration waits 500 ns
+    # the same input in HBM (a cold L2): each iteration waits 500 ns, and the entry is the cold one
     cold = kernel_cost(op.with_(attrs={**op.attrs, "l2": "cold"}), graph, hw)
-    assert cold.memory_s == pytest.approx((24 * 6144 * 2 + 48) / (1024 * 8 / 500e-9) + 5 * 20e-9, rel=1e-6)
+    assert cold.memory_s == pytest.approx(48 * 500e-9 + 5 * 20e-9 + 900e-9, rel=1e-6)
     # without the profile section the op is a streaming reduction, as before
     plain = kernel_cost(op, graph, testgpu)
     assert "iterations" not in plain.detail
+
+
+def test_a_split_input_pays_the_hand_off_to_the_last_block(testgpu: Hardware) -> None:
+    # a column sum of 2560 x 4096 splits its rows over 40 blocks per output group (ATen: the grid is
+    # 32 x 40); the same sum over 640 rows does not split. Only the split one pays split_ns_STATE (the
+    # partial written, fenced, a semaphore taken), once, on top of the last block's partial reads.
+    import dataclasses
+
+    from sim.hardware import load_profile
+
+    lib = dict(load_profile("h200-sxm").reduce_kernel)
+
+    def cost(rows: int, split_ns: float) -> Any:
+        hw = dataclasses.replace(testgpu, reduce_kernel={**lib, "split_ns_warm": split_ns, "split_ns_cold": 2 * split_ns})
+        op, graph = one_op_graph("reduction", {"rows": rows, "cols": 4096, "impl": "torch_reduce", "axis": "rows",
+                                               "l2": "cold"},
+                                 {"x": ((rows, 4096), "bf16"), "v": ((4096,), "bf16")}, reads=("x",), writes=("v",))
+        return kernel_cost(op, graph, hw)
+
+    split, whole = cost(2560, 1000.0), cost(640, 1000.0)
+    assert split.detail["ctas_per_output"] == 40 and whole.detail["ctas_per_output"] == 1
+    assert split.memory_s - cost(2560, 0.0).memory_s == pytest.approx(2000e-9, rel=1e-6)
+    assert whole.memory_s == pytest.approx(cost(640, 0.0).memory_s, rel=1e-9)
