@@ -104,7 +104,10 @@ def latency_hiding(hw: Hardware, warps_per_scheduler: float) -> float:
     n = hw.latency_hiding_exponent
     if n is None:
         return min(1.0, 1.0 / ratio)
-    return float((1.0 + ratio ** n) ** (-1.0 / n))
+    try:
+        return float((1.0 + ratio ** n) ** (-1.0 / n))
+    except OverflowError:  # far below the knee (ratio**n past the float range): the same curve, divided by ratio first
+        return float((1.0 + ratio ** -n) ** (-1.0 / n) / ratio)
 
 
 def compute_time(hw: Hardware, op: Op, numel: float, math_ops: Mapping[str, float],

@@ -45,6 +45,14 @@ def test_latency_hiding_is_smooth_and_reaches_the_threshold_form_without_an_expo
     assert latency_hiding(threshold, 3.0) == 1.0
 
 
+def test_latency_hiding_far_below_the_knee_is_finite(hw: Hardware) -> None:
+    # a profile whose knee lies far above the resident warps (ratio**n past the float range) still prices
+    # the curve, (1 + r^n)^(-1/n) = (1 + r^-n)^(-1/n) / r, instead of overflowing
+    far = dataclasses.replace(hw, warps_to_hide_latency=1e120, latency_hiding_exponent=4.0)
+    assert latency_hiding(far, 1.0) == pytest.approx(1e-120)
+    assert latency_hiding(far, 2.0) == pytest.approx(2e-120)
+
+
 def test_register_file_is_split_among_the_schedulers(hw: Hardware) -> None:
     # 200 registers × 32 threads = 6400 per warp; a scheduler's quarter (16384) holds 2 warps: 8 per SM,
     # so 4 blocks of 2 warps (the whole-SM count, 65536 // 6400 = 10 warps, would give 5).
