@@ -2,7 +2,7 @@
 per-op host costs inside autograd/no_grad/inference_mode, and Kineto traces of the same steps.
 
     python3 -m sim.calibrate.gpu.host_context --out DIR [--traces-out DIR] [--smoke] [--budget-s S]
-        [--parts ops,steps,compiled_train] [--trace-repeats N] [--profiler-warmup]
+        [--parts ops,steps,compiled_train,infer_compiled] [--trace-repeats N] [--profiler-warmup]
 
 Models (all bf16 parameters on one GPU, never seen by the older calibration groups):
 - gpt: token + position embedding, L pre-LN blocks (LayerNorm, qkv Linear with bias, causal SDPA,
@@ -27,6 +27,19 @@ Every trace's record names its profiling session's index in the process (`trace_
 process's first). With `--profiler-warmup` one throwaway profiling session (the same settings, a few
 small matmuls, exported and deleted) runs before the first traced config: the first session of a
 process was seen to cost more per event than later ones (issue 15).
+
+Every step record also carries `host_clock` (issue 15, wave 8 on): the host's speed at that moment,
+read from a fixed tight loop of three framework ops on tiny tensors (HOST_CLOCK_OPS: `torch.empty`,
+a view, a 16-element add that launches a kernel; median us per call over 3 loops of 200 calls),
+right before the step is timed and right after (`before` / `after`), and `clocked`: CLOCKED_STEPS
+more steps from an idle GPU, each right after a short clock of the same ops (its mean us per call),
+with its wall time. A step measured at two host speeds (the decode steps' two bands) shows it there.
+
+Part `infer_compiled` (issue 15): held-out compiled inference, models no host fit reads — the llama
+forward (B x S = 1 x 128) and the mlp forward (T = 128), each eager and torch.compile'd (default mode,
+dynamic=False) under inference_mode, then the gpt decode steps at B = 1 and 8 (eager inference_mode
+and no_grad), then the llama forward at 4 x 256 if the budget allows; all timed and traced like every
+step config (pairs for the compile-over-eager gain on one machine).
 
 Per-op records (`bench: op_in_context`): host time per call of one framework op on modest
 tensors (64 x 1024 rows) in three modes: `grad` (inputs require grad: autograd records a
@@ -118,6 +131,71 @@ def write_trace(path_gz: str, fn: Callable[[], Any]) -> dict[str, Any]:
 
 _SESSIONS = 0  # profiling sessions this process has run (write_trace and the throwaway one)
 
+# The host clock: framework ops whose host path is fixed (tiny tensors, no autograd), timed in a tight
+# loop; their cost per call against a reference run of the same loop is the host's speed at that moment.
+HOST_CLOCK_OPS = ("empty", "view", "add")
+HOST_CLOCK_CALLS = 200
+HOST_CLOCK_LOOPS = 3
+
+
+def host_clock() -> dict[str, float]:
+    """Median us per call of each HOST_CLOCK_OPS op over HOST_CLOCK_LOOPS tight loops of
+    HOST_CLOCK_CALLS calls (about 15 ms in all), from an idle GPU."""
+    import torch
+
+    x = torch.zeros(16, device="cuda")
+    y = torch.ones(16, device="cuda")
+    calls: dict[str, Callable[[], Any]] = {
+        "empty": lambda: torch.empty(16, device="cuda"),
+        "view": lambda: x.view(4, 4),
+        "add": lambda: torch.add(x, y),
+    }
+    out = {}
+    for name in HOST_CLOCK_OPS:
+        fn = calls[name]
+        fn()
+        torch.cuda.synchronize()
+        per_call = []
+        for _ in range(HOST_CLOCK_LOOPS):
+            t0 = time.perf_counter()
+            for _ in range(HOST_CLOCK_CALLS):
+                fn()
+            per_call.append((time.perf_counter() - t0) * 1e6 / HOST_CLOCK_CALLS)
+            torch.cuda.synchronize()
+        out[f"{name}_us"] = round(statistics.median(per_call), 4)
+    return out
+
+
+CLOCKED_STEPS = 40
+CLOCKED_ROUNDS = 20  # rounds of the HOST_CLOCK_OPS (one call each) before each clocked step
+
+
+def clocked_steps(fn: Callable[[], Any], n: int = CLOCKED_STEPS) -> dict[str, list[float]]:
+    """n steps from an idle GPU, each right after a short host clock (CLOCKED_ROUNDS rounds of the
+    HOST_CLOCK_OPS, about 0.3 ms): per step its wall time to a synchronize and the clock's mean us per
+    op call just before it. The host's speed was seen to switch between two levels within a second
+    (the decode steps' two bands), faster than a clock before and after a whole timing loop resolves."""
+    import torch
+
+    x = torch.zeros(16, device="cuda")
+    y = torch.ones(16, device="cuda")
+    clock, wall = [], []
+    for _ in range(n):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(CLOCKED_ROUNDS):
+            torch.empty(16, device="cuda")
+            x.view(4, 4)
+            torch.add(x, y)
+        t1 = time.perf_counter()
+        torch.cuda.synchronize()
+        t2 = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        clock.append(round((t1 - t0) * 1e6 / (3 * CLOCKED_ROUNDS), 4))
+        wall.append(round((time.perf_counter() - t2) * 1e6, 2))
+    return {"clock_us": clock, "step_us": wall}
+
 
 def profiler_warmup(scratch: str) -> dict[str, Any]:
     """One throwaway profiling session with the traces' settings (a few small matmuls), exported to
@@ -159,7 +237,11 @@ class Runner:
             fn()
         torch.cuda.synchronize()
         rec = {"bench": "step", "config": name, **info, "warmup_s": round(time.time() - t0, 2)}
+        before = host_clock()
         rec.update(time_step(fn, target_s=0.05 if self.smoke else 0.25, repeats=2 if self.smoke else 5))
+        rec["host_clock"] = {"ops": list(HOST_CLOCK_OPS), "calls": HOST_CLOCK_CALLS, "loops": HOST_CLOCK_LOOPS,
+                             "before": before, "after": host_clock(),
+                             "clocked": clocked_steps(fn, 10 if self.smoke else CLOCKED_STEPS)}
         if trace and self.traces_out:
             sessions = [_SESSIONS]
             rec.update(write_trace(os.path.join(self.traces_out, f"{name}.json.gz"), fn))
@@ -289,6 +371,68 @@ def run_steps(r: Runner) -> None:
         r.step_config("gpt_infer_b1_s128_compiled", {**info, "mode": "compiled"}, fwd_c)
     if not r.smoke:
         r.attempt("gpt_infer", gpt_infer_cfg)
+
+
+def run_infer_compiled(r: Runner) -> None:
+    """Part `infer_compiled` (issue 15): compiled inference steps of models no host fit reads (the
+    llama and mlp forwards under inference_mode, eager and compiled on the same machine), then the gpt
+    decode steps at B = 1 and 8 (eager inference_mode and no_grad), each with its host clock."""
+    import torch
+
+    M = _models()
+    dev, bf = "cuda", torch.bfloat16
+    torch.manual_seed(0)
+    vocab = 8192
+
+    def pair(name: str, info: dict[str, Any], m: Any, x: Any) -> None:
+        def fwd() -> None:
+            with torch.inference_mode():
+                m(x)
+        r.step_config(name, {**info, "mode": "eager"}, fwd)
+        mc = torch.compile(m, dynamic=False)
+
+        def fwd_c() -> None:
+            with torch.inference_mode():
+                mc(x)
+        r.step_config(f"{name}_compiled", {**info, "mode": "compiled"}, fwd_c)
+
+    def llama_cfg(B: int, S: int) -> None:
+        m = M["llama"]().to(dev, bf).eval()
+        idx = torch.randint(0, vocab, (B, S), device=dev)
+        pair(f"llama_infer_b{B}_s{S}", {"model": "llama", "phase": "inference_mode", "B": B, "S": S, "layers": 4,
+                                        "d_model": 1024, "heads": 8, "d_ff": 2816, "vocab": vocab}, m, idx)
+    r.attempt("llama_infer_b1_s128_pair", lambda: llama_cfg(1, 128))
+
+    def mlp_cfg(T: int = 128) -> None:
+        m = M["mlp"]().to(dev, bf).eval()
+        x = torch.randn(T, 1024, device=dev, dtype=bf)
+        pair(f"mlp_infer_t{T}", {"model": "mlp", "phase": "inference_mode", "T": T, "layers": 4, "d_model": 1024,
+                                 "d_ff": 4096}, m, x)
+    r.attempt("mlp_infer_t128_pair", mlp_cfg)
+
+    for B in ([1] if r.smoke else [1, 8]):
+        def decode_cfg(B: int = B) -> None:
+            m = M["gpt"]().to(dev, bf).eval()
+            Lmax, L = 1024, 512
+            caches = [(torch.randn(B, m.h, Lmax, m.dh, device=dev, dtype=bf),
+                       torch.randn(B, m.h, Lmax, m.dh, device=dev, dtype=bf)) for _ in m.blocks]
+            idx = torch.randint(0, vocab, (B, 1), device=dev)
+            pos = torch.tensor([L - 1], device=dev)
+            info = {"model": "gpt_decode", "phase": "decode", "B": B, "L": L, "Lmax": Lmax, "layers": 4,
+                    "d_model": 1024, "heads": 16, "d_ff": 4096, "vocab": vocab, "mode": "eager"}
+
+            def step_inf() -> None:
+                with torch.inference_mode():
+                    m.decode(idx, caches, pos, L)
+
+            def step_ng() -> None:
+                with torch.no_grad():
+                    m.decode(idx, caches, pos, L)
+            r.step_config(f"decode_b{B}_inference", {**info, "grad_mode": "inference_mode"}, step_inf)
+            r.step_config(f"decode_b{B}_nograd", {**info, "grad_mode": "no_grad"}, step_ng)
+        r.attempt(f"decode_b{B}", decode_cfg)
+    if not r.smoke:  # last: a second llama size, if the budget allows
+        r.attempt("llama_infer_b4_s256_pair", lambda: llama_cfg(4, 256))
 
 
 def run_compiled_train(r: Runner) -> None:
@@ -496,6 +640,9 @@ def run_ops(r: Runner) -> None:
     common.log("per-op host costs done")
 
 
+PARTS = ("ops", "steps", "compiled_train", "infer_compiled")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="folder for host_context.json")
@@ -503,14 +650,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--smoke", action="store_true", help="tiny sizes, few repetitions")
     ap.add_argument("--budget-s", type=float, default=300.0, help="wall budget (s)")
     ap.add_argument("--parts", default="ops,steps",
-                    help="comma list of: ops (per-op costs), steps (models' steps), compiled_train (run_compiled_train)")
+                    help="comma list of: ops (per-op costs), steps (models' steps), compiled_train (run_compiled_train), "
+                         "infer_compiled (run_infer_compiled)")
     ap.add_argument("--trace-repeats", type=int, default=1, help="traces per config, one after the other")
     ap.add_argument("--profiler-warmup", action="store_true",
                     help="one throwaway profiling session before the first traced config")
     ns = ap.parse_args(argv)
     parts = [p for p in ns.parts.split(",") if p]
-    if not parts or any(p not in ("ops", "steps", "compiled_train") for p in parts) or ns.trace_repeats < 1:
-        ap.error(f"--parts takes ops, steps and/or compiled_train (got {ns.parts!r}); --trace-repeats >= 1 (got {ns.trace_repeats})")
+    if not parts or any(p not in PARTS for p in parts) or ns.trace_repeats < 1:
+        ap.error(f"--parts takes {', '.join(PARTS)} (got {ns.parts!r}); --trace-repeats >= 1 (got {ns.trace_repeats})")
     os.makedirs(ns.out, exist_ok=True)
     if ns.traces_out:
         os.makedirs(ns.traces_out, exist_ok=True)
@@ -532,6 +680,10 @@ def main(argv: list[str] | None = None) -> int:
         if ns.profiler_warmup and ns.traces_out and "steps" not in parts:
             r.rf.doc["meta"].update(r.attempt("profiler_warmup", lambda: profiler_warmup(ns.traces_out)) or {})
         r.attempt("compiled_train", lambda: run_compiled_train(r))
+    if "infer_compiled" in parts:
+        if ns.profiler_warmup and ns.traces_out and not {"steps", "compiled_train"} & set(parts):
+            r.rf.doc["meta"].update(r.attempt("profiler_warmup", lambda: profiler_warmup(ns.traces_out)) or {})
+        r.attempt("infer_compiled", lambda: run_infer_compiled(r))
     r.rf.close("truncated" if r.rf.doc.get("truncated") else "complete")
     common.log(f"host_context: {len(r.rf.doc['records'])} records, {len(r.rf.doc['errors'])} errors")
     return 0
