@@ -25,6 +25,12 @@
 #               kernels, all-reduces pinned to 1/4/8/16 channels, a device copy), both GPUs [COMM_BUDGET_S=75]
 #   register_small  sim.calibrate.gpu.register_small: the calibration register sweep's fused kernel on small
 #               grids (1-2 blocks per SM) and with 16-warp blocks, calibration split, GPU 0 [GPU_BUDGET_S=55]
+#   host_infer  sim.calibrate.gpu.host_context --parts infer_compiled: held-out compiled inference pairs and
+#               gpt decode steps with a host clock around each, traced, GPU 0 [HOST_BUDGET_S=90]
+#   pipe_mix    sim.calibrate.gpu.pipe_mix: held-out dropout / gelu / fused fwd+bwd kernels by BLOCK at full
+#               occupancy (instruction mix), GPU 0 [PIPE_BUDGET_S=60]
+#   gemm_release  sim.calibrate.gpu.gemm_release: a GEMM beside spin kernels that release their SMs part-way,
+#               calibration-split shapes, GPU 0 [RELEASE_BUDGET_S=40]
 # Parts run one after the other: host costs are measured, so nothing else runs beside them.
 set -u -o pipefail
 WAVE=${1:?wave number}
@@ -75,6 +81,10 @@ for p in ${PARTS//,/ }; do
     sm_share) part sm_share all sim.calibrate.gpu.comm --world-sizes 2 --budget-s "${COMM_BUDGET_S:-75}" \
                 --stages check,sm_share ;;
     register_small) part register_small 0 sim.calibrate.gpu.register_small --budget-s "${GPU_BUDGET_S:-55}" ;;
+    host_infer) part host_infer 0 sim.calibrate.gpu.host_context --traces-out "$W/host_infer/traces" \
+                  --parts infer_compiled --budget-s "${HOST_BUDGET_S:-90}" ;;
+    pipe_mix) part pipe_mix 0 sim.calibrate.gpu.pipe_mix --budget-s "${PIPE_BUDGET_S:-60}" ;;
+    gemm_release) part gemm_release 0 sim.calibrate.gpu.gemm_release --budget-s "${RELEASE_BUDGET_S:-40}" ;;
     *) echo "unknown part $p" ;;
   esac
   echo "== part $p: exit $?, $(( $(date +%s) - P0 )) s"
