@@ -40,6 +40,7 @@ SPINS = (8, 24)
 RELEASE_FRACTIONS = (0.25, 0.5, 0.75, 1.0, 1.5)
 HOLD = "hold"
 DELAY_US = 30.0  # the GEMM starts this long after the spins (they are resident first)
+GATE_US = 3000.0  # every stream waits for a spin this long on the default stream (the host enqueues meanwhile)
 
 
 def plan(smoke: bool = False) -> list[tuple[tuple[int, int, int], int, float | str]]:
@@ -81,6 +82,7 @@ class Ctx:
     def __init__(self, out: str, smoke: bool, budget_s: float, reps: int) -> None:
         self.rf = common.ResultFile(os.path.join(out, "gemm_release.json"), "gemm_release",
                                     common.collect_meta({"mode": "smoke" if smoke else "full", "delay_us": DELAY_US,
+                                                         "gate_us": GATE_US,
                                                          "reps": reps,
                                                          "cuda_device_max_connections":
                                                              os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS")}))
@@ -114,6 +116,12 @@ def run(c: Ctx, cells: list[tuple[tuple[int, int, int], int, float | str]]) -> N
         torch.cuda.synchronize()
         ref = ev()
         ref.record()
+        # a gate on the default stream: every spin stream and the GEMM stream wait for it, so the spins
+        # start together once the host has enqueued them all (24 launches take ~0.5-1 ms of host time;
+        # wave 8's first run had no gate and its spins started and ended staggered)
+        torch.cuda._sleep(int(GATE_US * cyc_per_us))
+        gate = ev()
+        gate.record()
         ends = []
         if hold_us is not None:
             cycles = int((DELAY_US + hold_us) * cyc_per_us)
@@ -133,9 +141,11 @@ def run(c: Ctx, cells: list[tuple[tuple[int, int, int], int, float | str]]) -> N
             g1.record(s_gemm)
         torch.cuda.synchronize()
         t0, t1 = ref.elapsed_time(g0) * 1e3, ref.elapsed_time(g1) * 1e3
-        out = {"gemm_us": t1 - t0}
+        out = {"gemm_us": t1 - t0, "start_after_gate_us": t0 - ref.elapsed_time(gate) * 1e3}
         if ends:
-            out["release_after_start_us"] = min(ref.elapsed_time(e) for e in ends) * 1e3 - t0
+            released = [ref.elapsed_time(e) * 1e3 - t0 for e in ends]
+            out["release_after_start_us"] = min(released)
+            out["release_last_after_start_us"] = max(released)
         return out
 
     by_shape: dict[tuple[int, int, int], list[tuple[int, float | str]]] = {}
@@ -169,6 +179,9 @@ def run(c: Ctx, cells: list[tuple[tuple[int, int, int], int, float | str]]) -> N
                 cells_out.append({"spin_kernels": k, "release_fraction": f, "hold_us": hold_us,
                                   "gemm_us": statistics.median(r["gemm_us"] for r in runs),
                                   "release_after_start_us": statistics.median(r["release_after_start_us"] for r in runs),
+                                  "release_last_after_start_us":
+                                      statistics.median(r["release_last_after_start_us"] for r in runs),
+                                  "start_after_gate_us": statistics.median(r["start_after_gate_us"] for r in runs),
                                   "samples_us": [round(r["gemm_us"], 2) for r in runs]})
             c.rf.add({"bench": "gemm_release", "m": m, "n": n, "k": kk, "dtype": "bfloat16",
                       "alone_us": alone, "alone_samples_us": [round(t, 2) for t in alone_runs],
