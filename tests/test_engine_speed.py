@@ -144,3 +144,20 @@ def test_graphs_that_differ_only_in_a_number_type_are_not_shared() -> None:
     assert graphs._same_graph(g, g.with_ops(g.ops)) is g  # equal and indistinguishable: one object
     assert graphs._same_graph(g, changed) is changed
     assert graphs._same_graph(g, changed.with_ops(changed.ops)) is changed
+
+
+def test_micro_sums_from_the_cached_op_lists_equal_the_direct_sums() -> None:
+    from sim.run.results import _micro
+
+    for name in ("bias_gelu_dropout.yaml", "transformer_block.yaml", "counter_case_fusion.yaml"):
+        scn = load_scenario(ROOT / "scenarios" / name)
+        graphs = GraphCache()
+        _, traces = run_scenario(scn, keep_traces=True, graphs=graphs)
+        checked = 0
+        for (hw, _, bi), trace in traces.items():
+            base = traces[(hw, "baseline", bi)]
+            direct = _micro(base.graph, base.costs, trace.graph, trace.costs)
+            assert _micro(base.graph, base.costs, trace.graph, trace.costs, graphs) == direct
+            assert _micro(trace.graph, trace.costs, base.graph, base.costs, graphs) == direct[::-1]
+            checked += direct != (0, 0)
+        assert checked > 0

@@ -148,6 +148,8 @@ class GraphCache:
         self._simulations: dict[tuple[Any, ...], tuple[Graph, Workload, Any]] = {}
         self._prices: dict[tuple[int, str], tuple[Graph, tuple[KernelCost | None, ...]]] = {}
         self._op_signatures: dict[int, tuple[Graph, list[tuple[Any, ...]]]] = {}
+        # (base graph, variant graph) -> which of their ops `_micro` sums (GraphCache.micro_ops)
+        self._micro_ops: dict[tuple[int, int], tuple[Graph, Graph, bytes, bytes, tuple[list[int], list[int]]]] = {}
         # base graph -> the distinct graphs its variants gave (the base first), for _same_graph
         self._derived: dict[int, tuple[Graph, list[Graph]]] = {}
         # The simulations of the current (workload, profile, parameters): a variant whose graph is an
@@ -272,6 +274,28 @@ class GraphCache:
         if len(graph.ops) <= BUCKET_RUN_MAX_OPS:
             self._bucket_runs[id(graph)] = (graph, workload, out)
             return out[0], out[1], copy.deepcopy(out[2])
+        return out
+
+    def micro_ops(self, base: Graph, base_costs: tuple[KernelCost | None, ...], var: Graph,
+                  var_costs: tuple[KernelCost | None, ...]) -> tuple[list[int], list[int]]:
+        """The ops whose kernel times `_micro` sums, once per (baseline graph, variant graph) rather than
+        per profile: the baseline's kernels the variant replaced and the variant's new kernels, as
+        indices into the costs, in the order and with the duplicates `_micro`'s dicts by op signature
+        give (a signature's first position, its last op). Which ops have a cost is part of the key."""
+        b_priced = bytes(c is not None for c in base_costs)
+        v_priced = bytes(c is not None for c in var_costs)
+        key = (id(base), id(var))
+        hit = self._micro_ops.get(key)
+        if hit is not None and hit[0] is base and hit[1] is var and hit[2] == b_priced and hit[3] == v_priced:
+            return hit[4]
+        b_sig, v_sig = self.op_signatures(base), self.op_signatures(var)
+        if len(b_sig) != len(b_priced) or len(v_sig) != len(v_priced):
+            raise ValueError("costs do not match their graph's ops")
+        base_last = {s: i for i, s in enumerate(b_sig) if b_priced[i]}
+        var_last = {s: i for i, s in enumerate(v_sig) if v_priced[i]}
+        out = ([i for s, i in base_last.items() if s not in var_last], [i for s, i in var_last.items() if s not in base_last])
+        self._room(self._micro_ops)
+        self._micro_ops[key] = (base, var, b_priced, v_priced, out)
         return out
 
     def op_signatures(self, graph: Graph) -> list[tuple[Any, ...]]:
