@@ -156,12 +156,18 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
         with tempfile.TemporaryDirectory() as tmp:
             path = sweep_scenario(task["points"], Path(tmp), Path.cwd())  # the measured tree's own scenario
             plan = load_sweep(path)
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), _cpu_with_children()
             outcome = run_sweep(plan, Path(tmp) / "out", workers=task["workers"], executor=task["executor"],
                                 progress=False)
-            return {"seconds": time.perf_counter() - t0, "points": len(plan.points),
-                    "infeasible": outcome.infeasible}
+            return {"seconds": time.perf_counter() - t0, "cpu_s": _cpu_with_children() - c0,
+                    "points": len(plan.points), "infeasible": outcome.infeasible}
     raise ValueError(f"unknown task kind {kind!r}")
+
+
+def _cpu_with_children() -> float:
+    """CPU seconds of this process and of its finished children (a local pool's workers, once joined)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
 
 def _task_command(task: dict[str, Any], tree: Path) -> list[str]:
@@ -279,9 +285,10 @@ def bench_sweep(points: int, workers: int, executors: list[str], trees: list[Pat
         for t, r in enumerate(runs):
             sec = _median(r, "seconds")
             print(f"sweep {ex:>5} ({workers} workers), {_label(trees, t)}: {r[0]['points']} points in {sec:6.1f} s "
-                  f"(median of {len(r)}) = {r[0]['points'] / sec:7.1f} points/s ({r[0]['infeasible']} infeasible)",
-                  flush=True)
+                  f"(median of {len(r)}) = {r[0]['points'] / sec:7.1f} points/s ({r[0]['infeasible']} infeasible); "
+                  f"{_median(r, 'cpu_s'):6.1f} CPU s (the workers' included)", flush=True)
         print(f"  {_ratio_note([_median(r, 'seconds') for r in runs], False).strip()}", flush=True)
+        print(f"  CPU s: {_ratio_note([_median(r, 'cpu_s') for r in runs], False).strip()}", flush=True)
         rows.append({"executor": ex, "workers": workers, "runs": runs})
     return rows
 

@@ -104,3 +104,60 @@ def test_bench_instruction_count_task_and_missing_valgrind(monkeypatch, capsys) 
     monkeypatch.setattr(shutil, "which", lambda name: None)
     assert bench_engine.bench_instructions([1000], [ROOT]) == []
     assert "valgrind not found" in capsys.readouterr().out
+
+
+class _NoSharing(GraphCache):
+    """A GraphCache that never gives two variants one graph object (the reference for sharing)."""
+
+    def _same_graph(self, base, graph):  # type: ignore[no-untyped-def]
+        return graph
+
+
+def test_variants_with_the_same_graph_share_it_and_give_the_same_results() -> None:
+    scn = load_scenario(ROOT / "scenarios" / "bias_gelu_dropout.yaml")
+    # Without the `choose` variant too: then only the bucket's own simulations are kept for sharing.
+    plain = dataclasses.replace(scn, spec=scn.spec.model_copy(
+        update={"variants": [v for v in scn.spec.variants if v.choose is None]}))
+    for s in (scn, plain):
+        result, traces = run_scenario(s, keep_traces=True, graphs=GraphCache())
+        reference, ref_traces = run_scenario(s, keep_traces=True, graphs=_NoSharing())
+        assert result == reference
+        shared = 0
+        for (hw, name, bi), trace in traces.items():
+            if name != "dispatch_aligned":
+                continue
+            aligned = s.workload.params_for(s.buckets[bi])["tokens"] % 128 == 0  # the fused path is taken
+            assert (trace.graph is traces[(hw, "fused_b2048", bi)].graph) == aligned
+            assert (trace is traces[(hw, "fused_b2048", bi)]) == aligned  # simulated once
+            assert ref_traces[(hw, name, bi)].graph is not ref_traces[(hw, "fused_b2048", bi)].graph
+            shared += aligned
+        assert shared > 0
+
+
+def test_graphs_that_differ_only_in_a_number_type_are_not_shared() -> None:
+    g = synthetic_graph(20)
+    ln = g.ops[0]
+    assert isinstance(ln.attrs["rows"], int)
+    changed = g.with_ops([ln.with_(attrs={**ln.attrs, "rows": float(ln.attrs["rows"])}), *g.ops[1:]])
+    assert changed == g  # 2048 == 2048.0, but the number prints (and enters cost keys) differently
+    graphs = GraphCache()
+    assert graphs._same_graph(g, g.with_ops(g.ops)) is g  # equal and indistinguishable: one object
+    assert graphs._same_graph(g, changed) is changed
+    assert graphs._same_graph(g, changed.with_ops(changed.ops)) is changed
+
+
+def test_micro_sums_from_the_cached_op_lists_equal_the_direct_sums() -> None:
+    from sim.run.results import _micro
+
+    for name in ("bias_gelu_dropout.yaml", "transformer_block.yaml", "counter_case_fusion.yaml"):
+        scn = load_scenario(ROOT / "scenarios" / name)
+        graphs = GraphCache()
+        _, traces = run_scenario(scn, keep_traces=True, graphs=graphs)
+        checked = 0
+        for (hw, _, bi), trace in traces.items():
+            base = traces[(hw, "baseline", bi)]
+            direct = _micro(base.graph, base.costs, trace.graph, trace.costs)
+            assert _micro(base.graph, base.costs, trace.graph, trace.costs, graphs) == direct
+            assert _micro(trace.graph, trace.costs, base.graph, base.costs, graphs) == direct[::-1]
+            checked += direct != (0, 0)
+        assert checked > 0

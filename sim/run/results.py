@@ -22,16 +22,21 @@ RUN_SCHEMA = "kernelsim.run/v1"
 def _micro(base: Graph, base_costs: tuple[KernelCost | None, ...], var: Graph,
            var_costs: tuple[KernelCost | None, ...], graphs: GraphCache | None = None) -> tuple[float, float]:
     """Kernel time of what the variant changed: (baseline kernels replaced, variant kernels new)."""
-    if graphs is not None:
-        b_sig, v_sig = graphs.op_signatures(base), graphs.op_signatures(var)
-    else:
-        b_sig = [op_signature(o, base) for o in base.ops]
-        v_sig = [op_signature(o, var) for o in var.ops]
+    if graphs is not None:  # the same sums, the ops found once per pair of graphs
+        replaced_ops, new_ops = graphs.micro_ops(base, base_costs, var, var_costs)
+        return _kernel_time(base_costs, replaced_ops), _kernel_time(var_costs, new_ops)
+    b_sig = [op_signature(o, base) for o in base.ops]
+    v_sig = [op_signature(o, var) for o in var.ops]
     base_sigs = {s: c for s, c in zip(b_sig, base_costs, strict=True) if c is not None}
     var_sigs = {s: c for s, c in zip(v_sig, var_costs, strict=True) if c is not None}
     replaced = sum(c.time_s for s, c in base_sigs.items() if s not in var_sigs)
     new = sum(c.time_s for s, c in var_sigs.items() if s not in base_sigs)
     return replaced, new
+
+
+def _kernel_time(costs: tuple[KernelCost | None, ...], ops: list[int]) -> float:
+    """sum() of the ops' kernel times, in the order given (every one of them is priced)."""
+    return sum(c.time_s for c in (costs[i] for i in ops) if c is not None)
 
 
 def _bucket_result(b: Bucket, params: dict[str, float], m: StepMetrics, path: str) -> dict[str, Any]:

@@ -120,6 +120,11 @@ def _candidates(scn: Scenario, v: Variant, v_index: int, graph: Graph,
     return candidates
 
 
+# A bucket's simulations are kept for its other variants (GraphCache.simulate) up to this graph size: a
+# shared graph is then simulated once, and a run of large graphs holds no more traces than before.
+BUCKET_RUN_MAX_OPS = 20_000
+
+
 class GraphCache:
     """Built graphs, owned by a run or a sweep worker: a bucket's graph by (workload, parameter
     values) and a variant's graph by (that graph, variant), so the hardware profiles of a run and
@@ -129,6 +134,10 @@ class GraphCache:
     A `choose` variant depends on the profile (it simulates its candidates) and is not kept.
     Keys hold object ids; each entry keeps its objects alive, so an id is never reused while
     its entry exists. Errors are raised each time, never cached.
+
+    Variants of one bucket that give the very same graph (a `dispatch` variant whose taken path is
+    another variant's transforms, a transform that changes nothing) get one graph object
+    (`_same_graph`), so its prices, simulation and metrics are computed once per profile and bucket.
     """
 
     def __init__(self, max_entries: int = 4096) -> None:
@@ -139,6 +148,14 @@ class GraphCache:
         self._simulations: dict[tuple[Any, ...], tuple[Graph, Workload, Any]] = {}
         self._prices: dict[tuple[int, str], tuple[Graph, tuple[KernelCost | None, ...]]] = {}
         self._op_signatures: dict[int, tuple[Graph, list[tuple[Any, ...]]]] = {}
+        # (base graph, variant graph) -> which of their ops `_micro` sums (GraphCache.micro_ops)
+        self._micro_ops: dict[tuple[int, int], tuple[Graph, Graph, bytes, bytes, tuple[list[int], list[int]]]] = {}
+        # base graph -> the distinct graphs its variants gave (the base first), for _same_graph
+        self._derived: dict[int, tuple[Graph, list[Graph]]] = {}
+        # The simulations of the current (workload, profile, parameters): a variant whose graph is an
+        # earlier variant's (_same_graph) takes its simulation. Graph id -> (graph, simulation).
+        self._bucket_key: tuple[Any, ...] | None = None
+        self._bucket_runs: dict[int, tuple[Graph, Workload, tuple[Trace, StepMetrics, dict[str, Any] | None]]] = {}
 
     def _room(self, table: dict[Any, Any]) -> None:
         if len(table) >= self.max_entries:
@@ -169,10 +186,30 @@ class GraphCache:
         hit = self._variants.get(key)
         if hit is not None and hit[0] is graph and hit[1] is v:
             return hit[2]
-        out = variant_graph(scn, v, v_index, graph, params)
+        built, path = variant_graph(scn, v, v_index, graph, params)
+        out = (self._same_graph(graph, built), path)
         self._room(self._variants)
         self._variants[key] = (graph, v, out)
         return out
+
+    def _same_graph(self, base: Graph, graph: Graph) -> Graph:
+        """`graph`, or the equal graph that `base` or another of its variants already gave.
+
+        Equal means indistinguishable: equal fields (every field of the graph, its ops and tensors
+        takes part in ==) and the same repr, so 1 and 1.0, or 0.0 and -0.0, never count as equal.
+        Prices, simulations and metrics are pure functions of the graph, so sharing one object
+        changes no result.
+        """
+        entry = self._derived.get(id(base))
+        if entry is None or entry[0] is not base:
+            self._room(self._derived)
+            entry = self._derived[id(base)] = (base, [base])
+        seen = entry[1]
+        for other in seen:
+            if other is graph or (other == graph and repr(other) == repr(graph)):
+                return other
+        seen.append(graph)
+        return graph
 
     def candidates(self, scn: Scenario, v: Variant, v_index: int, graph: Graph,
                    params: dict[str, float]) -> list[tuple[str, Graph]]:
@@ -218,11 +255,47 @@ class GraphCache:
         if hit is not None and hit[0] is graph and hit[1] is workload:
             trace, m, comm = hit[2]
             return trace, m, copy.deepcopy(comm)
-        out = simulate_bucket(workload, graph, costs, hw, params, cache)
-        if any(v.choose is not None for v in scn.spec.variants):  # else nothing simulates a graph twice
+        if any(v.choose is not None for v in scn.spec.variants):
+            out = simulate_bucket(workload, graph, costs, hw, params, cache)
             self._room(self._simulations)
             self._simulations[key] = (graph, workload, out)
             return out[0], out[1], copy.deepcopy(out[2])
+        # Else only variants of this bucket that share a graph (_same_graph) simulate it twice: the
+        # bucket's simulations are kept until the next bucket (graphs up to BUCKET_RUN_MAX_OPS ops).
+        bucket = key[1:]
+        if bucket != self._bucket_key:
+            self._bucket_key = bucket
+            self._bucket_runs.clear()
+        kept = self._bucket_runs.get(id(graph))
+        if kept is not None and kept[0] is graph and kept[1] is workload:
+            trace, m, comm = kept[2]
+            return trace, m, copy.deepcopy(comm)
+        out = simulate_bucket(workload, graph, costs, hw, params, cache)
+        if len(graph.ops) <= BUCKET_RUN_MAX_OPS:
+            self._bucket_runs[id(graph)] = (graph, workload, out)
+            return out[0], out[1], copy.deepcopy(out[2])
+        return out
+
+    def micro_ops(self, base: Graph, base_costs: tuple[KernelCost | None, ...], var: Graph,
+                  var_costs: tuple[KernelCost | None, ...]) -> tuple[list[int], list[int]]:
+        """The ops whose kernel times `_micro` sums, once per (baseline graph, variant graph) rather than
+        per profile: the baseline's kernels the variant replaced and the variant's new kernels, as
+        indices into the costs, in the order and with the duplicates `_micro`'s dicts by op signature
+        give (a signature's first position, its last op). Which ops have a cost is part of the key."""
+        b_priced = bytes(c is not None for c in base_costs)
+        v_priced = bytes(c is not None for c in var_costs)
+        key = (id(base), id(var))
+        hit = self._micro_ops.get(key)
+        if hit is not None and hit[0] is base and hit[1] is var and hit[2] == b_priced and hit[3] == v_priced:
+            return hit[4]
+        b_sig, v_sig = self.op_signatures(base), self.op_signatures(var)
+        if len(b_sig) != len(b_priced) or len(v_sig) != len(v_priced):
+            raise ValueError("costs do not match their graph's ops")
+        base_last = {s: i for i, s in enumerate(b_sig) if b_priced[i]}
+        var_last = {s: i for i, s in enumerate(v_sig) if v_priced[i]}
+        out = ([i for s, i in base_last.items() if s not in var_last], [i for s, i in var_last.items() if s not in base_last])
+        self._room(self._micro_ops)
+        self._micro_ops[key] = (base, var, b_priced, v_priced, out)
         return out
 
     def op_signatures(self, graph: Graph) -> list[tuple[Any, ...]]:
