@@ -567,8 +567,9 @@ class HoldingGPU(FluidGPU):
       earlier kernel's pending blocks first. It then takes the SMs that free up before any kernel
       that became ready after it (admission order), so it waits for the kernels running when it
       became ready, not for their successors (`admission`); a kernel that starts at the very
-      instant the collective becomes ready does not hold it back (measured in DDP's profiled steps:
-      the all-reduce's CTAs start ~2 us before the stream's next kernel);
+      instant the collective becomes ready does not hold it back (measured in the calibrated DDP
+      workload's profiled steps: the all-reduce's CTAs start ~2 us before the stream's next kernel;
+      over every committed DDP profile the next kernel mostly starts first: docs/communication.md);
     - where the collective's cost says how many SMs it takes from the kernels beside it (`taken_sm`,
       the profile's measured SMs lost per channel), a kernel with work units (a GEMM's tiles x K
       splits) runs in rounds over the SMs left (`rounds_beside`), the others share them as a fluid.
