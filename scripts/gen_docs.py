@@ -982,7 +982,12 @@ def fig_comm_ddp_races() -> str:
     ready at once (sim.calibrate.ddp_timeline.collective_races over the profiled steps of w3, H, ranks)."""
     import json
 
-    from sim.calibrate.ddp_timeline import RACE_WINDOW_US, collective_races, profile_timelines, race_summary
+    from sim.calibrate.ddp_timeline import (
+        RACE_WINDOW_US,
+        collective_races,
+        profile_timelines,
+        race_summary,
+    )
 
     races, calibrated = [], []
     for path in (COMM_DIR / "w3" / "comm.json", MACHINE_H_DIR / "comm.json", COMM_DIR / "ranks" / "comm.json"):
