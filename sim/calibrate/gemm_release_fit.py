@@ -13,7 +13,8 @@ with own = ceil(U / G) units of tau = T / own; F = min(G, S - k) CTAs find a fre
 - ``static``: each CTA owns its units; the left-out CTAs start when the holder releases (or when a
   resident CTA ends, at T) and then do all theirs: T + min(r, T);
 - ``dynamic``: the CTAs take units from one queue (a tile scheduler): F CTAs from the start, the rest
-  from r, each unit tau long; the GEMM ends with its last unit (simulated unit by unit).
+  from r, each unit tau long; the GEMM ends with its last unit (sim.kernelcost.release_beside, the
+  engine's rule where a profile declares topology.sms_lost_per_channel).
 
     python -m sim.calibrate.gemm_release_fit FILE [--profile P]
 
@@ -23,7 +24,6 @@ prints every cell (measured and the four rules' slowdowns) and each rule's rms l
 from __future__ import annotations
 
 import argparse
-import heapq
 import json
 import math
 import statistics
@@ -88,7 +88,9 @@ def slowdown(rule: str, alone_us: float, units: float, sms: int, held: int, rele
         return _fluid(T, r, max(1.0, rounds_beside(units, sms, float(sms - held)))) / T
     if rule == "static":
         return (T + min(r, T)) / T
-    return _dynamic(int(round(units)), grid, free, T / own, r) / T
+    from sim.kernelcost import release_beside
+
+    return release_beside(units, sms, float(sms - held), T, r) / T
 
 
 def _fluid(T: float, r: float, factor: float) -> float:
@@ -96,29 +98,6 @@ def _fluid(T: float, r: float, factor: float) -> float:
     if r * 1.0 / factor >= T:
         return T * factor
     return r + (T - r / factor)
-
-
-def _dynamic(units: int, grid: int, free: int, tau: float, r: float) -> float:
-    """Units taken from one queue: `free` CTAs from 0, the other grid - free from r (or when a resident
-    CTA exits: an SM frees up), each unit tau long; the time the last unit ends."""
-    left = units
-    ends: list[float] = []  # CTA free times
-    for _ in range(free):
-        heapq.heappush(ends, 0.0)
-    late = grid - free
-    last = 0.0
-    while left > 0:
-        t = heapq.heappop(ends)
-        if late > 0 and t >= r:  # the holder has released: the left-out CTAs start now
-            for _ in range(late):
-                heapq.heappush(ends, r)
-            late = 0
-            heapq.heappush(ends, t)
-            continue
-        left -= 1
-        last = t + tau
-        heapq.heappush(ends, last)
-    return max(last, tau)
 
 
 def rms_log(errors: list[float]) -> float:
