@@ -43,7 +43,7 @@ class ReleaseCell:
     spins: int  # SMs held (one-thread spin kernels)
     fraction: float | None  # release after this many times the GEMM's time alone; None: held throughout
     alone_us: float
-    release_us: float  # measured release after the GEMM's start (inf when held throughout)
+    release_us: float  # measured release (the last holder's end) after the GEMM's start (inf: held throughout)
     measured: float  # GEMM time beside / alone
 
 
@@ -58,7 +58,8 @@ def release_cells(doc: dict[str, Any]) -> list[ReleaseCell]:
             held = c["release_fraction"] == "hold"
             out.append(ReleaseCell(int(rec["m"]), int(rec["n"]), int(rec["k"]), int(c["spin_kernels"]),
                                    None if held else float(c["release_fraction"]), alone,
-                                   math.inf if held else float(c["release_after_start_us"]),
+                                   math.inf if held else float(c.get("release_last_after_start_us",
+                                                                     c["release_after_start_us"])),
                                    float(c["gemm_us"]) / alone))
     return out
 
