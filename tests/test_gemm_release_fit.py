@@ -62,3 +62,14 @@ def test_cells_read_release_and_hold(tmp_path: Path, capsys: Any) -> None:
     raw.write_text("{}")
     assert main([str(raw)]) == 2
     assert capsys.readouterr().err.startswith("error: ")
+
+
+def test_unit_loss_slope_reads_the_loss_per_unit_time() -> None:
+    from sim.calibrate.gemm_release_fit import ReleaseCell, unit_loss_slopes
+    from sim.hardware import load_profile
+
+    hw = load_profile("h200-measured")
+    # 4096x4096x2048: 512 units, 4 a CTA; a loss of 1.5 units (x1.375) held throughout, half of it at 0.5 T
+    cells = [ReleaseCell(4096, 4096, 2048, 24, None, 100.0, math.inf, 1.375),
+             ReleaseCell(4096, 4096, 2048, 24, 0.5, 100.0, 50.0, 1.1875)]
+    assert unit_loss_slopes(cells, hw) == {(4096, 4096, 2048, 24): pytest.approx(1.5)}

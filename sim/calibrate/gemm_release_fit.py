@@ -101,6 +101,22 @@ def _fluid(T: float, r: float, factor: float) -> float:
     return r + (T - r / factor)
 
 
+def unit_loss_slopes(cells: list[ReleaseCell], hw: Any) -> dict[tuple[int, int, int, int], float]:
+    """Per GEMM shape and SMs held: the least-squares slope of the loss in unit times ((measured - 1) x
+    own units per CTA) on min(release / time alone, 1) — how many of its units' time a holder resident
+    for that share of the GEMM costs it, whatever the rule."""
+    from sim.calibrate.comm_sm_share import gemm_units
+
+    pts: dict[tuple[int, int, int, int], list[tuple[float, float]]] = {}
+    for c in cells:
+        units = gemm_units(hw, c.m, c.n, c.k)
+        own = math.ceil(units / min(units, hw.sm_count) - 1e-9)
+        x = min(c.release_us / c.alone_us, 1.0)
+        pts.setdefault((c.m, c.n, c.k, c.spins), []).append((x, (c.measured - 1.0) * own))
+    return {key: sum(x * y for x, y in v) / sum(x * x for x, _ in v) for key, v in pts.items()
+            if sum(x * x for x, _ in v) > 0}
+
+
 def rms_log(errors: list[float]) -> float:
     return math.sqrt(statistics.fmean(e * e for e in errors)) if errors else 0.0
 
@@ -141,8 +157,11 @@ def main(argv: list[str] | None = None) -> int:
     if not cells:
         print(f"error: {ns.raw}: no gemm_release cells", file=sys.stderr)
         return 2
-    for line in report(cells, load_profile(ns.profile)):
+    hw = load_profile(ns.profile)
+    for line in report(cells, hw):
         print(line)
+    for (m, n, k, held), slope in unit_loss_slopes(cells, hw).items():
+        print(f"{m}x{n}x{k} beside {held}: loss {slope:.2f} unit times x min(release / alone, 1)")
     return 0
 
 
