@@ -10,8 +10,10 @@ shares HBM by SMs):
 - fluid: the shipped profile (SMs shared as a fluid: a GEMM beside c channels runs at 1 - c/SMs);
 - fluid, no wait: the same without the admission wait (the collective's CTAs start at once), to
   show what the all-reduce's slowdown is made of;
-- rounds@fit: `rounds_beside` with `topology.sms_lost_per_channel` fitted on the wave-6 sm_share
-  cells (sim.calibrate.comm_sm_share.fit_lost);
+- rounds@fit: the rule `topology.sms_lost_per_channel` turns on, that value fitted on the wave-6
+  sm_share cells (sim.calibrate.comm_sm_share.fit_lost): a GEMM that starts beside the collective is
+  priced by `release_beside` (the rounds of `rounds_beside` while it holds, re-priced when it
+  releases), one already running when it arrives runs at `rounds_beside`'s rate;
 - rounds@1: the same rule at one SM per channel;
 - measured: the GEMM's slowdown beside c channels read from the sm_share cells themselves
   (median over the GEMM shapes of the same work units, linear in c between the measured channel
@@ -19,6 +21,11 @@ shares HBM by SMs):
   rounds@1. The contention cells' GEMMs are sm_share shapes, so under this rule their GEMM side is
   calibrated by shape: it shows what a right GEMM side does to the all-reduce side, it is not a
   held-out check of a rule.
+- release@1+start: rounds@1 (a GEMM that starts beside the collective is priced by
+  sim.kernelcost.release_beside: its left-out CTAs start when the collective releases, the units left
+  then cost what remains of the last round) plus `topology.collective_start_us` (the collective's CTAs
+  start after a kernel of another stream released with it and already queued; the value is the
+  median start gap of the all-reduces that won that race in the DDP profiles, race_start_us).
 """
 
 from __future__ import annotations
@@ -45,12 +52,30 @@ SM_SHARE = COMM / "sm_share" / "comm.json"
 PROFILE = "h200-nvl2"
 
 
-def overlay(tmp: Path, lost: float) -> str:
-    """A profile file: h200-nvl2 with `topology.sms_lost_per_channel` = lost (analysis only)."""
-    path = tmp / f"nvl2_lost_{lost:g}.yaml"
-    path.write_text(f"base: {resolve_profile(PROFILE)}\nname: nvl2-lost-{lost:g}\n"
-                    f"topology:\n  sms_lost_per_channel: {{value: {lost}, source: estimate, note: analysis}}\n")
+def overlay(tmp: Path, lost: float, start_us: float | None = None) -> str:
+    """A profile file: h200-nvl2 with `topology.sms_lost_per_channel` = lost and, if given,
+    `topology.collective_start_us` = start_us (analysis only)."""
+    tag = f"{lost:g}" + ("" if start_us is None else f"_start{start_us:.2f}")
+    path = tmp / f"nvl2_lost_{tag}.yaml"
+    start = "" if start_us is None else f"  collective_start_us: {{value: {start_us:.3f}, source: estimate, note: analysis}}\n"
+    path.write_text(f"base: {resolve_profile(PROFILE)}\nname: nvl2-lost-{tag}\n"
+                    f"topology:\n  sms_lost_per_channel: {{value: {lost}, source: estimate, note: analysis}}\n{start}")
     return str(path)
+
+
+def race_start_us() -> float:
+    """A collective's CTA start after its input is ready, where nothing beat it: the median gap of the
+    bucket all-reduces that started before the compute stream's queued next kernel in the committed
+    DDP profiles (sim.calibrate.ddp_timeline.collective_races; the validation runs w3, H and ranks)."""
+    from sim.calibrate.ddp_timeline import collective_races, profile_timelines
+
+    gaps = []
+    for path in (COMM / "w3" / "comm.json", ROOT / "validation" / "h200x2" / "machine_H" / "comm.json",
+                 COMM / "ranks" / "comm.json"):
+        for rec in json.loads(path.read_text())["records"]:
+            for tl in profile_timelines(rec):
+                gaps += [r.allreduce_gap_us for r in collective_races(tl) if r.contested and r.allreduce_first]
+    return statistics.median(gaps)
 
 
 def measured_rule(cells: list, hw: object) -> Callable[[float, int, float], float]:
@@ -88,8 +113,11 @@ def gemm_rule(rule: Callable[[float, int, float], float] | str | None) -> Iterat
     elif rule == NO_WAIT:  # the all-reduce's CTAs start at once beside a running GEMM (SMs shared as a fluid)
         with mock.patch("sim.engine.HoldingGPU.admission", lambda self: None):
             yield
-    else:
-        with mock.patch("sim.engine.rounds_beside", rule):
+    else:  # a GEMM that starts beside the collective, or runs when it arrives: the rule's slowdown throughout
+        def held(units: float, sm_count: int, free_sms: float, alone_s: float, _released_after_s: float) -> float:
+            return alone_s * max(1.0, rule(units, sm_count, free_sms))
+
+        with mock.patch("sim.engine.rounds_beside", rule), mock.patch("sim.engine.release_beside", held):
             yield
 
 
@@ -124,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
             f"rounds@{fit[0]:g}": (overlay(Path(tmp), fit[0]), None),
             "rounds@1": (overlay(Path(tmp), 1.0), None),
             "measured": (overlay(Path(tmp), 1.0), measured_rule(cells, hw)),
+            "release@1+start": (overlay(Path(tmp), 1.0, race_start_us()), None),
         }
         results = {name: run_variant(p, rule) for name, (p, rule) in variants.items()}
     names = list(results)

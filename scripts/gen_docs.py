@@ -977,6 +977,32 @@ def _gemm_beside_ratios(calibrated: bool) -> list[float]:
     return out
 
 
+def fig_comm_ddp_races() -> str:
+    """How often a bucket's all-reduce started before the compute stream's next kernel when both were
+    ready at once (sim.calibrate.ddp_timeline.collective_races over the profiled steps of w3, H, ranks)."""
+    import json
+
+    from sim.calibrate.ddp_timeline import (
+        RACE_WINDOW_US,
+        collective_races,
+        profile_timelines,
+        race_summary,
+    )
+
+    races, calibrated = [], []
+    for path in (COMM_DIR / "w3" / "comm.json", MACHINE_H_DIR / "comm.json", COMM_DIR / "ranks" / "comm.json"):
+        for rec in json.loads(path.read_text())["records"]:
+            for tl in profile_timelines(rec):
+                found = collective_races(tl)
+                races += found
+                if rec.get("variant") == "mlp4096_b25":
+                    calibrated += found
+    n, first, _ = race_summary(races)
+    cn, cfirst, _ = race_summary(calibrated)
+    return (f"in {first} of {n} races (the next kernel started within {RACE_WINDOW_US:g} µs of the bucket copy; "
+            f"the calibrated workload's: {cfirst} of {cn})")
+
+
 def fig_comm_gemm_beside_ar() -> str:
     """Median and range of the GEMM-beside-all-reduce ratios (workloads no fit uses; the calibrated one)."""
     import statistics
@@ -1043,6 +1069,7 @@ PROSE: dict[str, Generator] = {
     "comm-ddp-unseen": fig_comm_ddp("unseen"),
     "comm-ddp-machine-spread": Generator(fig_comm_ddp_machine_spread, slow=False),
     "comm-gemm-beside-ar": Generator(fig_comm_gemm_beside_ar, slow=False),
+    "comm-ddp-races": Generator(fig_comm_ddp_races, slow=False),
     "comm-gemm-beside-ar-rule": Generator(fig_comm_gemm_beside_ar_rule, slow=False),
     "comm-ddp-host-forward": Generator(lambda: fig_ddp_host("ddp_forward_s"), slow=False),
     "comm-ddp-host-hook": Generator(lambda: fig_ddp_host("ddp_hook_s"), slow=False),

@@ -51,7 +51,7 @@ from simpy.events import Timeout
 from sim.costmodel.host import HostCosts
 from sim.gcpause import paused_gc
 from sim.graph import Graph
-from sim.kernelcost import KernelCost, rounds_beside
+from sim.kernelcost import KernelCost, release_beside, rounds_beside
 from sim.trace import HOST_TRACK, Records, Trace, stream_track
 
 _EPS = 1e-15
@@ -567,11 +567,17 @@ class HoldingGPU(FluidGPU):
       earlier kernel's pending blocks first. It then takes the SMs that free up before any kernel
       that became ready after it (admission order), so it waits for the kernels running when it
       became ready, not for their successors (`admission`); a kernel that starts at the very
-      instant the collective becomes ready does not hold it back (measured in DDP's profiled steps:
-      the all-reduce's CTAs start ~2 us before the stream's next kernel);
+      instant the collective becomes ready does not hold it back (measured in the calibrated DDP
+      workload's profiled steps: the all-reduce's CTAs start ~2 us before the stream's next kernel;
+      over every committed DDP profile the next kernel mostly starts first: docs/communication.md);
     - where the collective's cost says how many SMs it takes from the kernels beside it (`taken_sm`,
-      the profile's measured SMs lost per channel), a kernel with work units (a GEMM's tiles x K
-      splits) runs in rounds over the SMs left (`rounds_beside`), the others share them as a fluid.
+      the profile's measured SMs lost per channel), a GEMM (work units: tiles x K splits) that starts
+      beside it is priced by `release_beside` (its left-out CTAs start when the collective releases),
+      one already running runs in rounds over the SMs left (`rounds_beside`), the other kernels share
+      them as a fluid; and a collective that waited for SMs takes them before the next kernel of the
+      stream whose kernel ended (`_settle`);
+    - a collective whose cost says `start_s` starts its CTAs that long after its stream reaches it
+      (RendezVous.collective): a kernel of another stream released at the same instant goes first.
     """
 
     def __init__(self, env: simpy.Environment) -> None:
@@ -583,14 +589,33 @@ class HoldingGPU(FluidGPU):
         self._units: dict[int, float] = {}  # kernel job -> its work units (GEMM tiles x K splits)
         self._taken: dict[int, float] = {}  # held job -> share of SMs it takes from the other kernels
         self.sm_count = 0  # learned from a collective that says what it takes
+        # GEMMs that started with CTAs left out by resident collectives: job -> (start, time alone,
+        # the collectives, work units, free SMs); priced by release_beside when those release
+        self._late: dict[int, tuple[float, float, frozenset[int], float, float]] = {}
 
     def run_kernel(self, work_s: float, cost: KernelCost) -> simpy.Event:
         """`run` for a priced kernel: a GEMM's work units are kept for the wave rule beside a collective."""
         d = cost.detail
         tiles = d.get("tiles") if d else None
         if tiles:
-            self._units[self._next_id] = float(tiles) * float(d.get("split_k", 1))
+            units = float(tiles) * float(d.get("split_k", 1))
+            free = self._free_sms()
+            if free is not None and free < min(units, self.sm_count) - 1e-9:
+                # CTAs left out by the resident collectives: priced as if they hold on, re-priced
+                # when they release (release)
+                self._late[self._next_id] = (self.env.now, work_s, frozenset(self.held), units, free)
+                return self.run(release_beside(units, self.sm_count, free, work_s, math.inf),
+                                cost.bw_demand, cost.sm_demand)
+            self._units[self._next_id] = units
         return self.run(work_s, cost.bw_demand, cost.sm_demand)
+
+    def _free_sms(self) -> float | None:
+        """SMs the resident collectives leave to the other kernels, where they say what they take
+        (None: no such collective resident)."""
+        held = [h for h in self.held if h in self._taken]
+        if not held or self.sm_count <= 0:
+            return None
+        return self.sm_count * (1.0 - min(sum(self._taken[h] for h in held), 1.0 - _FREE_SM_FLOOR))
 
     def run(self, work_s: float, bw: float, sm: float) -> simpy.Event:
         self._started[self._next_id] = self.env.now
@@ -635,7 +660,11 @@ class HoldingGPU(FluidGPU):
             # fit beside a collective's CTA) share the SMs not held as a fluid
             taken_sm = min(sum(taken.get(h, jobs[h].sm) for h in held), 1.0 - _FREE_SM_FLOOR)
             free_sms, units = self.sm_count * (1.0 - taken_sm), self._units
-            sm = sum(rounds_beside(units[jid], self.sm_count, free_sms) if jid in units else j.sm / (1.0 - held_sm)
+            late = self._late
+            # a GEMM that started beside them carries its rounds in its work (release_beside) and
+            # runs its resident CTAs on the SMs left
+            sm = sum(1.0 if jid in late else
+                     rounds_beside(units[jid], self.sm_count, free_sms) if jid in units else j.sm / (1.0 - held_sm)
                      for jid, j in jobs.items() if jid not in held)
             return 1.0 / max(1.0, self._hbm_factors()[0], sm)
         sm = sum(j.sm for jid, j in jobs.items() if jid not in held)
@@ -678,12 +707,50 @@ class HoldingGPU(FluidGPU):
         del self.jobs[jid]
         self.held.discard(jid)
         self._taken.pop(jid, None)
+        if self._late:
+            now = self.env.now
+            for g, (start, alone_s, holders, units, free) in list(self._late.items()):
+                if holders & self.held:
+                    continue
+                # every collective it started beside has released: the left-out CTAs start now
+                del self._late[g]
+                end = start + release_beside(units, self.sm_count, free, alone_s, now - start)
+                self.jobs[g].remaining_s = max(0.0, end - now)
         self._settle()
+
+    def _settle(self) -> None:
+        """ProcessorSharing._settle, except where a collective waits for SMs beside a GEMM that it
+        measures (`_late`'s rule is on): the collectives admitted by the kernels ending now take
+        their SMs before the streams of those kernels start their next ones (the block scheduler
+        serves the earlier-waiting CTAs first)."""
+        if not self._admissions or self.sm_count <= 0:
+            return super()._settle()
+        jobs = self.jobs
+        limit = _EPS * max(1.0, self.env.now)
+        finished = [jid for jid, j in jobs.items() if j.remaining_s <= limit]
+        done = [jobs[jid].done for jid in finished]
+        for jid in finished:
+            del jobs[jid]
+            self._started.pop(jid, None)
+            self._units.pop(jid, None)
+            self._late.pop(jid, None)
+        self._after_done()
+        for ev in done:
+            ev.succeed()
+        soonest = self._rerate() if jobs else None
+        if soonest is not None:
+            wake = Timeout(self.env, max(0.0, soonest))
+            wake.callbacks.append(self._wake)
+            self._wakeup = wake
+        else:
+            self._wakeup = None
+        self._after_settle()
 
     def _done(self, jid: int) -> None:
         self.jobs.pop(jid).done.succeed()
         self._started.pop(jid, None)
         self._units.pop(jid, None)
+        self._late.pop(jid, None)
 
     def _after_done(self) -> None:
         if self._admissions:
@@ -812,6 +879,9 @@ class Ranks:
         meeting = self.meetings.get(key)
         if meeting is None:
             meeting = self.meetings[key] = _Meeting(members, simpy.Event(self.env))
+        start_s = float(cost.detail.get("start_s", 0.0))
+        if start_s > 0:  # its CTAs start this long after its stream reaches it (a queued kernel goes first)
+            yield Timeout(self.env, start_s)
         admitted = gpu.admission()
         if admitted is not None:  # no SM for its CTAs until the filling kernels' blocks are dispatched
             yield admitted
@@ -835,7 +905,9 @@ class Ranks:
         env = self.env
         meeting.started_s = env.now
         d = cost.detail
+        # the start delay is part of the collective's measured time alone: taken out of its latency
         latency = cost.fixed_s + float(d.get("latency_s", 0.0))
+        latency -= min(latency, float(d.get("start_s", 0.0)))
         if latency > 0:
             yield Timeout(env, latency)
         transfer = float(d.get("transfer_s", cost.time_s - latency))

@@ -39,6 +39,8 @@ class Topology:
     declared: bool = True  # False: the default for a profile without a topology section
     # SMs a kernel beside a resident collective cannot use per channel; None: SMs shared as a fluid
     sms_lost_per_channel: float | None = None
+    # how long after its stream reaches it a collective's CTAs start (0: at once)
+    collective_start_s: float = 0.0
 
     def collective_host_s(self, collective: str) -> float | None:
         for name, _pts, host in self.collective_fits:

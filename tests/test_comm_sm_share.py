@@ -3,6 +3,7 @@ and the wave rule it feeds (sim.costmodel.collective.rounds_beside)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -88,3 +89,75 @@ def test_a_gemm_beside_a_held_collective_runs_in_waves_over_the_sms_left(tiles: 
     done = gpu.run_kernel(1e-3, _gemm_cost(tiles))
     env.run(until=done)
     assert env.now == pytest.approx(1e-3 * expected)
+
+
+def test_release_beside_counts_the_units_left_when_the_sms_come_back() -> None:
+    from sim.kernelcost import release_beside
+
+    # 256 units, 2 per CTA (190 us alone, 95 us a unit), 24 of 132 SMs held until 200 us: 108 CTAs do
+    # 216 units by 190 us, the 40 left take one more round: 285 us
+    assert release_beside(256, 132, 108, 190e-6, 200e-6) == pytest.approx(285e-6)
+    # held throughout: ceil(256 / 108) = 3 rounds (rounds_beside's count)
+    assert release_beside(256, 132, 108, 190e-6, math.inf) == pytest.approx(3 * 95e-6)
+    assert release_beside(512, 132, 108, 100e-6, math.inf) == pytest.approx(100e-6 * rounds_beside(512, 132, 108))
+    # released at once, or nothing left out: as alone
+    assert release_beside(256, 132, 108, 190e-6, 0.0) == pytest.approx(190e-6)
+    assert release_beside(100, 132, 108, 190e-6, 50e-6) == pytest.approx(190e-6)
+    # 480 units (4 a CTA, 25 us each) released at 10 us: the resident CTAs empty the queue by 100 us
+    assert release_beside(480, 132, 108, 100e-6, 10e-6) == pytest.approx(100e-6)
+
+
+def test_a_gemm_started_beside_a_collective_is_repriced_when_it_releases() -> None:
+    import simpy
+
+    from sim.engine import HoldingGPU
+
+    env = simpy.Environment()
+    gpu = HoldingGPU(env)
+    holder = gpu.hold(0.0, 24 / 132, 24 / 132, 132)
+    done = gpu.run_kernel(190e-6, _gemm_cost(256))
+
+    def release() -> Any:
+        yield env.timeout(200e-6)
+        gpu.release(holder)
+
+    env.process(release())
+    env.run(until=done)
+    assert env.now == pytest.approx(285e-6)  # release_beside(256, 132, 108, 190 us, 200 us)
+
+
+def test_a_collective_with_a_start_delay_lets_a_kernel_released_with_it_go_first() -> None:
+    """Measured in DDP's profiled backward steps: when a bucket's last gradient copy ends and the
+    compute stream's next kernel is already queued, that kernel mostly starts before the all-reduce's
+    CTAs (sim.calibrate.ddp_timeline.collective_races); the all-reduce then waits for its SMs."""
+    from sim.calibrate.comm_contention import ddp_workload
+    from sim.costmodel.pricing import price
+    from sim.hardware import load_profile, resolve_profile
+    from sim.ranks import rank_plan, simulate_parallel
+
+    def first_allreduce_after_gelu(profile: str) -> tuple[float, float]:
+        hw = load_profile(profile)
+        wl = ddp_workload(2048, 8192, 2, 25, 16384)  # device-bound: the host is ahead
+        params = wl.params_for(wl.buckets()[0])
+        graph = wl.build(params)
+        plan = rank_plan(wl.spec.parallel, params, wl.file)
+        assert plan is not None
+        trace = simulate_parallel(graph, hw, plan, price, wl.file)[0]
+        iv = {graph.ops[iv.op].name: iv for iv in trace.kernels()}
+        ar = iv["bucket0_allreduce"]
+        alone = trace.costs[ar.op]
+        assert alone is not None
+        return ar.end_s, iv["gelu_bwd_1"].end_s, alone.time_s
+
+    ar_end, gelu_end, alone = first_allreduce_after_gelu("h200-nvl2")
+    assert ar_end < gelu_end + alone - 30e-6  # shipped: the collective starts beside the elementwise backward
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "nvl2_start.yaml"
+        path.write_text(f"base: {resolve_profile('h200-nvl2')}\nname: nvl2-start\ntopology:\n"
+                        "  collective_start_us: {value: 1.5, source: estimate, note: test}\n")
+        ar_end, gelu_end, alone = first_allreduce_after_gelu(str(path))
+    # its CTAs waited for the elementwise kernel's SMs, then took its time alone (the delay inside it)
+    assert ar_end == pytest.approx(gelu_end + alone, rel=0.05)

@@ -53,8 +53,9 @@ def test_rank_summary_reads_skew_and_bucket_costs_from_both_ranks_clocks() -> No
 
 def test_committed_timelines_split_and_the_command_reads_them(capsys: Any) -> None:
     doc = json.loads((ROOT / "validation" / "h200x2" / "machine_H" / "comm.json").read_text())
-    lines = report_lines(doc)
+    lines = [ln for ln in report_lines(doc) if " races: " not in ln]
     assert len(lines) == 6 and all("all-reduce kernels" in ln for ln in lines)
+    assert sum(" races: " in ln for ln in report_lines(doc)) == 6  # every profiled step has bucket copies
     assert main([str(ROOT / "validation" / "h200x2" / "machine_H" / "comm.json")]) == 0
     assert main([str(ROOT / "no_such.json")]) == 2
     assert "error: " in capsys.readouterr().err
@@ -76,3 +77,38 @@ def test_all_reduce_kernels_of_both_ranks_meet_on_the_host_clock() -> None:
     assert k.start_spread_us == [10.0, 30.0]  # 1100 vs 1110, 1300 vs 1330
     assert k.step_start_spread_us == 20.0 and k.duration_us == [[40.0, 40.0], [40.0, 40.0]]
     assert allreduce_skew({"ranks": [{"profile": None}]}) is None
+
+
+def test_races_say_which_of_the_all_reduce_and_the_next_kernel_started_first() -> None:
+    from sim.calibrate.ddp_timeline import collective_races, race_summary
+
+    copy = "vectorized_elementwise_kernel<8, at::native::AUnaryFunctor<c10::BFloat16>>"
+    tl = [_k("gemm_wgrad", 0, 100), _k(copy, 100, 10),  # bucket 0 ready at 110
+          _k("ncclDevKernel_AllReduce_Sum_bf16", 112, 50), _k("gelu_backward", 113, 60),  # the all-reduce first
+          _k(copy, 180, 10),  # bucket 1 ready at 190
+          _k("Memset (Device)", 191, 1), _k("nvjet_gemm", 194, 100),  # memset skipped: the GEMM at +4 us
+          _k("ncclDevKernel_AllReduce_Sum_bf16", 290, 50),  # ... the all-reduce after it
+          _k(copy, 400, 10), _k("ncclDevKernel_AllReduce_Sum_bf16", 412, 50),  # bucket 2: next kernel 80 us later
+          _k("nvjet_gemm", 490, 100),
+          _k("ncclDevKernel_AllReduce_Sum_bf16", 600, 50)]  # its input copy is bucket 2's: no race of its own
+    races = collective_races(tl)
+    assert [(r.allreduce_gap_us, r.next_gap_us, r.allreduce_first, r.contested) for r in races[:3]] == [
+        (2, 3, True, True), (100, 4, False, True), (2, 80, True, False)]
+    assert races[1].next_name == "nvjet_gemm"
+    assert race_summary(races[:3]) == (2, 1, 1)
+    assert collective_races([_k("ncclDevKernel_AllReduce", 0, 10), _k("gemm", 5, 10)]) == []  # no bucket copy
+
+
+def test_committed_profiles_hold_the_races_the_engine_decides_the_other_way() -> None:
+    """On the committed two-GPU profiles most contested races go to the compute stream's kernel (the
+    engine starts a collective first when both are ready at once: docs/communication.md)."""
+    from sim.calibrate.ddp_timeline import collective_races, profile_timelines, race_summary
+
+    races = []
+    for rel in ("calibration/h200x2/comm/w3/comm.json", "validation/h200x2/machine_H/comm.json",
+                "calibration/h200x2/comm/ranks/comm.json"):
+        for rec in json.loads((ROOT / rel).read_text())["records"]:
+            for tl in profile_timelines(rec):
+                races += collective_races(tl)
+    n, first, _ = race_summary(races)
+    assert n >= 100 and first < n / 2

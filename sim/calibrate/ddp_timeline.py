@@ -85,6 +85,73 @@ def kernel_breakdown(timeline: list[dict[str, Any]]) -> KernelBreakdown | None:
                            loss, unpriced, max(0.0, last_comp - first_ar - busy), end - last_comp)
 
 
+# A bucket's all-reduce "races" the compute stream's next kernel when that kernel starts within this
+# long of the bucket's last gradient copy: it was queued already (the host is ahead), so both became
+# ready together; a later start means the host had not launched it yet (no race).
+RACE_WINDOW_US = 10.0
+
+
+@dataclass(frozen=True)
+class CollectiveRace:
+    """A bucket all-reduce against the compute stream's next kernel, both ready when the bucket's last
+    gradient copy (DDP's scaled copy into the bucket, an AUnaryFunctor kernel) ends, in us from its end."""
+
+    allreduce_gap_us: float  # the all-reduce kernel's start
+    next_gap_us: float  # the compute stream's next kernel's start (memsets skipped)
+    next_name: str
+    allreduce_first: bool
+
+    @property
+    def contested(self) -> bool:
+        return self.next_gap_us <= RACE_WINDOW_US
+
+
+def _is_bucket_copy(name: str) -> bool:
+    return "AUnaryFunctor" in name
+
+
+def collective_races(timeline: list[dict[str, Any]]) -> list[CollectiveRace]:
+    """Every all-reduce kernel of one rank's profiled DDP step (kernels with name, start_us, dur_us)
+    whose input is a bucket copy: which of it and the compute stream's next kernel started first.
+    All-reduces with no bucket copy before them (gradients as bucket views) are left out."""
+    ordered = sorted(timeline, key=lambda e: e["start_us"])
+    comp = [e for e in ordered if not _is_nccl(e["name"])]
+    out = []
+    for ar in ordered:
+        if not _is_nccl(ar["name"]):
+            continue
+        copies = [e for e in comp if _is_bucket_copy(e["name"]) and e["start_us"] < ar["start_us"]]
+        if not copies:
+            continue
+        ready = copies[-1]["start_us"] + copies[-1]["dur_us"]
+        nxt = next((e for e in comp if e["start_us"] >= ready - 1e-6 and "Memset" not in e["name"]), None)
+        if nxt is None:
+            continue
+        out.append(CollectiveRace(ar["start_us"] - ready, nxt["start_us"] - ready, nxt["name"],
+                                  ar["start_us"] < nxt["start_us"]))
+    return out
+
+
+def profile_timelines(rec: dict[str, Any]) -> list[list[dict[str, Any]]]:
+    """The profiled step's kernels (name, start_us, dur_us) of every rank: a `ddp_variant` record's
+    `timeline_rank0`, or each rank's profile of a `ddp_ranks` record."""
+    if rec.get("timeline_rank0"):
+        return [rec["timeline_rank0"]]
+    out = []
+    for r in rec.get("ranks") or []:
+        prof = r.get("profile")
+        if prof:
+            out.append([{"name": e["name"], "start_us": e["ts_us"], "dur_us": e["dur_us"]} for e in prof["events"]
+                        if e["cat"] in ("kernel", "gpu_memcpy", "gpu_memset")])
+    return out
+
+
+def race_summary(races: list[CollectiveRace]) -> tuple[int, int, int]:
+    """(contested races, of them the all-reduce first, uncontested all-reduces)."""
+    contested = [r for r in races if r.contested]
+    return len(contested), sum(r.allreduce_first for r in contested), len(races) - len(contested)
+
+
 @dataclass(frozen=True)
 class RankSummary:
     """A `ddp_ranks` record (two or more ranks), in us."""
@@ -179,6 +246,11 @@ def report_lines(doc: dict[str, Any]) -> list[str]:
                              f"{b.step_us:.0f} us: {b.allreduce_kernels} all-reduce kernels {b.allreduce_busy_us:.0f} us, "
                              f"compute lost beside them {b.beside_allreduce_loss_us:.0f} us (+{b.beside_allreduce_unpriced_us:.0f}"
                              f" us with no reference), backward idle {b.backward_idle_us:.0f} us, tail {b.tail_us:.0f} us")
+        races = [r for tl in profile_timelines(rec) for r in collective_races(tl)]
+        if races:
+            n, first, free = race_summary(races)
+            lines.append(f"  {_label(rec)} races: the compute stream's next kernel started within {RACE_WINDOW_US:g} us "
+                         f"of the bucket copy {n} times, the all-reduce first in {first}; {free} uncontested")
         if rec.get("bench") == "ddp_ranks" and rec.get("ranks"):
             s = rank_summary(rec)
             lines.append(f"{_label(rec)} per rank: exposed {[round(x) for x in s.exposed_us]} us (with the hook "
@@ -199,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("files", nargs="+", type=Path, help="comm.json files of sim.calibrate.gpu.comm")
     ns = ap.parse_args(argv)
+    races: list[CollectiveRace] = []
     for path in ns.files:
         try:
             doc = json.loads(path.read_text())
@@ -208,6 +281,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"== {path}")
         for line in report_lines(doc):
             print(line)
+        races.extend(r for rec in doc.get("records") or [] for tl in profile_timelines(rec) for r in collective_races(tl))
+    if races:
+        n, first, free = race_summary(races)
+        print(f"all files: {n} contested races, the all-reduce first in {first}; {free} uncontested")
     return 0
 
 

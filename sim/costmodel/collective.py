@@ -62,6 +62,8 @@ def collective_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
     lost = topo.sms_lost_per_channel
     beside: dict[str, float] = ({} if lost is None else
                                 {"taken_sm": min(1.0, plan.channels * lost / hw.sm_count), "sm_count": hw.sm_count})
+    if topo.collective_start_s > 0:  # the engine starts its CTAs this long after its stream reaches it
+        beside["start_s"] = topo.collective_start_s
     return KernelCost(
         time_s=time,
         compute_s=0.0,

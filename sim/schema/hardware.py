@@ -398,6 +398,12 @@ class TopologySection(Strict):
                     "blocks fit any free SM, more when the collective's CTAs break the SM groups its blocks are "
                     "placed on (2-CTA clusters). Declared: a GEMM beside a collective runs in rounds of its work "
                     "units over the SMs left (sim.costmodel.collective.rounds_beside); absent: SMs shared as a fluid")
+    collective_start_us: PositiveQuantity | None = Field(
+        default=None,
+        description="how long after its stream reaches it a collective's CTAs start (its stream's wait on the "
+                    "event of its input, then its launch): a kernel of another stream released at the same "
+                    "moment and already queued starts first. Part of the collective's measured time alone "
+                    "(taken out of its latency); absent: the collective starts at once")
     reference_busbw: list[BusBwPoint] = Field(
         default_factory=list, description="published or measured nccl-tests bus bandwidths the model is tested against")
     collective_fits: dict[Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast",
