@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import os
 import time
-from collections.abc import Callable
 from typing import Any
 
 from . import common
@@ -60,17 +59,11 @@ def _occupancy(n_regs: int | None, num_warps: int) -> dict[str, Any]:
     return {"blocks_per_sm_est": blocks, "warps_per_sm_est": blocks * num_warps, "occupancy_est": blocks * num_warps / 64}
 
 
-class Ctx:
+class Ctx(common.BudgetedAttempts):
     def __init__(self, out: str, smoke: bool, budget_s: float) -> None:
-        self.rf = common.ResultFile(os.path.join(out, "register_small.json"), "register_small",
-                                    common.collect_meta({"mode": "smoke" if smoke else "full", "hidden": HIDDEN}))
-        self.deadline = time.time() + budget_s
-
-    def attempt(self, where: str, fn: Callable[[], Any]) -> Any:
-        if time.time() > self.deadline:
-            self.rf.doc["truncated"] = True
-            return None
-        return common.guarded(self.rf, where, fn)
+        super().__init__(common.ResultFile(os.path.join(out, "register_small.json"), "register_small",
+                                           common.collect_meta({"mode": "smoke" if smoke else "full",
+                                                                "hidden": HIDDEN})), budget_s)
 
 
 def run(c: Ctx, cases: list[tuple[str, int, int, int]]) -> None:
