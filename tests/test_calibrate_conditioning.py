@@ -124,6 +124,7 @@ def test_calibrate_all_runs_the_fit_groups_and_host_rounds() -> None:
     names = [" ".join(cmd[2:]) for cmd in steps("OUT", quick=False)]
     assert any(n.startswith("sim.calibrate.gpu.fit_groups") for n in names)
     assert "sim.calibrate.gpu.host_costs --out OUT --runs 3" in names
+    assert "sim.calibrate.gpu.stream_gaps --out OUT --steps 12" in names  # the gap's median over ~180 gaps
 
 
 def test_quick_calibration_measures_a_subset_and_says_what_it_skips() -> None:
