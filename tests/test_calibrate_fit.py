@@ -90,6 +90,17 @@ def test_the_tiny_kernel_samples_of_repeated_calls_outvote_single_profiled_calls
     assert fitted["fixed_us"].value == pytest.approx(0.96 + 1.4) and fitted["fixed_us"].n == 11 + 1
 
 
+def test_machine_z_fixed_cost_samples_repeated_calls_and_twelve_steps_of_gaps() -> None:
+    """The measured samples behind kernel.fixed_us on machine Z (calibration/h200/wave8_calib6: kernel_configs
+    with 8 profiled calls of layer norm backward per shape, stream gaps over 12 MLP steps)."""
+    raw = load_raw(ROOT / "calibration" / "h200" / "wave8_calib6")
+    fitted = {f.key: f for f in fit_copy(raw, sm_count=132)}
+    assert fitted["launch_gap_us"].n == 200 and fitted["launch_gap_us"].value == pytest.approx(1.567, abs=1e-3)
+    # 5 single calls + 8 calls x 5 shapes (the 8192x16384 shape launches no kernel of <= 4 blocks)
+    assert fitted["fixed_us"].n == 45 + 200
+    assert fitted["fixed_us"].value == pytest.approx(0.96 + 1.567, abs=2e-3)
+
+
 def test_unit_cost_is_the_slope_over_calls_per_element(tmp_path: Path) -> None:
     # 100 SMs at 1 GHz; each extra erf per element costs 0.25 SM-cycles ⇒ 32 FP32-lane instructions.
     numel = 1 << 24

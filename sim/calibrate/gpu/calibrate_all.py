@@ -77,8 +77,9 @@ def steps(out: str, quick: bool) -> list[list[str]]:
         [py, "-m", "sim.calibrate.gpu.l2_cold", "--out", out, "--budget-s", "30"],
         [py, "-m", "sim.calibrate.gpu.sustained", "--out", out],
         [py, "-m", "sim.calibrate.gpu.profiler_overhead", "--no-traces", "--out", out],
-        # 12 profiled steps (about 180 gaps) rather than 3: the gap is the median of a wide distribution
-        # (0.8-2.5 us by kernel pair), and over 3 steps it moved 1.34-1.57 us between machines
+        # 12 profiled steps (200 gaps on machine Z, calibration/h200/wave8_calib6) rather than 3: the gap
+        # is the median of a wide distribution (0.8-2.5 us by kernel pair); over 3 steps its median moved
+        # 1.34-1.57 us between machines, and Z's four 3-step quarters gave 1.50-1.58 us
         [py, "-m", "sim.calibrate.gpu.stream_gaps", "--out", out, "--steps", "12"],
         [py, "-m", "sim.calibrate.gpu.fit_groups", "--out", out, "--budget-s", "60"],
     ]
