@@ -124,6 +124,7 @@ def test_calibrate_all_runs_the_fit_groups_and_host_rounds() -> None:
     names = [" ".join(cmd[2:]) for cmd in steps("OUT", quick=False)]
     assert any(n.startswith("sim.calibrate.gpu.fit_groups") for n in names)
     assert "sim.calibrate.gpu.host_costs --out OUT --runs 3" in names
+    assert "sim.calibrate.gpu.stream_gaps --out OUT --steps 12" in names  # the gap's median over ~180 gaps
 
 
 def test_quick_calibration_measures_a_subset_and_says_what_it_skips() -> None:
@@ -141,7 +142,7 @@ def test_quick_calibration_measures_a_subset_and_says_what_it_skips() -> None:
     full = [cmd[2] for cmd in steps("OUT", quick=False)]
     measured = set(QUICK_MICRO_GROUPS) | {c.split()[0].rsplit(".", 1)[1] for c in quick if "micro" not in c}
     written_by_full = (set(GROUPS) | {m.rsplit(".", 1)[1] for m in full if not m.endswith(("micro", "fit_groups"))}
-                       | {"attention_default", "math_ops"})
+                       | {"attention_default", "math_ops", "register_small"})
     assert measured | set(QUICK_SKIPS) == written_by_full and not measured & set(QUICK_SKIPS)
     assert {"host_costs", "kernel_overhead", "copy", "gemm", "stream_gaps", "kernel_configs"} <= measured
     assert QUICK_BUDGET_S <= 90

@@ -72,6 +72,35 @@ def test_fixed_cost_is_profiled_short_kernels_plus_the_stream_gap(tmp_path: Path
     assert fitted["fixed_us"].n == 6
 
 
+def test_the_tiny_kernel_samples_of_repeated_calls_outvote_single_profiled_calls(tmp_path: Path) -> None:
+    """kernel_configs' `tiny_kernels` records (layer norm backward called N times under the profiler)
+    enter the fixed cost's median with the single-call configs' kernels."""
+    from sim.calibrate.gpu.kernel_configs import tiny_kernels
+
+    single = [{"bench": "layernorm_bwd", "rows": r, "kernels": [{"name": "k", "grid": [1, 1, 1], "duration_us": d}]}
+              for r, d in ((512, 0.8), (2048, 1.024), (8192, 1.056))]  # W-like single samples: median 1.024
+    events = [{"kind": "kernel", "name": "vectorized_elementwise", "grid": [1, 1, 1], "duration_us": 0.96}] * 8
+    events += [{"kind": "kernel", "name": "layer_norm_grad_input", "grid": [512, 1, 1], "duration_us": 3.0},
+               {"kind": "memset", "name": "Memset (Device)", "duration_us": 0.7}]
+    repeated = {"bench": "tiny_kernels", "source": "layernorm_bwd", "rows": 512, "calls": 8, "kernels": tiny_kernels(events)}
+    assert len(repeated["kernels"]) == 8  # the 512-block kernel and the memset are not tiny
+    _raw(tmp_path, "kernel_configs", [*single, repeated])
+    _raw(tmp_path, "stream_gaps", [{"bench": "stream_gap", "gap_us": 1.4}])
+    fitted = {f.key: f for f in fit_copy(load_raw(tmp_path), sm_count=100)}
+    assert fitted["fixed_us"].value == pytest.approx(0.96 + 1.4) and fitted["fixed_us"].n == 11 + 1
+
+
+def test_machine_z_fixed_cost_samples_repeated_calls_and_twelve_steps_of_gaps() -> None:
+    """The measured samples behind kernel.fixed_us on machine Z (calibration/h200/wave8_calib6: kernel_configs
+    with 8 profiled calls of layer norm backward per shape, stream gaps over 12 MLP steps)."""
+    raw = load_raw(ROOT / "calibration" / "h200" / "wave8_calib6")
+    fitted = {f.key: f for f in fit_copy(raw, sm_count=132)}
+    assert fitted["launch_gap_us"].n == 200 and fitted["launch_gap_us"].value == pytest.approx(1.567, abs=1e-3)
+    # 5 single calls + 8 calls x 5 shapes (the 8192x16384 shape launches no kernel of <= 4 blocks)
+    assert fitted["fixed_us"].n == 45 + 200
+    assert fitted["fixed_us"].value == pytest.approx(0.96 + 1.567, abs=2e-3)
+
+
 def test_unit_cost_is_the_slope_over_calls_per_element(tmp_path: Path) -> None:
     # 100 SMs at 1 GHz; each extra erf per element costs 0.25 SM-cycles ⇒ 32 FP32-lane instructions.
     numel = 1 << 24

@@ -31,10 +31,56 @@ def test_dry_run_prints_the_plan_and_a_bad_budget_is_one_error_line(capsys: pyte
     assert out == ["error: --budget-s: 0.0 (expected a positive number of seconds)"]
 
 
-def test_a_full_calibration_measures_register_small_and_quick_says_why_it_skips_it() -> None:
+def test_the_fit_plan_is_the_small_grid_configs_whose_spills_overflow_l1(capsys: pytest.CaptureFixture[str]) -> None:
+    """The committed register_small records the shipped fits read are exactly the fit plan's configs."""
+    import dataclasses
+    from pathlib import Path
+
+    from sim.calibrate.raw import load_raw
+    from sim.calibrate.unit_fit import _footprint_overflows, _register_cases
+    from sim.hardware import load_profile
+
+    fit = rs.plan(fit_only=True)
+    assert {(b, w) for _, _, b, w in fit} == set(rs.FIT_CONFIGS) and {p for p, _, _, _ in fit} == {"small"}
+    assert len(fit) == len(rs.FIT_CONFIGS) * len(rs.SMALL_TOKENS) and set(fit) <= set(rs.plan())
+    hw = load_profile("h200-measured")
+    raw = load_raw(Path(__file__).resolve().parents[1] / "calibration" / "h200" / "raw")
+    g = raw.groups["register_small"]
+    every = _register_cases(dataclasses.replace(raw, groups={"register_small": g}), ("register_small",))  # training split
+    read = {(c.record["tokens"], c.record["BLOCK"], c.record["num_warps"]) for c in every
+            if c.record.get("n_spills") and _footprint_overflows(c, hw)}
+    assert read <= {(t, b, w) for _, t, b, w in fit} and {(b, w) for _, b, w in read} == set(rs.FIT_CONFIGS)
+    assert rs.main(["--out", "unused", "--dry-run", "--fit-only"]) == 0
+    assert "4 cases (4 small-grid, 0 16-warp)" in capsys.readouterr().out
+
+
+def test_a_full_calibration_measures_the_fit_plan_in_fit_groups_and_quick_says_why_it_skips_it(
+        tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+    import types
+
+    from sim.calibrate.gpu import common, fit_groups
     from sim.calibrate.gpu.calibrate_all import QUICK_SKIPS, steps
 
-    full = [" ".join(cmd[2:]) for cmd in steps("OUT", quick=False)]
-    assert "sim.calibrate.gpu.register_small --out OUT --budget-s 45" in full
-    assert not any("register_small" in " ".join(cmd) for cmd in steps("OUT", quick=True))
+    assert not any("register_small" in " ".join(cmd) for cmd in steps("OUT", quick=False))  # no process of its own
+    assert any(cmd[2] == "sim.calibrate.gpu.fit_groups" for cmd in steps("OUT", quick=False))
+    assert not any("fit_groups" in " ".join(cmd) for cmd in steps("OUT", quick=True))
     assert "register_small" in QUICK_SKIPS
+    # fit_groups runs attention, math, then the fit plan with what is left of its budget
+    called: list[tuple[str, float, bool]] = []
+    fake_torch = types.SimpleNamespace(backends=types.SimpleNamespace(cuda=types.SimpleNamespace(
+        matmul=types.SimpleNamespace(allow_tf32=True))))
+    monkeypatch.setitem(sys.modules, "torch", fake_torch)
+    monkeypatch.setattr(common, "warm_gpu", lambda seconds=1.5: 0.0)
+    monkeypatch.setattr(common, "collect_meta", lambda extra=None: {"gpu_name": "fake", **(extra or {})})
+    monkeypatch.setattr(common, "_nvidia_smi_query", lambda: {})
+    from sim.calibrate.gpu import heldout_kernels as H
+
+    monkeypatch.setattr(H, "run_attention", lambda c, shapes=None: called.append(("attention", 0.0, False)))
+    monkeypatch.setattr(H, "run_math", lambda c, eager=True: called.append(("math", 0.0, False)))
+    monkeypatch.setattr(common, "guarded", lambda rf, where, fn: fn())
+    monkeypatch.setattr(rs, "measure", lambda out, budget_s, smoke=False, fit_only=False:
+                        called.append(("register_small", budget_s, fit_only)))
+    assert fit_groups.main(["--out", str(tmp_path), "--budget-s", "60"]) == 0
+    assert [c[0] for c in called] == ["attention", "math", "register_small"]
+    assert called[-1][2] is True and 50 < called[-1][1] <= 60

@@ -7,10 +7,10 @@ Runs, each in its own subprocess so one failure cannot poison the next: the micr
 groups (sim.calibrate.gpu.micro), host costs (in rounds, see host_costs), kernel launch
 configurations, the cold-L2 group (sim.calibrate.gpu.l2_cold: calibration-split GEMMs, sums and
 copies after a read-only L2 flush, behind kernel.memcpy_clean_fixed_us, gemm.cold_ramp_us and the
-cold reduction fits), sustained load, profiler overhead, stream gaps and the default-backend
-attention and math-op kernels (sim.calibrate.gpu.fit_groups), and the register sweep's kernel
-on small grids and with 16-warp blocks (sim.calibrate.gpu.register_small: behind the latency-hiding
-knee and the spills' in-flight bytes). Writes DIR/<group>.json for each
+cold reduction fits), sustained load, profiler overhead, stream gaps, and (sim.calibrate.gpu.fit_groups,
+one process) the default-backend attention and math-op kernels and the register sweep's kernel on
+small grids where its spills overflow L1 (register_small --fit-only: behind the spills' off-chip
+ceiling and in-flight bytes). Writes DIR/<group>.json for each
 and DIR/calibrate_all.json with the wall time and exit status of every step. Does no fitting
 (the fit runs anywhere: `kernelsim calibrate --from-raw DIR`).
 
@@ -52,8 +52,8 @@ QUICK_SKIPS = {
     "profiler_overhead": "prices only traced (profiled) runs, not the simulated step",
     "attention_default": "cuDNN attention fit: an opt-in backend, not the profile default",
     "math_ops": "math-op costs of the Triton K-sweep (estimates elsewhere)",
-    "register_small": "latency-hiding knee and spill in-flight bytes from small grids and 16-warp blocks: "
-                      "about 40 s, more than the quick budget has left",
+    "register_small": "spill off-chip ceiling and in-flight bytes from small grids: about 15 s, more than "
+                      "the quick budget has left (and its fit needs the register sweep, skipped too)",
     "l2_cold": "cold-L2 copy, GEMM ramp and reduction fits: about 15 s with its process start, and the "
                "quick steps already fill the budget (Q: 88.2 s without it)",
 }
@@ -77,9 +77,11 @@ def steps(out: str, quick: bool) -> list[list[str]]:
         [py, "-m", "sim.calibrate.gpu.l2_cold", "--out", out, "--budget-s", "30"],
         [py, "-m", "sim.calibrate.gpu.sustained", "--out", out],
         [py, "-m", "sim.calibrate.gpu.profiler_overhead", "--no-traces", "--out", out],
-        [py, "-m", "sim.calibrate.gpu.stream_gaps", "--out", out],
-        [py, "-m", "sim.calibrate.gpu.fit_groups", "--out", out, "--budget-s", "45"],
-        [py, "-m", "sim.calibrate.gpu.register_small", "--out", out, "--budget-s", "45"],
+        # 12 profiled steps (200 gaps on machine Z, calibration/h200/wave8_calib6) rather than 3: the gap
+        # is the median of a wide distribution (0.8-2.5 us by kernel pair); over 3 steps its median moved
+        # 1.34-1.57 us between machines, and Z's four 3-step quarters gave 1.50-1.58 us
+        [py, "-m", "sim.calibrate.gpu.stream_gaps", "--out", out, "--steps", "12"],
+        [py, "-m", "sim.calibrate.gpu.fit_groups", "--out", out, "--budget-s", "60"],
     ]
 
 

@@ -206,6 +206,28 @@ def guarded(rf: ResultFile, where: str, fn: Callable[[], Any]) -> Any:
         return None
 
 
+class BudgetedAttempts:
+    """A result file and a wall-clock deadline shared by one harness run: each measurement runs
+    guarded (see `guarded`) until the deadline passes; after it none starts, and the file is
+    marked ``truncated`` so a short run is never mistaken for a complete one."""
+
+    def __init__(self, rf: ResultFile, budget_s: float) -> None:
+        self.rf = rf
+        self.deadline = time.time() + budget_s
+
+    def out_of_time(self) -> bool:
+        if time.time() > self.deadline:
+            self.rf.doc["truncated"] = True
+            return True
+        return False
+
+    def attempt(self, where: str, fn: Callable[[], Any]) -> Any:
+        """fn's result, or None when the budget is spent or fn raised (recorded in the file)."""
+        if self.out_of_time():
+            return None
+        return guarded(self.rf, where, fn)
+
+
 def pack_dir(src_dir: str, archive: str) -> None:
     """tar.gz src_dir into archive (atomically); used to bring results back from $OUT."""
     tmp = archive + ".tmp"

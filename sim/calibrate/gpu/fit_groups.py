@@ -10,8 +10,12 @@ Writes, with the held-out harness's method (sim.calibrate.gpu.heldout_kernels):
   sim.calibrate.attention_fit.
 - DIR/math_ops.json (group math_ops): the Triton kernel applying one math op K = 1, 4, 16 times per
   element (bench math_k). Read by sim.calibrate.unit_fit.fit_math_ops.
-Before the second wave these two groups were copied out of a held-out run by hand; a calibration
-now measures them itself (about 20-30 s on an H200).
+- DIR/register_small.json (group register_small): the register sweep's kernel on small grids, only
+  the configs whose spills overflow L1 (sim.calibrate.gpu.register_small --fit-only). Read by
+  sim.calibrate.unit_fit.fit_spills. Measured here rather than in its own process: one torch/Triton
+  start and GPU warm-up less (about 6 s of a full calibration's 5 minutes).
+Before the second wave the first two groups were copied out of a held-out run by hand; a calibration
+now measures them itself (about 45 s on an H200, machine W: 12 + 15 + about 15 s).
 """
 
 from __future__ import annotations
@@ -46,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     math.attempt("math", lambda: H.run_math(math, eager=False))
     math.rf.close("truncated" if math.rf.doc.get("truncated") else "complete")
     common.log(f"math_ops: {len(math.rf.doc['records'])} records, {time.time() - t0:.1f} s")
+    from . import register_small
+
+    register_small.measure(ns.out, max(deadline - time.time(), 1.0), fit_only=True)
     return 0
 
 

@@ -67,25 +67,13 @@ def profiled(fn: Callable[[], Any], calls: int = 5) -> list[dict[str, Any]]:
     return out
 
 
-class Ctx:
+class Ctx(common.BudgetedAttempts):
     def __init__(self, out: str, smoke: bool, budget_s: float, group: str = "heldout_kernels") -> None:
         self.smoke = smoke
-        self.rf = common.ResultFile(os.path.join(out, f"{group}.json"), group,
-                                    common.collect_meta({"mode": "smoke" if smoke else "full"}))
-        self.deadline = time.time() + budget_s
+        super().__init__(common.ResultFile(os.path.join(out, f"{group}.json"), group,
+                                           common.collect_meta({"mode": "smoke" if smoke else "full"})), budget_s)
         self.kw = ({"warmup_ms": 1.0, "rep_ms": 3.0, "min_reps": 3, "max_reps": 5} if smoke
                    else {"warmup_ms": 5.0, "rep_ms": 25.0, "min_reps": 10, "max_reps": 50})
-
-    def out_of_time(self) -> bool:
-        if time.time() > self.deadline:
-            self.rf.doc["truncated"] = True
-            return True
-        return False
-
-    def attempt(self, where: str, fn: Callable[[], Any]) -> Any:
-        if self.out_of_time():
-            return None
-        return common.guarded(self.rf, where, fn)
 
     def bench(self, fn: Callable[[int], Any], flush: bool = True) -> dict[str, Any]:
         return common.bench(fn, flush=flush, **self.kw)

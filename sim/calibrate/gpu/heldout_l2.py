@@ -136,23 +136,17 @@ def profiled_state(fn: Callable[[], Any], state: str, calls: int = CALLS) -> dic
     return {"kernels": out, "flush_kernels": nf}
 
 
-class L2Ctx:
+class L2Ctx(common.BudgetedAttempts):
     def __init__(self, out: str, smoke: bool, budget_s: float, group: str = "heldout_l2",
                  states: tuple[str, ...] = STATES, meta: dict[str, Any] | None = None) -> None:
         """Records go to OUT/<group>.json (group heldout_l2 here; sim.calibrate.gpu.l2_cold writes the
         calibration-split parts as group l2_cold), each case measured in `states`."""
         self.smoke = smoke
         self.states = states
-        self.rf = common.ResultFile(os.path.join(out, f"{group}.json"), group,
-                                    common.collect_meta({"mode": "smoke" if smoke else "full",
-                                                         "states": list(states), "calls": CALLS, **(meta or {})}))
-        self.deadline = time.time() + budget_s
-
-    def attempt(self, where: str, fn: Callable[[], Any]) -> Any:
-        if time.time() > self.deadline:
-            self.rf.doc["truncated"] = True
-            return None
-        return common.guarded(self.rf, where, fn)
+        super().__init__(common.ResultFile(os.path.join(out, f"{group}.json"), group,
+                                           common.collect_meta({"mode": "smoke" if smoke else "full",
+                                                                "states": list(states), "calls": CALLS,
+                                                                **(meta or {})})), budget_s)
 
 
 def _gemm(c: L2Ctx, shapes: list[tuple[int, int, int]], tag: str) -> None:

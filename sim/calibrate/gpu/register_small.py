@@ -12,7 +12,13 @@ hidden size (16384; no held-out set uses it):
 Records have the register sweep's fields (``bench: register_sweep``) plus ``set: cal`` and ``part``,
 timed as that sweep is (common.bench with an L2 flush before each call, CUDA events).
 
-    python3 -m sim.calibrate.gpu.register_small --out DIR [--budget-s S] [--smoke] [--dry-run]
+``--fit-only`` (what a full calibration runs, inside sim.calibrate.gpu.fit_groups) measures only the
+small-grid configs the shipped fits read: FIT_CONFIGS, whose spills overflow L1 (the off-chip spill
+ceiling and in-flight bytes of sim.calibrate.unit_fit.fit_spills). The other configs feed only the
+latency-hiding knee fit with small grids, which is off by default (unit_fit.KNEE_GROUPS says why), and
+the spilling builds are most of its time (4-5 s of Triton compile each, machine W).
+
+    python3 -m sim.calibrate.gpu.register_small --out DIR [--budget-s S] [--fit-only] [--smoke] [--dry-run]
 
 Writes DIR/register_small.json. stdlib + torch + triton; never changes GPU settings.
 """
@@ -22,7 +28,6 @@ from __future__ import annotations
 import argparse
 import os
 import time
-from collections.abc import Callable
 from typing import Any
 
 from . import common
@@ -35,20 +40,28 @@ SMALL_BLOCKS = (256, 1024, 2048, 4096, 8192, 16384)
 WARPS = (1, 2, 4, 8, 16)
 W16_TOKENS = (128, 2048)
 W16_BLOCKS = (512, 1024, 2048, 4096, 8192, 16384)
+# (BLOCK, num_warps) of the small grids whose spills overflow L1: 128 elements per thread, built by
+# Triton 3.6 with 32 registers and 1084-1094 spilled words per thread (calibration/h200/raw and runs/W).
+# Their training-split records are the only register_small records the shipped fits read
+# (unit_fit.fit_spills). BLOCK 4096 x 1 warp overflows L1 too, but both its small-grid records fall in
+# the held-out split (raw.held_out: by input identity, the same on every machine), which no fit reads.
+FIT_CONFIGS = ((8192, 2), (16384, 4))
 
 
-def plan(smoke: bool = False) -> list[tuple[str, int, int, int]]:
-    """(part, tokens, BLOCK, num_warps) in the order they run: small grids first."""
+def plan(smoke: bool = False, fit_only: bool = False) -> list[tuple[str, int, int, int]]:
+    """(part, tokens, BLOCK, num_warps) in the order they run: small grids first; with `fit_only`,
+    only the small-grid FIT_CONFIGS."""
     out = []
     for tokens in SMALL_TOKENS:
         for warps in WARPS:
             for block in SMALL_BLOCKS:
                 ept = block / (32 * warps)
-                if 1 <= ept <= 128:
+                if 1 <= ept <= 128 and (not fit_only or (block, warps) in FIT_CONFIGS):
                     out.append(("small", tokens, block, warps))
-    for block in W16_BLOCKS:
-        for tokens in W16_TOKENS:
-            out.append(("w16", tokens, block, 16))
+    if not fit_only:
+        for block in W16_BLOCKS:
+            for tokens in W16_TOKENS:
+                out.append(("w16", tokens, block, 16))
     return out[:2] if smoke else out
 
 
@@ -60,17 +73,11 @@ def _occupancy(n_regs: int | None, num_warps: int) -> dict[str, Any]:
     return {"blocks_per_sm_est": blocks, "warps_per_sm_est": blocks * num_warps, "occupancy_est": blocks * num_warps / 64}
 
 
-class Ctx:
-    def __init__(self, out: str, smoke: bool, budget_s: float) -> None:
-        self.rf = common.ResultFile(os.path.join(out, "register_small.json"), "register_small",
-                                    common.collect_meta({"mode": "smoke" if smoke else "full", "hidden": HIDDEN}))
-        self.deadline = time.time() + budget_s
-
-    def attempt(self, where: str, fn: Callable[[], Any]) -> Any:
-        if time.time() > self.deadline:
-            self.rf.doc["truncated"] = True
-            return None
-        return common.guarded(self.rf, where, fn)
+class Ctx(common.BudgetedAttempts):
+    def __init__(self, out: str, smoke: bool, budget_s: float, fit_only: bool = False) -> None:
+        mode = "smoke" if smoke else "fit_only" if fit_only else "full"
+        super().__init__(common.ResultFile(os.path.join(out, "register_small.json"), "register_small",
+                                           common.collect_meta({"mode": mode, "hidden": HIDDEN})), budget_s)
 
 
 def run(c: Ctx, cases: list[tuple[str, int, int, int]]) -> None:
@@ -106,28 +113,34 @@ def run(c: Ctx, cases: list[tuple[str, int, int, int]]) -> None:
         c.attempt(f"{part} T={tokens} BLOCK={block} w={warps}", one)
 
 
+def measure(out: str, budget_s: float, smoke: bool = False, fit_only: bool = False) -> None:
+    """Measure the plan into OUT/register_small.json (the GPU already warm)."""
+    c = Ctx(out, smoke, budget_s, fit_only)
+    t0 = time.time()
+    run(c, plan(smoke, fit_only))
+    common.log(f"register_small: {len(c.rf.doc['records'])} records, {time.time() - t0:.1f} s")
+    c.rf.close("truncated" if c.rf.doc.get("truncated") else "complete")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
     ap.add_argument("--smoke", action="store_true", help="two cases")
+    ap.add_argument("--fit-only", action="store_true", help="only the configs the shipped fits read (FIT_CONFIGS)")
     ap.add_argument("--budget-s", type=float, default=55.0, help="no new case starts after this many seconds")
     ap.add_argument("--dry-run", action="store_true", help="parse the arguments and print the plan; no GPU")
     ns = ap.parse_args(argv)
     if ns.budget_s <= 0:
         print(f"error: --budget-s: {ns.budget_s} (expected a positive number of seconds)")
         return 2
-    cases = plan(ns.smoke)
+    cases = plan(ns.smoke, ns.fit_only)
     if ns.dry_run:
         print(f"{len(cases)} cases ({sum(1 for c in cases if c[0] == 'small')} small-grid, "
               f"{sum(1 for c in cases if c[0] == 'w16')} 16-warp); budget {ns.budget_s} s; out {ns.out}")
         return 0
     os.makedirs(ns.out, exist_ok=True)
-    c = Ctx(ns.out, ns.smoke, ns.budget_s)
     common.warm_gpu(1.0)
-    t0 = time.time()
-    run(c, cases)
-    common.log(f"register_small: {len(c.rf.doc['records'])} records, {time.time() - t0:.1f} s")
-    c.rf.close("truncated" if c.rf.doc.get("truncated") else "complete")
+    measure(ns.out, ns.budget_s, ns.smoke, ns.fit_only)
     return 0
 
 

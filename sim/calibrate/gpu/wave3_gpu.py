@@ -37,9 +37,9 @@ class Wave3Ctx(Ctx):
 
     def __init__(self, out: str, smoke: bool, budget_s: float) -> None:
         self.smoke = smoke
-        self.rf = common.ResultFile(os.path.join(out, "wave3_gpu.json"), "wave3_gpu",
-                                    common.collect_meta({"mode": "smoke" if smoke else "full"}))
-        self.deadline = time.time() + budget_s
+        common.BudgetedAttempts.__init__(self, common.ResultFile(
+            os.path.join(out, "wave3_gpu.json"), "wave3_gpu", common.collect_meta({"mode": "smoke" if smoke else "full"})),
+            budget_s)
         self.kw = {}
 
 
