@@ -320,6 +320,7 @@ BLOCKS: dict[str, Generator] = {
     "host-profiler-sessions": Generator(lambda: gen_host_profiler_sessions(), slow=True),
     "host-speed-bands": Generator(lambda: gen_host_speed_bands(), slow=True),  # replays the decode traces twice
     "host-speed-calibrations": Generator(lambda: gen_host_speed_calibrations(), slow=False),
+    "host-own-speed": Generator(lambda: gen_host_own_speed(), slow=True),  # kernelsim validate's rows
 }
 
 
@@ -565,7 +566,7 @@ def gen_host_validation() -> str:
                      f"{cell(errs(mrows, fam, HELDOUT_MACHINE_FIT_CONFIG))} |")
     lines += ["", "| gain over eager (held-out pairs) | A–C pairs | median |error| | F pairs | median |error| |",
               "| --- | ---: | ---: | ---: | ---: |"]
-    abc, f = gain_groups(gains), gain_groups(mgains)
+    abc, f = gain_groups(gains), gain_groups([x for x in mgains if x.split == HELDOUT_MACHINE])
     def g(grp: dict[str, list[Any]], key: str) -> str:
         if key not in grp:
             return "— | —"
@@ -671,6 +672,39 @@ def gen_host_speed_bands() -> str:
               f"{min(ref) * 100:+.1f} to {max(ref) * 100:+.1f} %, median |error| "
               f"{statistics.median(abs(x) for x in ref) * 100:.1f} %; at the trace's speed {min(own) * 100:+.1f} to "
               f"{max(own) * 100:+.1f} %, median |error| {statistics.median(abs(x) for x in own) * 100:.1f} %."]
+    return "\n".join(lines) + "\n"
+
+
+def gen_host_own_speed() -> str:
+    """docs/host.md: every clocked step of the held-out machines (records with a host clock): its host
+    speed from the clock, --host model's signed error at the reference speed and at that speed."""
+    from sim.hardware import load_profile
+    from sim.validate.host import (
+        HELDOUT_MACHINE_DIRS,
+        host_cases,
+        own_speed,
+        own_speed_rows,
+        reference_clock,
+    )
+
+    _, _, mrows, _ = _host_machine_rows()
+    hw = load_profile("h200-measured", ROOT, path="hardware")
+    ref = reference_clock(ROOT, hw)
+    at_ref = {r.label: r for r in mrows if r.family.startswith("host_model/")}
+    records = {}
+    for rel in HELDOUT_MACHINE_DIRS:
+        machine = Path(rel).parent.name.removeprefix("machine_")
+        records.update({f"{machine}/{c.config}": c.record for c in host_cases(ROOT / rel)})
+    lines = [f"Reference clock: {ref[0]:.2f} us per op at the reference host speed (median over {ref[1]} calibration "
+             "GPT steps)." if ref else "No reference clock.", "",
+             "| step | kind | sync_us | host speed (its clock) | --host model, reference speed | at its own speed |",
+             "| --- | --- | ---: | ---: | ---: | ---: |"]
+    for r in own_speed_rows(ROOT, hw):
+        speed = own_speed(records[r.label], ref[0]) if ref else None
+        base = at_ref.get(r.label)
+        lines.append(f"| {r.label} | {r.family.split('/', 1)[1]} | {r.measured_us:.0f} | "
+                     f"{speed:.2f} | {base.error * 100:+.1f} % | {r.error * 100:+.1f} % |" if speed is not None and base
+                     else f"| {r.label} | {r.family} | {r.measured_us:.0f} | — | — | {r.error * 100:+.1f} % |")
     return "\n".join(lines) + "\n"
 
 
