@@ -318,6 +318,9 @@ BLOCKS: dict[str, Generator] = {
     "host-config-spread": Generator(lambda: gen_host_config_spread(), slow=True),
     "host-optimizer": Generator(lambda: gen_host_optimizer(), slow=True),  # reads nine traces
     "host-profiler-sessions": Generator(lambda: gen_host_profiler_sessions(), slow=True),
+    "host-speed-bands": Generator(lambda: gen_host_speed_bands(), slow=True),  # replays the decode traces twice
+    "host-speed-calibrations": Generator(lambda: gen_host_speed_calibrations(), slow=False),
+    "host-own-speed": Generator(lambda: gen_host_own_speed(), slow=True),  # kernelsim validate's rows
 }
 
 
@@ -563,7 +566,7 @@ def gen_host_validation() -> str:
                      f"{cell(errs(mrows, fam, HELDOUT_MACHINE_FIT_CONFIG))} |")
     lines += ["", "| gain over eager (held-out pairs) | A–C pairs | median |error| | F pairs | median |error| |",
               "| --- | ---: | ---: | ---: | ---: |"]
-    abc, f = gain_groups(gains), gain_groups(mgains)
+    abc, f = gain_groups(gains), gain_groups([x for x in mgains if x.split == HELDOUT_MACHINE])
     def g(grp: dict[str, list[Any]], key: str) -> str:
         if key not in grp:
             return "— | —"
@@ -608,6 +611,130 @@ def gen_host_config_spread() -> str:
         spreads = [x for x in (step_spread(m, config) for m in machines) if x is not None]
         spread = f"{max(spreads) * 100:.0f} %" if spreads else "—"
         lines.append(f"| {config} | {cells} | {(max(e.values()) - min(e.values())) * 100:.1f} pp | {spread} |")
+    return "\n".join(lines) + "\n"
+
+
+def host_speed_folders() -> list[tuple[str, Path]]:
+    """(machine, folder) of every host-context run with traces: the fitted machines, the machines held out
+    by machine, and the calibration runs that traced their own host steps (runs/<X>/host_cold|host_warm)."""
+    from sim.validate.host import HELDOUT_MACHINE_DIRS, machine_folders
+
+    out = machine_folders(ROOT / "calibration" / "h200" / "host_context")
+    out += [(Path(rel).parent.name.removeprefix("machine_"), ROOT / rel) for rel in HELDOUT_MACHINE_DIRS]
+    for part in ("host_cold", "host_warm"):
+        out += [(f"{d.parent.name} ({part})", d) for d in sorted((ROOT / "calibration" / "h200" / "runs").glob(f"*/{part}"))
+                if (d / "host_context.json").is_file()]
+    return out
+
+
+FAST_HOST = 0.75  # a trace clock below this is the fast host state (the two levels sit near 0.6 and 0.9-1.0)
+
+
+def gen_host_speed_bands() -> str:
+    """docs/host.md: every eager decode step (the same work at B = 1, 8, 64) on each machine: its unprofiled
+    time, the host speed of the trace taken right after it (median over its traced steps, against the
+    profile's reference), and --host model's signed error at the reference speed and at the trace's."""
+    import statistics
+
+    from sim.costmodel.trace_host import trace_host_speed
+    from sim.hardware import load_profile
+    from sim.replay import replay
+    from sim.validate.host import host_cases, traced_steps
+
+    hw = load_profile("h200-measured", ROOT, path="hardware")
+    rows = []
+    for machine, folder in host_speed_folders():
+        for c in host_cases(folder):
+            if c.kind != "decode_eager":
+                continue
+            steps = traced_steps(c.trace)
+            speed = statistics.median(trace_host_speed(st, hw.trace_clock_us) for st in steps)
+            err = {k: float(replay(c.trace, hw, "predict", host="model", idle_start=True, imported=steps[0],
+                                   host_speed=k)[0]["predicted_time_us"]) / c.measured_us - 1 for k in (1.0, "trace")}
+            rows.append((machine, c.config.split("/")[-1], c.measured_us, speed, err))
+    # the unprofiled time's band: below the midpoint of the config's fastest and slowest machine
+    by_config: dict[str, list[float]] = {}
+    for _, config, us, _, _ in rows:
+        by_config.setdefault(config, []).append(us)
+    lines = ["| machine | config | sync_us | its band | trace host speed | --host model, reference speed | "
+             "--host model, trace's speed |", "| --- | --- | ---: | --- | ---: | ---: | ---: |"]
+    agree = 0
+    for machine, config, us, speed, err in rows:
+        mid = (min(by_config[config]) + max(by_config[config])) / 2
+        band = "fast" if us < mid else "slow"
+        agree += (band == "fast") == (speed < FAST_HOST)
+        lines.append(f"| {machine} | {config} | {us:.0f} | {band} | {speed:.2f} | {err[1.0] * 100:+.1f} % | "
+                     f"{err['trace'] * 100:+.1f} % |")
+    ref = [e[1.0] for *_, e in rows]
+    own = [e["trace"] for *_, e in rows]
+    lines += ["", f"The trace's host speed is in the same band as the unprofiled time (below {FAST_HOST} for the "
+              f"fast one) in {agree} of {len(rows)} steps. Signed errors: at the reference speed "
+              f"{min(ref) * 100:+.1f} to {max(ref) * 100:+.1f} %, median |error| "
+              f"{statistics.median(abs(x) for x in ref) * 100:.1f} %; at the trace's speed {min(own) * 100:+.1f} to "
+              f"{max(own) * 100:+.1f} %, median |error| {statistics.median(abs(x) for x in own) * 100:.1f} %."]
+    return "\n".join(lines) + "\n"
+
+
+def gen_host_own_speed() -> str:
+    """docs/host.md: every clocked step of the held-out machines (records with a host clock): its host
+    speed from the clock, --host model's signed error at the reference speed and at that speed."""
+    from sim.hardware import load_profile
+    from sim.validate.host import (
+        HELDOUT_MACHINE_DIRS,
+        host_cases,
+        own_speed,
+        own_speed_rows,
+        reference_clock,
+    )
+
+    _, _, mrows, _ = _host_machine_rows()
+    hw = load_profile("h200-measured", ROOT, path="hardware")
+    ref = reference_clock(ROOT, hw)
+    at_ref = {r.label: r for r in mrows if r.family.startswith("host_model/")}
+    records = {}
+    for rel in HELDOUT_MACHINE_DIRS:
+        machine = Path(rel).parent.name.removeprefix("machine_")
+        records.update({f"{machine}/{c.config}": c.record for c in host_cases(ROOT / rel)})
+    lines = [f"Reference clock: {ref[0]:.2f} us per op at the reference host speed (median over {ref[1]} calibration "
+             "GPT steps)." if ref else "No reference clock.", "",
+             "| step | kind | sync_us | host speed (its clock) | --host model, reference speed | at its own speed |",
+             "| --- | --- | ---: | ---: | ---: | ---: |"]
+    for r in own_speed_rows(ROOT, hw):
+        speed = own_speed(records[r.label], ref[0]) if ref else None
+        base = at_ref.get(r.label)
+        lines.append(f"| {r.label} | {r.family.split('/', 1)[1]} | {r.measured_us:.0f} | "
+                     f"{speed:.2f} | {base.error * 100:+.1f} % | {r.error * 100:+.1f} % |" if speed is not None and base
+                     else f"| {r.label} | {r.family} | {r.measured_us:.0f} | — | — | {r.error * 100:+.1f} % |")
+    return "\n".join(lines) + "\n"
+
+
+def gen_host_speed_calibrations() -> str:
+    """docs/host.md: the host speed of each calibration's tight loops (host_costs.json's eager ops, each
+    repetition of the bench on its own): geometric mean over the ops of its time per op against the
+    shipped calibration's median."""
+    import math
+    import statistics
+
+    def eager(path: Path) -> tuple[dict[str, list[tuple[int, float]]], str]:
+        doc = json.loads(path.read_text())
+        by: dict[str, list[tuple[int, float]]] = {}
+        for r in doc["records"]:
+            if r.get("bench") == "eager_op":
+                by.setdefault(r["op"], []).append((int(r.get("run", 1)), float(r["host_us_per_op"])))
+        return by, str(doc["meta"].get("date_utc", ""))[:16]
+
+    shipped = ROOT / "calibration" / "h200" / "raw" / "host_costs.json"
+    ref = {op: statistics.median(v for _, v in xs) for op, xs in eager(shipped)[0].items()}
+    lines = ["| calibration | measured (UTC) | host speed per repetition of the tight loops |", "| --- | --- | --- |"]
+    for label, path in [("shipped (raw/)", shipped),
+                        *((p.parent.parent.name, p) for p in sorted((ROOT / "calibration" / "h200" / "runs").glob("*/raw/host_costs.json")))]:
+        by, date = eager(path)
+        runs = sorted({k for xs in by.values() for k, _ in xs})
+        speeds = []
+        for run in runs:
+            logs = [math.log(v / ref[op]) for op, xs in by.items() if op in ref for k, v in xs if k == run and v > 0]
+            speeds.append(math.exp(sum(logs) / len(logs)))
+        lines.append(f"| {label} | {date.replace('T', ' ')} | {' / '.join(f'{x:.2f}' for x in speeds)} |")
     return "\n".join(lines) + "\n"
 
 

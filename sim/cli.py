@@ -287,6 +287,26 @@ def cmd_import_trace(args: argparse.Namespace, console: Console) -> int:
     return EXIT_OK
 
 
+def _host_speed(value: str | None, host: str, mode: str) -> float | str:
+    """--host-speed: "trace" or a positive number (1, the profile's reference host speed, by default);
+    only with --mode predict --host model."""
+    if value is None:
+        return 1.0
+    if host != "model" or mode != "predict":
+        raise InputError("--host-speed prices the host model's costs", value=value,
+                         expected="--mode predict --host model with it")
+    if value == "trace":
+        return value
+    try:
+        speed = float(value)
+    except ValueError:
+        speed = float("nan")
+    if not 0 < speed < float("inf"):
+        raise InputError("--host-speed is not a host speed", value=value,
+                         expected="'trace' or a number > 0 (1 = the profile's reference host speed)")
+    return speed
+
+
 def cmd_replay(args: argparse.Namespace, console: Console) -> int:
     from sim.hardware import load_profile
     from sim.outputs import dumps, write_files_atomic
@@ -299,9 +319,11 @@ def cmd_replay(args: argparse.Namespace, console: Console) -> int:
     if args.unprofiled_us is not None and not 0 < args.unprofiled_us < float("inf"):
         raise InputError("--unprofiled-us is not a step time", value=args.unprofiled_us,
                          expected="microseconds > 0")
+    host_speed = _host_speed(args.host_speed, args.host, args.mode)
     with _busy(f"replaying {escape(args.trace)}"):
         result, sim_trace = replay(Path(args.trace), hw, args.mode, args.step, host=args.host,
-                                   keep_profiler=args.keep_profiler_cost, unprofiled_us=args.unprofiled_us)
+                                   keep_profiler=args.keep_profiler_cost, unprofiled_us=args.unprofiled_us,
+                                   host_speed=host_speed)
     _check_finite(result, [args.trace, args.hardware])
     files: list[tuple[Path, bytes]] = []
     if trace_out is not None:
@@ -339,6 +361,10 @@ def _add_trace_commands(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--host", choices=("trace", "model"), default="trace",
                    help="predict mode's host time: trace (default) keeps the trace's own host timeline less the "
                         "profiler's per-event cost; model prices it from the profile (another CPU or framework)")
+    r.add_argument("--host-speed", metavar="X|trace",
+                   help="with --host model: how slow the host runs against the profile's reference host speed "
+                        "(1, the default: the speed its host table was fitted at; 1.5 = every priced host cost "
+                        "x 1.5); trace: the trace's own, from its clock ops (aten::empty, cudaLaunchKernel)")
     r.add_argument("--keep-profiler-cost", action="store_true",
                    help="with --host trace: keep the profiler's cost (predict the step as it was recorded)")
     r.add_argument("--unprofiled-us", type=float, metavar="US",

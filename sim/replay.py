@@ -32,6 +32,7 @@ from sim.costmodel.trace_host import (
     measured_host,
     model_host,
     trace_host,
+    trace_host_speed,
 )
 from sim.engine import simulate
 from sim.graph import Graph
@@ -78,7 +79,8 @@ def graph_member_costs(costs: tuple[KernelCost | None, ...], graph: Graph, step:
 
 def replay(path: Path, hw: Hardware, mode: str = "measured", step: str | None = None, host: str = "trace",
            keep_profiler: bool = False, unprofiled_us: float | None = None,
-           idle_start: bool = False, imported: ImportedStep | None = None) -> tuple[dict[str, Any], Trace]:
+           idle_start: bool = False, imported: ImportedStep | None = None,
+           host_speed: float | str = 1.0) -> tuple[dict[str, Any], Trace]:
     """Simulate one step of the trace at `path`; returns the JSON-ready result and the simulated Trace.
 
     In predict mode `host` says where host time comes from: "trace" keeps the trace's own host
@@ -86,7 +88,10 @@ def replay(path: Path, hw: Hardware, mode: str = "measured", step: str | None = 
     `unprofiled_us`, the step's time measured without the profiler, adds `unprofiled_error`.
     `idle_start` drops earlier steps' GPU work still running when the step began: the step as it
     runs from an idle GPU (as a loop that synchronizes after every step measures it). `imported`:
-    the step already imported from `path` (to replay one trace several ways without reading it again)."""
+    the step already imported from `path` (to replay one trace several ways without reading it again).
+    `host_speed` (`host="model"` only): how slow the host runs against the profile's reference host
+    speed (1.0, the speed its host table was fitted at: host.trace_profiler.clock_us); "trace": the
+    trace's own, from its clock ops (sim.costmodel.trace_host.trace_host_speed)."""
     if mode not in MODES:
         raise ValueError(f"unknown replay mode {mode!r} (expected one of {MODES})")
     if host not in HOST_SOURCES:
@@ -111,7 +116,8 @@ def replay(path: Path, hw: Hardware, mode: str = "measured", step: str | None = 
         if host == "trace":
             timeline = trace_host(graph, imported, hw, keep_profiler)
         else:
-            timeline = model_host(graph, imported, hw, keep_profiler)
+            speed = trace_host_speed(imported, hw.trace_clock_us) if host_speed == "trace" else float(host_speed)
+            timeline = model_host(graph, imported, hw, keep_profiler, speed)
         graph = timeline.graph
         costs = graph_member_costs(price(graph, hw), graph, imported, hw)
     trace = simulate(graph, costs, host_costs(run_hw))
@@ -120,6 +126,8 @@ def replay(path: Path, hw: Hardware, mode: str = "measured", step: str | None = 
         result["host"] = host_comparison(recorded, graph, costs, hw)
         # What the prediction took from the trace as measured rather than from the model.
         result["host_source"] = host
+        if host == "model" and host_speed != 1.0:
+            result["host_speed"] = round(timeline.host_speed, 4)
         profiler_us = timeline.profiler_removed_s * 1e6
         result["profiler_removed_us"] = round(profiler_us, 3)
         if unprofiled_us is not None:

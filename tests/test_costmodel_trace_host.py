@@ -96,3 +96,44 @@ def test_compiled_graphs_extern_ops_pay_their_dispatch() -> None:
     triton = [i for i, o in enumerate(step.ops) if o.launch_api == "cuLaunchKernel" and not o.extern_op
               and not o.compiled_call]
     assert triton and all(timeline.graph.ops[i].host_s == pytest.approx(hw.triton_launch_s) for i in triton)
+
+
+def test_host_speed_scales_what_the_model_priced_only() -> None:
+    """--host model's host speed multiplies every cost the profile priced; the times carried from the
+    trace (long Python gaps, slow runtime calls) are the trace's own and stay."""
+    from sim.costmodel.trace_host import model_host
+    from sim.replay import step_graph
+
+    hw = load_profile("h200-measured")
+    path = _trace("A", "decode_b8_inference")
+    step = import_trace(path)
+    graph = step_graph(step, path)
+    ref = model_host(graph, step, hw, keep_profiler=False)
+    slow = model_host(graph, step, hw, keep_profiler=False, host_speed=1.5)
+    assert sum(ref.priced_s) > 0 and sum(slow.priced_s) == pytest.approx(1.5 * sum(ref.priced_s))
+    assert slow.carried_s == ref.carried_s and slow.host_speed == 1.5
+
+
+def test_the_decode_bands_are_the_host_speed() -> None:
+    """Machine A measured the same decode step at two host speeds (1357-1369 us for the inference_mode
+    steps at B = 1 and 8, 2106-2280 us for no_grad B = 8 and inference_mode B = 64: docs/host.md). At the
+    profile's reference host speed --host model predicts all four alike (the host table has one price per
+    op), so its signed errors spread over the two bands; at each trace's own host speed (its clock ops,
+    traced right after the step was timed) they fall together."""
+    import json
+
+    from sim.replay import replay
+
+    hw = load_profile("h200-measured")
+    doc = json.loads((CONTEXT / "A" / "host_context.json").read_text())
+    measured = {r["config"]: r["sync_us"] for r in doc["records"] if r.get("bench") == "step"}
+    errors: dict[str, list[float]] = {"ref": [], "trace": []}
+    for config in ("decode_b1_inference", "decode_b8_inference", "decode_b8_nograd", "decode_b64_inference"):
+        step = import_trace(_trace("A", config))
+        for label, speed in (("ref", 1.0), ("trace", "trace")):
+            res = replay(_trace("A", config), hw, "predict", host="model", idle_start=True, imported=step,
+                         host_speed=speed)[0]
+            errors[label].append(res["predicted_time_us"] / measured[config] - 1)
+    spread = {k: max(v) - min(v) for k, v in errors.items()}
+    assert spread["ref"] > 0.4  # the two bands
+    assert spread["trace"] < spread["ref"] / 4

@@ -146,3 +146,34 @@ def test_heldout_machine_rows_have_their_own_splits(folder: Path, tmp_path: Path
     assert splits["F/decode_b8_nograd"] == HELDOUT_MACHINE
     assert "trace/cuda_graph" in gain_groups(gains)
     assert heldout_machine_rows(tmp_path / "nothing", load_profile("h200-measured")) == ([], [])
+
+
+def test_host_clock_is_the_geometric_mean_of_its_ops() -> None:
+    from sim.validate.host import host_clock_us, own_speed
+
+    assert host_clock_us({"empty_us": 2.0, "view_us": 1.0, "add_us": 4.0}) == pytest.approx(2.0)
+    assert host_clock_us({"empty_us": 2.0, "view_us": 1.0}) is None  # an op missing: no clock
+    rec = {"host_clock": {"before": {"empty_us": 2.0, "view_us": 1.0, "add_us": 4.0},
+                          "after": {"empty_us": 8.0, "view_us": 4.0, "add_us": 16.0}}}
+    assert own_speed(rec, 2.0) == pytest.approx(2.0)  # sqrt(2 x 8) / 2
+    assert own_speed({}, 2.0) is None
+
+
+@pytest.mark.slow  # replays machine F's and Y's traces (validate gates the same rows)
+def test_own_host_speed_explains_machine_y() -> None:
+    """Machine Y (validation/h200/machine_Y, wave 8) measured the llama and mlp inference steps with its
+    host at the fast level (its host clock about half the reference) and the decode steps at the slow one.
+    --host model at the reference speed prices them alike; at each step's own clock (the reference clock
+    from the calibration runs' GPT steps, never machine Y's validation steps) the errors fall."""
+    from sim.validate.host import heldout_machine_rows, own_speed_rows, reference_clock
+
+    hw = load_profile("h200-measured")
+    ref = reference_clock(ROOT, hw)
+    assert ref is not None and ref[1] >= 3
+    own = {r.label: r.error for r in own_speed_rows(ROOT, hw) if r.label.startswith("Y/")}
+    at_ref = {r.label: r.error for r in heldout_machine_rows(ROOT, hw)[0]
+              if r.label.startswith("Y/") and r.family.startswith("host_model/")}
+    assert set(own) == set(at_ref) and len(own) >= 8
+    fast = [k for k in own if "llama_infer_b1" in k or "mlp_infer" in k]
+    assert fast and all(abs(own[k]) < abs(at_ref[k]) for k in fast)
+    assert sorted(abs(e) for e in own.values())[len(own) // 2] < 0.5 * sorted(abs(e) for e in at_ref.values())[len(at_ref) // 2]

@@ -185,7 +185,8 @@ def trace_host(graph: Graph, step: ImportedStep, hw: Hardware, keep_profiler: bo
                         prof.host_speed)
 
 
-def model_host(graph: Graph, step: ImportedStep, hw: Hardware, keep_profiler: bool = True) -> HostTimeline:
+def model_host(graph: Graph, step: ImportedStep, hw: Hardware, keep_profiler: bool = True,
+               host_speed: float = 1.0) -> HostTimeline:
     """Replace measured per-op host time by the profile's, by how the kernel was launched.
 
     Each kernel's host time since the previous launch is priced as the sum of
@@ -205,7 +206,9 @@ def model_host(graph: Graph, step: ImportedStep, hw: Hardware, keep_profiler: bo
       trace was recorded with it; the profile's host costs were measured without).
     Python between ops longer than GAP_MIN_US is a `host` op and keeps its measured time (carried),
     unless it is shorter than GAP_CAP_US and the ops after it are priced from the table (their
-    in-context costs include the Python before them)."""
+    in-context costs include the Python before them). Every priced cost is at the profile's reference
+    host speed times `host_speed` (how slow the host runs against it; the carried times are the
+    trace's own)."""
     prof = profiler_cost(step, hw) if keep_profiler else ProfilerCost()
     ops, carried, priced = [], [], []
     n = len(step.ops)
@@ -252,7 +255,7 @@ def model_host(graph: Graph, step: ImportedStep, hw: Hardware, keep_profiler: bo
                     compiled_inputs = imp.compiled_inputs
             elif imp.compiled_call == "backward":  # hands a gradient back per tensor its forward took
                 host += backward_call + hw.compiled_backward_input_s * compiled_inputs
-            host += prof.of(imp.host_events, imp.kernel_records)
+            host = host * host_speed + prof.of(imp.host_events, imp.kernel_records)
             kept = imp.kept_host_us * 1e-6
             op = op.with_(host_s=host + kept)
             carried.append(kept)
@@ -264,7 +267,7 @@ def model_host(graph: Graph, step: ImportedStep, hw: Hardware, keep_profiler: bo
             carried.append(op.host_s or 0.0)
             priced.append(0.0)
         ops.append(op)
-    return HostTimeline(graph.with_ops(ops), tuple(carried), tuple(priced), 0.0, prof.per_event_s, prof.host_speed)
+    return HostTimeline(graph.with_ops(ops), tuple(carried), tuple(priced), 0.0, prof.per_event_s, host_speed)
 
 
 EXTERN_KIND_ORDER = ("attention", "gemm", "reduction", "elementwise", "copy")

@@ -31,9 +31,21 @@ REFERENCE = "sync_us"
 # correction or threshold before validation v10 saw (validation/h200/machine_<X>/host_context).
 # Their rows get their own splits: a config no fit used ("unseen" on the fitted machines) is
 # HELDOUT_MACHINE; a config the fits used on the other machines is HELDOUT_MACHINE_FIT_CONFIG.
-HELDOUT_MACHINE_DIRS = ("validation/h200/machine_F/host_context",)
+HELDOUT_MACHINE_DIRS = ("validation/h200/machine_F/host_context", "validation/h200/machine_Y/host_context")
 HELDOUT_MACHINE = "heldout_machine"
 HELDOUT_MACHINE_FIT_CONFIG = "heldout_machine_fitcfg"
+# Machines held out after the groups above had their tripwires get groups of their own (their rows would
+# move machine F's): the split names the machine. Machine Y (wave 8, issue 15): compiled inference pairs of
+# models no fit reads (llama, mlp) and decode steps, every record with a host clock.
+MACHINE_SPLITS = {"Y": "heldout_machine_y"}
+
+
+def machine_split(machine: str, fit_config: bool) -> str:
+    """The split of a held-out machine's row: HELDOUT_MACHINE(_FIT_CONFIG), or the machine's own."""
+    own = MACHINE_SPLITS.get(machine)
+    if own is not None:
+        return f"{own}_fitcfg" if fit_config else own
+    return HELDOUT_MACHINE_FIT_CONFIG if fit_config else HELDOUT_MACHINE
 
 
 @dataclass(frozen=True)
@@ -186,8 +198,8 @@ def _host_rows(folder: Path, hw: Hardware) -> tuple[list[Row], list[GainRow]]:
 
 def heldout_machine_rows(root: Path, hw: Hardware) -> tuple[list[Row], list[GainRow]]:
     """Rows and gains of the machines held out by machine (HELDOUT_MACHINE_DIRS under `root`), labelled
-    `<machine>/<config>` and split HELDOUT_MACHINE / HELDOUT_MACHINE_FIT_CONFIG; gains keep their variant
-    (`compiled (held-out)`), so `gain_groups` picks the held-out-config pairs."""
+    `<machine>/<config>` and split by `machine_split` (gains too: their `split` is the machine's); gains
+    keep their variant (`compiled (held-out)`), so `gain_groups` picks the held-out-config pairs."""
     import dataclasses
 
     rows: list[Row] = []
@@ -198,11 +210,85 @@ def heldout_machine_rows(root: Path, hw: Hardware) -> tuple[list[Row], list[Gain
             continue
         machine = folder.parent.name.removeprefix("machine_")
         r, g = host_rows(folder, hw)
-        rows += [dataclasses.replace(x, label=f"{machine}/{x.label}",
-                                     split=HELDOUT_MACHINE if x.split == "held-out" else HELDOUT_MACHINE_FIT_CONFIG)
+        rows += [dataclasses.replace(x, label=f"{machine}/{x.label}", split=machine_split(machine, x.split != "held-out"))
                  for x in r]
-        gains += [dataclasses.replace(x, bucket=f"{machine}/{x.bucket}") for x in g]
+        gains += [dataclasses.replace(x, bucket=f"{machine}/{x.bucket}", split=machine_split(machine, False)) for x in g]
     return rows, gains
+
+
+# --host model at the measured step's own host speed (issue 15): records since wave 8 carry a host clock
+# (sim.calibrate.gpu.host_context.host_clock: us per call of a fixed tight loop, just before and just after
+# the step's timing). The clock at the profile's reference host speed comes from calibration-split steps of
+# the same harness: each eager GPT step's clock just before its trace, divided by that trace's host speed
+# (its clock ops against host.trace_profiler.clock_us); the median over them. A step's own speed is then
+# its clock (geometric mean of before and after) over that reference.
+HOST_CLOCK_KEYS = ("empty_us", "view_us", "add_us")
+OWN_SPEED = "host_model_own_speed"
+CLOCK_RUN_PARTS = ("host_cold", "host_warm")
+
+
+def host_clock_us(clock: dict[str, Any]) -> float | None:
+    """Geometric mean of the host clock's ops (us per call), None without all of them."""
+    import math
+
+    vals = [float(clock[k]) for k in HOST_CLOCK_KEYS if isinstance(clock, dict) and k in clock]
+    if len(vals) != len(HOST_CLOCK_KEYS) or min(vals) <= 0:
+        return None
+    return math.exp(sum(math.log(v) for v in vals) / len(vals))
+
+
+def reference_clock(root: Path, hw: Hardware) -> tuple[float, int] | None:
+    """(host clock us at the reference host speed, steps it came from): the calibration runs' own host steps
+    (calibration/h200/runs/*/host_cold|host_warm), eager steps of the fit model only."""
+    import statistics
+
+    from sim.costmodel.trace_host import trace_host_speed
+
+    samples = []
+    for part in CLOCK_RUN_PARTS:
+        for folder in sorted((root / "calibration" / "h200" / "runs").glob(f"*/{part}")):
+            for c in host_cases(folder):
+                after = host_clock_us((c.record.get("host_clock") or {}).get("after", {}))
+                if after is None or c.record.get("model") not in FIT_MODELS or c.record.get("mode") != "eager":
+                    continue
+                speed = statistics.median(trace_host_speed(st, hw.trace_clock_us) for st in traced_steps(c.trace))
+                samples.append(after / speed)
+    return (statistics.median(samples), len(samples)) if samples else None
+
+
+def own_speed(record: dict[str, Any], reference_us: float) -> float | None:
+    """The step's host speed against the reference, from its clock before and after its timing."""
+    clock = record.get("host_clock") or {}
+    before, after = host_clock_us(clock.get("before", {})), host_clock_us(clock.get("after", {}))
+    if before is None or after is None:
+        return None
+    return float((before * after) ** 0.5 / reference_us)
+
+
+def own_speed_rows(root: Path, hw: Hardware) -> list[Row]:
+    """`host_model_own_speed/<kind>` rows: --host model at each clocked step's own host speed, on the
+    held-out machines' steps (HELDOUT_MACHINE_DIRS) that carry a host clock. Split `unseen` (the configs no
+    fit used: the speed reference is the calibration's) or `calibrated`."""
+    from sim.replay import replay
+
+    key = (hw.name, hw.source_file, f"{OWN_SPEED}:{root.resolve()}")
+    if key in _CACHE:
+        return list(_CACHE[key][0])
+    ref = reference_clock(root, hw)
+    rows: list[Row] = []
+    for rel in HELDOUT_MACHINE_DIRS if ref is not None else ():
+        folder = root / rel
+        machine = folder.parent.name.removeprefix("machine_")
+        for c in host_cases(folder):
+            speed = own_speed(c.record, ref[0]) if ref is not None else None
+            if speed is None:
+                continue
+            pred = replay(c.trace, hw, "predict", host="model", idle_start=True, imported=traced_steps(c.trace)[0],
+                          host_speed=speed)[0]["predicted_time_us"]
+            rows.append(Row(HOST_TABLE, f"{OWN_SPEED}/{c.kind}", f"{machine}/{c.config}",
+                            "calibrated" if c.split == "fit" else "unseen", c.measured_us, float(pred)))
+    _CACHE[key] = (rows, [])
+    return list(rows)
 
 
 def _median(xs: list[float]) -> float:

@@ -34,7 +34,7 @@ from sim.validate.fused_configs import (
     config_quantities,
     fused_config_times,
 )
-from sim.validate.host import HELDOUT_MACHINE, gain_groups, heldout_machine_rows, host_rows
+from sim.validate.host import gain_groups, heldout_machine_rows, host_rows, own_speed_rows
 from sim.validate.steps import GainRow, StepResults, step_rows
 from sim.validate.wave2 import contention_validation, wave2_rows
 
@@ -95,6 +95,8 @@ def run_validation(profile: str, base: str, raw: Path, cases: Path, thresholds_p
         # the same steps on a machine held out by machine (never fitted; validation/h200/machine_F)
         mrows, mgains = heldout_machine_rows(raw.parent.parent.parent, hw)
         rows += mrows
+        # --host model at each clocked step's own host speed (the held-out machines' steps with a host clock)
+        rows += own_speed_rows(raw.parent.parent.parent, hw)
         # second measurement wave: held-out kernels (issue 18) and collectives on two GPUs (issue 20)
         rows += wave2_rows(hw, raw.parent.parent.parent)
         # issue 18: the fused kernel's block-size configs — micro gains and ranking per bucket
@@ -116,10 +118,10 @@ def run_validation(profile: str, base: str, raw: Path, cases: Path, thresholds_p
     for key, grp in gain_groups(hgains).items():
         errs = [abs(g.error_pp) for g in grp]
         measured[f"host_gains/{key}"] = {"median_abs_pp": statistics.median(errs), "n": float(len(errs))}
-    for key, grp in gain_groups(mgains).items():
-        errs = [abs(g.error_pp) for g in grp]
-        measured[f"host_gains/{key}/{HELDOUT_MACHINE}"] = {"median_abs_pp": statistics.median(errs),
-                                                            "n": float(len(errs))}
+    for msplit in sorted({g.split for g in mgains}):  # HELDOUT_MACHINE, or a machine's own (MACHINE_SPLITS)
+        for key, grp in gain_groups([g for g in mgains if g.split == msplit]).items():
+            errs = [abs(g.error_pp) for g in grp]
+            measured[f"host_gains/{key}/{msplit}"] = {"median_abs_pp": statistics.median(errs), "n": float(len(errs))}
     measured.update(config_quantities(cgains, cranks))
     # issue 20: slowdowns of a load and all-reduces on two streams of two GPUs, in percentage points
     slowdowns = contention_validation(raw.parent.parent.parent)

@@ -83,3 +83,20 @@ def test_replay_host_sources_and_unprofiled_time(synth_gz: Path, tmp_path: Path,
     assert main(["replay", str(synth_gz), "--hardware", "h200-sxm", "--mode", "predict", "--unprofiled-us", "0"]) == 2
     err = capsys.readouterr().err
     assert "error: --unprofiled-us" in err and "Traceback" not in err
+
+
+def test_replay_host_speed(synth_gz: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    res = {}
+    for speed in ("1", "2", "trace"):
+        out = tmp_path / f"s{speed}.json"
+        assert main(["replay", str(synth_gz), "--hardware", "h200-sxm", "--mode", "predict", "--host", "model",
+                     "--host-speed", speed, "--json", str(out), "--quiet"]) == 0
+        res[speed] = json.loads(out.read_text())
+    assert "host_speed" not in res["1"] and res["2"]["host_speed"] == 2.0
+    assert res["2"]["priced_host_us"] == pytest.approx(2 * res["1"]["priced_host_us"])
+    assert res["2"]["carried_host_us"] == res["1"]["carried_host_us"]
+    capsys.readouterr()
+    for bad in (["--host-speed", "0"], ["--host-speed", "fast"], ["--host", "trace", "--host-speed", "2"]):
+        assert main(["replay", str(synth_gz), "--hardware", "h200-sxm", "--mode", "predict", *bad]) == 2
+        err = capsys.readouterr().err
+        assert "error: --host-speed" in err and "Traceback" not in err
