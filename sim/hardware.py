@@ -224,6 +224,7 @@ class Hardware:
     op_costs: dict[str, tuple[float, float, float]] = derived(_op_costs)
     elementwise_instr_per_element: float = from_profile("compute.elementwise_instr_per_element")
     partial_vector_instr: float | None = from_profile("compute.partial_vector_instr")
+    thread_instr: float | None = from_profile("compute.thread_instr")
     register_base: float = from_profile("compute.register_base_per_thread")
     registers_per_element: float = from_profile("compute.registers_per_element")
     spill_words_per_excess_register: float = from_profile("compute.spill_words_per_excess_register")

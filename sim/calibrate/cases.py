@@ -142,7 +142,7 @@ def _elementwise(rec: dict[str, Any], family: str) -> Case | None:
         launch = LaunchConfig(block=256, grid=8 * 132)
         math["rng"] = 0.25
     ops = [Op(name=kernel, kind="elementwise", reads=tuple(reads), writes=tuple(writes), launch=launch,
-              library="triton" if launch else "torch",
+              library="triton" if rec.get("impl", "triton") == "triton" else "torch",
               attrs=MappingProxyType({"math": MappingProxyType(math), "numel": numel}))]
     if kernel == "mul_mask_scale":  # x * mask, then * scale: two kernels with a bf16 intermediate
         tensors.append(Tensor("t", (numel,), "bf16"))

@@ -110,21 +110,47 @@ def latency_hiding(hw: Hardware, warps_per_scheduler: float) -> float:
         return float((1.0 + ratio ** -n) ** (-1.0 / n) / ratio)
 
 
+def busiest_sm_block_rounds(hw: Hardware, occ: Occupancy) -> float:
+    """Blocks' worth of full-rate issue time the busiest SM spends on its share of the grid.
+
+    Blocks go to SMs as slots free up, so one SM runs ceil(grid / SMs) blocks: full rounds of
+    `blocks_per_sm` blocks, then its last few blocks alone, at the (lower) issue rate their warps
+    reach. Each full round costs blocks_per_sm / hide(blocks_per_sm), the last r blocks r / hide(r).
+    """
+    per_sm = math.ceil(occ.grid / occ.active_sms)
+    full, last = divmod(per_sm, max(occ.blocks_per_sm, 1))
+    warps_per_block = occ.warps_per_sm / max(occ.blocks_per_sm, 1)
+    rounds = 0.0
+    if full:
+        rounds += full * occ.blocks_per_sm / latency_hiding(hw, occ.blocks_per_sm * warps_per_block / hw.schedulers_per_sm)
+    if last:
+        rounds += last / latency_hiding(hw, last * warps_per_block / hw.schedulers_per_sm)
+    return rounds
+
+
 def compute_time(hw: Hardware, op: Op, numel: float, math_ops: Mapping[str, float],
-                 occ: Occupancy, vector_fill: float = 1.0, vector_elements: int = 8) -> tuple[float, str, float, float]:
+                 occ: Occupancy, vector_fill: float = 1.0, vector_elements: int = 8,
+                 elems_per_thread: float | None = None) -> tuple[float, str, float, float]:
     """(seconds, busiest unit, FP32 instructions per element, latency-hiding factor) of the math.
 
-    `vector_fill` is the share of a 16-byte vector a thread's elements fill (1 element of bf16:
-    1/8). Addressing, loads and stores are issued per vector: a thread whose elements fill only
-    part of one pays the profile's `partial_vector_instr` (per vector access) over fewer elements,
+    A thread pays some instructions once per iteration whatever elements it holds (program id,
+    offsets, masks, pointers): the profile's `thread_instr` over its `elems_per_thread` elements
+    (a streaming kernel's; a reduction's per-row loop costs are in its own fit). Without it, the older form: `vector_fill` is the share of a 16-byte vector a thread's
+    elements fill (1 element of bf16: 1/8) and a thread whose elements fill only part of one pays
+    `partial_vector_instr` (per vector access) over fewer elements,
     partial_vector_instr × (1/fill − 1) / vector_elements more instructions per element.
     """
     fp32, sfu, integer = instructions(hw, math_ops, op.name)
     issue_per_element = hw.elementwise_instr_per_element
-    if vector_fill < 1.0 and hw.partial_vector_instr is not None:
+    if op.library == "triton" and hw.thread_instr is not None and elems_per_thread is not None:
+        issue_per_element += hw.thread_instr / max(elems_per_thread, 1e-3)
+    elif vector_fill < 1.0 and hw.partial_vector_instr is not None:
         issue_per_element += hw.partial_vector_instr * (1.0 / max(vector_fill, 1e-3) - 1.0) / vector_elements
     hide = latency_hiding(hw, resident_warps_per_sm(occ) / hw.schedulers_per_sm)
     rate = occ.active_sms * hw.clock_hz * hide
+    triton = op.library == "triton"
+    if triton and hw.thread_instr is not None:  # the busiest SM's rounds of blocks, each at the rate its warps reach
+        rate = occ.active_sms * hw.clock_hz * (occ.grid / occ.active_sms) / busiest_sm_block_rounds(hw, occ)
     # Each unit's cycles per element add up: the measured fused kernels (erf and Philox in
     # one thread) take the sum of their parts, not the slowest part.
     unit_times = {
@@ -135,7 +161,8 @@ def compute_time(hw: Hardware, op: Op, numel: float, math_ops: Mapping[str, floa
         / (hw.schedulers_per_sm * hw.issue_per_scheduler * hw.warp_size * rate),
     }
     comp_lim = max(unit_times, key=lambda k: unit_times[k])
-    return sum(unit_times.values()), comp_lim, fp32, hide
+    total = sum(unit_times.values())
+    return total, comp_lim, fp32, hide
 
 
 def streaming_cost(
@@ -180,7 +207,7 @@ def streaming_cost(
     mem_s, mem_lim, bw_share = stream_time(hw, total / bandwidth_factor, occ, max(inflight, 1.0))
     vector_elems = default_elems_per_thread(hw, graph, op)
     comp_s, comp_lim, fp32, hide = compute_time(hw, op, numel, math_ops, occ, min(1.0, ept / vector_elems),
-                                                vector_elems)
+                                                vector_elems, ept)
     # Registers estimated past the limit spill; the compiler spills more words than the excess.
     estimated_spill = occ.spilled_regs_per_thread * 4 * hw.spill_words_per_excess_register
     spill_per_thread = estimated_spill + (launch.spill_bytes_per_thread or 0)

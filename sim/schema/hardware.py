@@ -141,6 +141,10 @@ class ComputeSection(Strict):
     partial_vector_instr: Quantity | None = Field(
         default=None, description="instructions per vector access (address, load, store) that a thread whose elements fill"
                                   " less than a 16-byte vector pays over fewer elements; absent: none")
+    thread_instr: Quantity | None = Field(
+        default=None, description="instructions a thread issues once per iteration whatever elements it holds (program"
+                                  " id, offsets, masks, pointer and loop setup), spread over its elements: thread_instr"
+                                  " / elements per thread per element; when given it replaces partial_vector_instr")
     register_base_per_thread: PositiveQuantity = Field(
         description="registers an elementwise kernel needs besides its per-element values (estimator intercept)")
     registers_per_element: PositiveQuantity = Field(

@@ -116,12 +116,43 @@ def ddp_validation_rows(comm_dir: Path, profile: str = "h200-nvl2") -> list[Row]
     return [Row("comm_ddp", "exposed", r.label, r.split, r.measured_us, r.predicted_us, group=r.run) for r in rows]
 
 
+WAVE8_PIPE_MIX = Path("validation") / "h200" / "wave8" / "pipe_mix" / "pipe_mix.json"
+# pipe_mix kernel -> the calibration group's kernel of the same code (sim.calibrate.cases.ELEMENTWISE_MATH)
+PIPE_MIX_KERNELS = {"dropout": "dropout", "gelu": "gelu", "bgd_fwd": "bias_gelu_dropout_fwd",
+                    "bgd_bwd": "bias_gelu_dropout_bwd"}
+
+
+def wave8_pipe_mix_rows(hw: Hardware, path: Path, machine: str = "Y") -> list[Row]:
+    """The eighth wave's held-out Triton elementwise kernels (issue 18; sim.calibrate.gpu.pipe_mix): dropout,
+    GELU and the fused bias+GELU+dropout forward and backward at 1..32 elements per thread, 4096 x 12288
+    (a shape no fit uses), timed as the register sweep. Table heldout_w8, families `fused` (the fused pair)
+    and `elementwise` (one-op kernels); every row "unseen"."""
+    from sim.calibrate.cases import _elementwise
+
+    if not path.is_file():
+        return []
+    rows = []
+    for rec in json.loads(path.read_text()).get("records") or []:
+        kernel = PIPE_MIX_KERNELS.get(str(rec.get("kernel")))
+        if kernel is None or not rec.get("time_us"):
+            continue
+        case = _elementwise({**rec, "kernel": kernel, "impl": "triton"}, "pipe_mix")
+        if case is None:
+            continue
+        family = "fused" if kernel.startswith("bias_gelu_dropout") else "elementwise"
+        rows.append(Row("heldout_w8", family, f"{rec['kernel']} triton n={rec['numel']} B={rec['BLOCK']} "
+                        f"w={rec['num_warps']} [{machine}]", "unseen", case.measured_us, case.predicted_us(hw),
+                        group=machine))
+    return rows
+
+
 def wave2_rows(hw: Hardware, root: Path) -> list[Row]:
     data = root / "validation" / "h200" / "heldout_kernels"
     raw = root / "calibration" / "h200" / "raw"
     rows = heldout_kernel_rows(hw, data, raw) if data.is_dir() else []
     rows += wave3_kernel_rows(hw, root / "validation" / "h200" / "wave3" / "gpu" / "wave3_gpu.json")
     rows += wave4_kernel_rows(hw, root / WAVE4_KERNELS)
+    rows += wave8_pipe_mix_rows(hw, root / WAVE8_PIPE_MIX)
     try:
         load_profile("h200-nvl2")
     except InputError:  # an installed copy without the 2-GPU profile validates the rest

@@ -23,7 +23,8 @@ def hw() -> Hardware:
     base = load_profile("h200-sxm")
     return dataclasses.replace(base, warps_to_hide_latency=2.0, latency_hiding_exponent=4.0, mem_latency_s=500e-9,
                                spill_bps=10_000e9, spill_offchip_bps=1_000e9, spill_inflight_bytes_per_thread=16.0,
-                               elementwise_instr_per_element=4.0, partial_vector_instr=16.0)
+                               elementwise_instr_per_element=4.0, partial_vector_instr=16.0,
+                               thread_instr=None)
 
 
 def one_op(numel: int, launch: LaunchConfig, math_ops: dict[str, float]) -> tuple[Op, Graph]:
@@ -132,6 +133,56 @@ def test_a_thread_with_part_of_a_vector_pays_the_vector_instructions_over_fewer_
     assert issue_s(1) / issue_s(8) == pytest.approx((4 + 16 * 7 / 8) / 4)
     assert issue_s(4) / issue_s(8) == pytest.approx((4 + 16 * 1 / 8) / 4)
     assert math.isfinite(issue_s(1))
+
+
+def _triton_compute_s(hw: Hardware, numel: int, ept: int, math_ops: dict[str, float], block: int = 128,
+                      regs: int = 32) -> float:
+    op, graph = one_op(numel, LaunchConfig(block=block, elems_per_thread=ept, regs_per_thread=regs), math_ops)
+    return kernel_cost(dataclasses.replace(op, library="triton"), graph, hw).compute_s
+
+
+def test_a_triton_thread_pays_its_per_thread_instructions_over_its_elements(hw: Hardware) -> None:
+    # issue only (the math units free): per element 4 + thread_instr / ept, whatever the vector fill;
+    # 2^26 elements in blocks of 128 x ept: grids that share out evenly over 132 SMs would not, so the
+    # ratios are taken at the same grid (numel scaled with ept)
+    free = dataclasses.replace(hw, fp32_lanes_per_sm=1e12, sfu_lanes_per_sm=1e12, int_lanes_per_sm=1e12,
+                               thread_instr=80.0)
+    blocks = 132 * 16 * 64
+    per_element = {ept: _triton_compute_s(free, blocks * 128 * ept, ept, {}) / (blocks * 128 * ept)
+                   for ept in (1, 4, 16, 32)}
+    for ept, t in per_element.items():
+        assert t / per_element[1] == pytest.approx((4 + 80 / ept) / (4 + 80))
+    # PyTorch's kernels do not pay it (they keep the partial-vector term)
+    op, graph = one_op(1 << 26, LaunchConfig(block=128, elems_per_thread=16, regs_per_thread=32), {})
+    assert kernel_cost(op, graph, free).compute_s == pytest.approx(
+        kernel_cost(op, graph, dataclasses.replace(free, thread_instr=None)).compute_s)
+
+
+def test_a_fused_triton_kernel_takes_the_sum_of_its_units(hw: Hardware) -> None:
+    # measured on the calibration H200 (elementwise.json, 2^28 elements, BLOCK 1024 x 4 warps): GELU alone
+    # 380.5 us + dropout alone 823.0 us = 1203.5 us against 1184.9 us fused: the units' times add up
+    numel, ept = 132 * 16 * 64 * 128 * 8, 8
+    costs = {**hw.op_costs, "rng": (0.0, 0.0, 50.0), "gelu": (40.0, 0.0, 0.0)}  # one unit each
+    tr = dataclasses.replace(hw, thread_instr=0.0, op_costs=costs)
+    issue = _triton_compute_s(tr, numel, ept, {})
+    fused = _triton_compute_s(tr, numel, ept, {"rng": 1.0, "gelu": 1.0})
+    assert fused == pytest.approx(_triton_compute_s(tr, numel, ept, {"gelu": 1.0})
+                                  + _triton_compute_s(tr, numel, ept, {"rng": 1.0}) - issue)
+
+
+def test_the_busiest_sm_sets_a_triton_kernels_compute_time(hw: Hardware) -> None:
+    # 4-warp blocks of 32 registers: 16 per SM. 133 x 16 blocks: one SM gets 17 (a full round of 16 and a
+    # last block alone at 1 warp per scheduler); the grid is priced as that SM's rounds, not 16.12 blocks
+    from sim.costmodel.elementwise import busiest_sm_block_rounds
+
+    tr = dataclasses.replace(hw, thread_instr=0.0)
+    occ = occupancy(tr, 128, 32, 0, 133 * 16)
+    rounds = 16 / latency_hiding(tr, 16.0) + 1 / latency_hiding(tr, 1.0)
+    assert busiest_sm_block_rounds(tr, occ) == pytest.approx(rounds)
+    even = _triton_compute_s(tr, 132 * 16 * 128 * 8, 8, {"erf": 40.0})
+    uneven = _triton_compute_s(tr, 133 * 16 * 128 * 8, 8, {"erf": 40.0})
+    assert uneven / even == pytest.approx(rounds / (16 / latency_hiding(tr, 16.0)))
+    assert uneven / even > 133 / 132  # more than the average share
 
 
 # -- whole kernels on the round-number test profile (tests/fixtures/profiles/testgpu.yaml) ----------
