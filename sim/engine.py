@@ -101,13 +101,9 @@ class ProcessorSharing:
     def _done(self, jid: int) -> None:
         self.jobs.pop(jid).done.succeed()
 
-    def _settle(self) -> None:
-        jobs = self.jobs
-        limit = _EPS * max(1.0, self.env.now)
-        for jid in [jid for jid, j in jobs.items() if j.remaining_s <= limit]:
-            self._done(jid)
-        self._after_done()
-        soonest = self._rerate() if jobs else None
+    def _schedule_wake(self) -> None:
+        """Set the running jobs' rates and schedule the wake-up at the soonest end (none when idle)."""
+        soonest = self._rerate() if self.jobs else None
         if soonest is not None:
             wake = Timeout(self.env, max(0.0, soonest))
             wake.callbacks.append(self._wake)
@@ -115,6 +111,14 @@ class ProcessorSharing:
         else:
             self._wakeup = None
         self._after_settle()
+
+    def _settle(self) -> None:
+        jobs = self.jobs
+        limit = _EPS * max(1.0, self.env.now)
+        for jid in [jid for jid, j in jobs.items() if j.remaining_s <= limit]:
+            self._done(jid)
+        self._after_done()
+        self._schedule_wake()
 
     def _wake(self, event: simpy.Event) -> None:
         if event is not self._wakeup:
@@ -737,14 +741,7 @@ class HoldingGPU(FluidGPU):
         self._after_done()
         for ev in done:
             ev.succeed()
-        soonest = self._rerate() if jobs else None
-        if soonest is not None:
-            wake = Timeout(self.env, max(0.0, soonest))
-            wake.callbacks.append(self._wake)
-            self._wakeup = wake
-        else:
-            self._wakeup = None
-        self._after_settle()
+        self._schedule_wake()
 
     def _done(self, jid: int) -> None:
         self.jobs.pop(jid).done.succeed()

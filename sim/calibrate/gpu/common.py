@@ -394,6 +394,17 @@ def warm_gpu(seconds: float = 1.5) -> float:
     return time.time() - t0
 
 
+def occupancy_estimate(n_regs: int | None, num_warps: int) -> dict[str, Any]:
+    """An H200 SM's resident blocks for a kernel of n_regs registers per thread and num_warps warps per block
+    (64K registers allocated per warp in units of 256, at most 64 warps and 32 blocks per SM): the record fields
+    blocks_per_sm_est, warps_per_sm_est, occupancy_est; {} when the register count is unknown."""
+    if not n_regs:
+        return {}
+    regs_per_warp = -(-n_regs * 32 // 256) * 256
+    blocks = max(0, min(65536 // (regs_per_warp * num_warps), 64 // num_warps, 32))
+    return {"blocks_per_sm_est": blocks, "warps_per_sm_est": blocks * num_warps, "occupancy_est": blocks * num_warps / 64}
+
+
 def triton_kernel_info(ck: Any) -> dict[str, Any]:
     """Registers, spills, shared memory and warps of a triton CompiledKernel (best effort)."""
     info: dict[str, Any] = {}

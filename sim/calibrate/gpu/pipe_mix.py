@@ -42,14 +42,6 @@ def plan(smoke: bool = False) -> list[tuple[str, int]]:
     return out[:2] if smoke else out
 
 
-def _occupancy(n_regs: int | None, num_warps: int) -> dict[str, Any]:
-    if not n_regs:
-        return {}
-    regs_per_warp = -(-n_regs * 32 // 256) * 256
-    blocks = max(0, min(65536 // (regs_per_warp * num_warps), 64 // num_warps, 32))
-    return {"blocks_per_sm_est": blocks, "warps_per_sm_est": blocks * num_warps, "occupancy_est": blocks * num_warps / 64}
-
-
 class Ctx:
     def __init__(self, out: str, smoke: bool, budget_s: float) -> None:
         self.rf = common.ResultFile(os.path.join(out, "pipe_mix.json"), "pipe_mix",
@@ -98,7 +90,7 @@ def run(c: Ctx, cases: list[tuple[str, int]]) -> None:
             rec = {"bench": "pipe_mix", "set": "heldout", "kernel": kernel, "tokens": TOKENS, "hidden": HIDDEN,
                    "numel": numel, "dtype": "bfloat16", "p": P_DROP, "BLOCK": block, "num_warps": WARPS,
                    "elements_per_thread": block / (32 * WARPS), "grid": list(grid),
-                   "bytes": BYTES_PER_ELEMENT[kernel] * numel, **info, **_occupancy(info.get("n_regs"), WARPS), **r}
+                   "bytes": BYTES_PER_ELEMENT[kernel] * numel, **info, **common.occupancy_estimate(info.get("n_regs"), WARPS), **r}
             c.rf.add(rec)
             common.log(f"{kernel} BLOCK={block}: regs {info.get('n_regs')} spills {info.get('n_spills')} "
                        f"grid {grid[0]} {r['time_us']:.2f} us")

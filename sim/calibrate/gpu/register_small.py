@@ -65,14 +65,6 @@ def plan(smoke: bool = False, fit_only: bool = False) -> list[tuple[str, int, in
     return out[:2] if smoke else out
 
 
-def _occupancy(n_regs: int | None, num_warps: int) -> dict[str, Any]:
-    if not n_regs:
-        return {}
-    regs_per_warp = -(-n_regs * 32 // 256) * 256
-    blocks = max(0, min(65536 // (regs_per_warp * num_warps), 64 // num_warps, 32))
-    return {"blocks_per_sm_est": blocks, "warps_per_sm_est": blocks * num_warps, "occupancy_est": blocks * num_warps / 64}
-
-
 class Ctx(common.BudgetedAttempts):
     def __init__(self, out: str, smoke: bool, budget_s: float, fit_only: bool = False) -> None:
         mode = "smoke" if smoke else "fit_only" if fit_only else "full"
@@ -105,7 +97,7 @@ def run(c: Ctx, cases: list[tuple[str, int, int, int]]) -> None:
                    "tokens": tokens, "hidden": HIDDEN, "numel": numel, "dtype": "bfloat16", "math": "fp32",
                    "p": P_DROP, "BLOCK": block, "num_warps": warps, "elements_per_thread": block / (32 * warps),
                    "grid": list(grid), "bytes": 4 * numel + 2 * HIDDEN, "ops_per_element": OPS, **info,
-                   **_occupancy(info.get("n_regs"), warps), **r}
+                   **common.occupancy_estimate(info.get("n_regs"), warps), **r}
             rec["gbps"] = rec["bytes"] / (r["time_us"] * 1e-6) / 1e9
             c.rf.add(rec)
             common.log(f"{part} T={tokens} BLOCK={block} w={warps}: regs {info.get('n_regs')} spills "
