@@ -4,10 +4,10 @@
     python3 -m sim.calibrate.gpu.calibrate_all --out DIR [--quick] [--budget-s S]
 
 Runs, each in its own subprocess so one failure cannot poison the next: the microbenchmark
-groups (sim.calibrate.gpu.micro), host costs (in rounds, see host_costs), kernel launch
+groups (sim.calibrate.gpu.micro; not `streams`, which nothing reads: FULL_SKIPS), host costs (in rounds, see host_costs), kernel launch
 configurations, the cold-L2 group (sim.calibrate.gpu.l2_cold: calibration-split GEMMs, sums and
 copies after a read-only L2 flush, behind kernel.memcpy_clean_fixed_us, gemm.cold_ramp_us and the
-cold reduction fits), sustained load, profiler overhead, stream gaps, and (sim.calibrate.gpu.fit_groups,
+cold reduction fits), sustained GEMM load (power.sustained_clock_mhz), profiler overhead, stream gaps, and (sim.calibrate.gpu.fit_groups,
 one process) the default-backend attention and math-op kernels and the register sweep's kernel on
 small grids where its spills overflow L1 (register_small --fit-only: behind the spills' off-chip
 ceiling and in-flight bytes). Writes DIR/<group>.json for each
@@ -40,6 +40,14 @@ import sys
 import time
 
 QUICK_MICRO_GROUPS = ("copy", "kernel_overhead", "elementwise", "gemm")
+# group -> why no calibration measures it (the microbenchmarks still run it with `micro --groups`)
+FULL_SKIPS = {
+    "streams": "two-stream overlap scenarios: read by no fit and no validation group (8.3 s of machine K's "
+               "calibration, wave 9)",
+}
+# micro.GROUPS less FULL_SKIPS (not imported: micro is the GPU side; tests check the two agree)
+FULL_MICRO_GROUPS = ("copy", "kernel_overhead", "elementwise", "register_sweep", "gemm", "attention", "reduction",
+                     "layout")
 QUICK_BUDGET_S = 88.0
 # group -> why a quick calibration keeps the base profile's numbers for it
 QUICK_SKIPS = {
@@ -47,7 +55,6 @@ QUICK_SKIPS = {
     "attention": "not read by any fit (validation cases only)",
     "reduction": "not read by any fit (validation cases only)",
     "layout": "not read by any fit (validation cases only)",
-    "streams": "not read by any fit (validation cases only)",
     "sustained": "power-capped clock: 2.2 % spread over the five full calibrations",
     "profiler_overhead": "prices only traced (profiled) runs, not the simulated step",
     "attention_default": "cuDNN attention fit: an opt-in backend, not the profile default",
@@ -71,11 +78,11 @@ def steps(out: str, quick: bool) -> list[list[str]]:
             [py, "-m", "sim.calibrate.gpu.stream_gaps", "--out", out, "--steps", "2"],
         ]
     return [
-        [py, "-m", "sim.calibrate.gpu.micro", "--mode", "full", "--out", out],
+        [py, "-m", "sim.calibrate.gpu.micro", "--mode", "full", "--groups", ",".join(FULL_MICRO_GROUPS), "--out", out],
         [py, "-m", "sim.calibrate.gpu.host_costs", "--out", out, "--runs", "3"],
         [py, "-m", "sim.calibrate.gpu.kernel_configs", "--out", out],
         [py, "-m", "sim.calibrate.gpu.l2_cold", "--out", out, "--budget-s", "30"],
-        [py, "-m", "sim.calibrate.gpu.sustained", "--out", out],
+        [py, "-m", "sim.calibrate.gpu.sustained", "--out", out, "--loads", "gemm"],
         [py, "-m", "sim.calibrate.gpu.profiler_overhead", "--no-traces", "--out", out],
         # 12 profiled steps (200 gaps on machine Z, calibration/h200/wave8_calib6) rather than 3: the gap
         # is the median of a wide distribution (0.8-2.5 us by kernel pair); over 3 steps its median moved

@@ -1,9 +1,9 @@
 """Sustained load: how kernel times drift when the GPU runs long enough to reach its power limit.
 
-    python3 -m sim.calibrate.gpu.sustained --out DIR [--seconds 3]
+    python3 -m sim.calibrate.gpu.sustained --out DIR [--seconds 3] [--loads gemm[,copy]]
 
-For each load (a bf16 GEMM: the sustained clock's fit; a large copy: the check that memory-bound
-work keeps its clock, which the fit's text states), it
+For each load (a bf16 GEMM: the sustained clock's fit; with --loads gemm,copy also a large copy: the
+check that memory-bound work keeps its clock, measured by every calibration until wave 10), it
 times the kernel in a burst after an idle pause, then back to back for `seconds`, recording
 the time of every launch with CUDA events, while a thread samples nvidia-smi (SM clock,
 power draw). Writes DIR/sustained.json = {"meta", "group": "sustained", "records"}.
@@ -81,7 +81,7 @@ def run_load(name: str, fn: Any, seconds: float) -> dict[str, Any]:
     return rec
 
 
-def run(out_dir: str, seconds: float) -> None:
+def run(out_dir: str, seconds: float, names: tuple[str, ...] = ("gemm",)) -> None:
     import torch
 
     bf = torch.bfloat16
@@ -96,18 +96,29 @@ def run(out_dir: str, seconds: float) -> None:
     def copy() -> None:
         dst.copy_(src)
 
-    # A third load (GEMM then GELU) ran until wave 7: no fit read it, and it cost about 5 s of the full
-    # calibration's 5 minutes (runs/W); the committed raw folders keep it.
-    records = [run_load(n, f, seconds) for n, f in (("gemm_4096x16384x4096_bf16", gemm), ("copy_1GiB", copy))]
+    # A third load (GEMM then GELU) ran until wave 7, and the copy below until wave 10: no fit reads either
+    # (the copy was the check that memory-bound work keeps its clock: steady/burst 0.66-0.79 in the 13 full
+    # calibrations A-E, Q_full, S, T, V, W, X, Y and K, never slower), and each cost about 5 s of the full
+    # calibration's 5 minutes; the committed raw folders keep them. `--loads gemm,copy` measures the copy.
+    loads = {"gemm": ("gemm_4096x16384x4096_bf16", gemm), "copy": ("copy_1GiB", copy)}
+    records = [run_load(*loads[name], seconds) for name in names]
     common.write_group(out_dir, "sustained", records, "sim.calibrate.gpu.sustained")
 
 
-def main() -> int:
+LOADS = ("gemm", "copy")
+
+
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", required=True)
     ap.add_argument("--seconds", type=float, default=3.0)
-    ns = ap.parse_args()
-    run(ns.out, ns.seconds)
+    ap.add_argument("--loads", default="gemm", help="comma list of: gemm (the fit's), copy (default: gemm)")
+    ns = ap.parse_args(argv)
+    names = tuple(n.strip() for n in ns.loads.split(",") if n.strip())
+    if not names or any(n not in LOADS for n in names):
+        print(f"error: --loads: {ns.loads!r} (expected a comma list of {', '.join(LOADS)})")
+        return 2
+    run(ns.out, ns.seconds, names)
     return 0
 
 
