@@ -48,7 +48,10 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCH_LIMITS = {"KERNELSIM_MAX_REPEAT": "10000000", "KERNELSIM_MAX_GRAPH_OPS": "100000000"}
 for _name, _value in BENCH_LIMITS.items():
     os.environ.setdefault(_name, _value)
-if str(ROOT) not in sys.path:
+# Only when `sim` is not imported yet: a measuring process (--against) imports the measured tree's `sim`
+# first, and this folder must not come before that tree on sys.path, which the local pool's spawned
+# workers inherit (they would import this checkout's `sim` and time it for the other tree).
+if "sim" not in sys.modules and str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from sim.costmodel.host import host_costs  # noqa: E402

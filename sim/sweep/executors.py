@@ -14,6 +14,7 @@ from typing import Any
 
 from sim.costmodel.cache import CostCache
 from sim.errors import InputError
+from sim.gcpause import frozen_survivors
 from sim.run import GraphCache
 from sim.sweep.grid import Point, SweepPlan
 from sim.sweep.worker import init_worker, run_point, run_points_in_worker
@@ -43,8 +44,11 @@ def _by_values(points: Sequence[Point]) -> list[Point]:
 
 def run_serial(plan: SweepPlan, points: Sequence[Point]) -> Iterator[tuple[int, dict[str, Any]]]:
     cache, graphs = CostCache(), GraphCache()  # shared by the points, as in a pool worker
-    for p in _by_values(points):
-        yield p.index, run_point(plan.scenario, plan.hardware, plan.variants, p, cache, graphs)
+    with frozen_survivors() as point_done:  # as in a pool worker (sim.gcpause)
+        for p in _by_values(points):
+            record = run_point(plan.scenario, plan.hardware, plan.variants, p, cache, graphs)
+            point_done()
+            yield p.index, record
 
 
 def run_local(plan: SweepPlan, points: Sequence[Point], workers: int) -> Iterator[tuple[int, dict[str, Any]]]:

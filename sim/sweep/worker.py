@@ -11,6 +11,7 @@ from typing import Any
 
 from sim.costmodel.cache import CostCache
 from sim.errors import InfeasibleError, KernelsimError
+from sim.gcpause import SurvivorFreezer
 from sim.hardware import Hardware
 from sim.run import GraphCache, Scenario, run_scenario
 from sim.sweep.grid import POINT_SCHEMA, Point, point_scenario
@@ -44,7 +45,9 @@ def init_worker(scn: Scenario, hardware: dict[str, Hardware], variants: tuple[st
     die_with_parent(parent_pid)
     # One cost and one graph cache per worker process, shared by all its points (the same ops on the
     # same profiles; the same parameter values on other profiles).
-    _WORKER_STATE.update(scn=scn, hardware=hardware, variants=variants, costs=CostCache(), graphs=GraphCache())
+    # What the points leave alive (those caches) is kept off the collector's full passes (sim.gcpause).
+    _WORKER_STATE.update(scn=scn, hardware=hardware, variants=variants, costs=CostCache(), graphs=GraphCache(),
+                         freezer=SurvivorFreezer())
 
 
 def die_with_parent(parent_pid: int | None = None, poll_s: float = 0.5) -> None:
@@ -83,4 +86,8 @@ def run_point_in_worker(point: Point) -> dict[str, Any]:
 
 
 def run_points_in_worker(points: list[Point]) -> list[dict[str, Any]]:
-    return [run_point_in_worker(p) for p in points]
+    out = []
+    for p in points:
+        out.append(run_point_in_worker(p))
+        _WORKER_STATE["freezer"].point_done()
+    return out
