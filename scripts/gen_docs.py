@@ -1016,26 +1016,41 @@ MACHINE_H_DIR = ROOT / "validation" / "h200x2" / "machine_H"
 
 
 def gen_comm_machine_h() -> str:
-    """docs/communication.md: machine H (held out by machine) — DDP's exposed communication per workload
-    and the contention cells' |error| per regime and split, replayed as validate does."""
+    """docs/communication.md: the machines held out by machine (H; P and its repeat run Pr) — DDP's exposed
+    communication per workload, the contention cells' |error| per regime and split, the all-reduces alone
+    of the contention cells, replayed as validate does; and P's within-machine spread (P vs Pr)."""
     from sim.validate.comm import (
         contention_quantities,
         contention_rows,
         ddp_rows,
+        heldout_collective_rows,
         heldout_machine_runs,
+        repeat_spread,
     )
 
     runs = heldout_machine_runs(ROOT)
     lines = ["| DDP workload [machine] | split | measured | predicted | error |", "|---|---|---:|---:|---:|"]
-    for r in ddp_rows(COMM_DIR, runs=runs):
+    ddp = ddp_rows(COMM_DIR, runs=runs)
+    for r in ddp:
         err = r.predicted_us / r.measured_us - 1
         lines.append(f"| {r.label} | {r.split} | {r.measured_us:.0f} µs | {r.predicted_us:.0f} µs | {err * 100:+.1f} % |")
-    lines += ["", "| contention cells [machine H] (pp = predicted − measured slowdown) | n | median | max |",
+    lines += ["", "| contention cells [held-out machines] (pp = predicted − measured slowdown) | n | median | max |",
               "|---|---|---:|---:|"]
-    for key, q in contention_quantities(contention_rows(COMM_DIR, runs=runs)).items():
+    cells = contention_rows(COMM_DIR, runs=runs)
+    for key, q in contention_quantities(cells).items():
         _, regime, split = key.split("/")
         lines.append(f"| {regime.replace('_', '-')}, {split} | {int(q['n'])} | {q['median_abs_pp']:.1f} pp | "
                      f"{q['max_abs_pp']:.1f} pp |")
+    lines += ["", "| all-reduce alone, median of the contention cells [machine] | split | measured | predicted | error |",
+              "|---|---|---:|---:|---:|"]
+    coll = heldout_collective_rows(runs)
+    for c in coll:
+        lines.append(f"| {c.bytes >> 20} MiB{' (host-bound)' if c.host_bound else ''} [{c.run}] | {c.split} | "
+                     f"{c.measured_us:.1f} µs | {c.predicted_us:.1f} µs | {c.error * 100:+.1f} % |")
+    lines += ["", "| within-machine spread, repeat run vs first (measured only) | n | median | max |", "|---|---|---:|---:|"]
+    for name, (n, med, top) in repeat_spread(coll, ddp, cells).items():
+        unit = (lambda v: f"{v:.1f} pp") if name.endswith("(pp)") else (lambda v: f"{v * 100:.1f} %")
+        lines.append(f"| {name} | {n} | {unit(med)} | {unit(top)} |")
     return "\n".join(lines) + "\n"
 
 
