@@ -26,6 +26,16 @@ shares HBM by SMs):
   then cost what remains of the last round) plus `topology.collective_start_us` (the collective's CTAs
   start after a kernel of another stream released with it and already queued; the value is the
   median start gap of the all-reduces that won that race in the DDP profiles, race_start_us).
+- loss@L (comm7): `topology.release_loss_units` = L, fitted by sim.calibrate.gemm_release_fit on the
+  single-GPU calibration data (calibration/h200/raw/gemm_release_gated; machine P's gemm_release held
+  out): a GEMM that starts beside the collective with CTAs left out loses L unit times x min(how long
+  the collective stays / its time alone, 1) (sim.kernelcost.release_loss); no SMs-lost rule otherwise
+  (a GEMM running when the collective arrives shares the SMs as a fluid);
+- loss@L+start: the same plus `topology.collective_start_us` (as release@1+start);
+- loss@L+lost1(+start): the same on top of rounds@1 (rounds for a GEMM running when the collective
+  arrives; a collective that waited takes the SMs first).
+
+    python scripts/comm_contention_sides.py [--out FILE.md] [--variants NAME,NAME,...]
 """
 
 from __future__ import annotations
@@ -49,18 +59,31 @@ from sim.validate import comm as vc  # noqa: E402
 
 COMM = ROOT / "calibration" / "h200x2" / "comm"
 SM_SHARE = COMM / "sm_share" / "comm.json"
+RELEASE = ROOT / "calibration" / "h200" / "raw" / "gemm_release_gated" / "gemm_release.json"
 PROFILE = "h200-nvl2"
 
 
-def overlay(tmp: Path, lost: float, start_us: float | None = None) -> str:
-    """A profile file: h200-nvl2 with `topology.sms_lost_per_channel` = lost and, if given,
-    `topology.collective_start_us` = start_us (analysis only)."""
-    tag = f"{lost:g}" + ("" if start_us is None else f"_start{start_us:.2f}")
+def overlay(tmp: Path, lost: float | None, start_us: float | None = None, loss_units: float | None = None) -> str:
+    """A profile file: h200-nvl2 with, where given, `topology.sms_lost_per_channel` = lost,
+    `topology.collective_start_us` = start_us and `topology.release_loss_units` = loss_units (analysis only)."""
+    tag = f"{lost or 0:g}" + ("" if start_us is None else f"_start{start_us:.2f}") + (
+        "" if loss_units is None else f"_loss{loss_units:.2f}")
     path = tmp / f"nvl2_lost_{tag}.yaml"
-    start = "" if start_us is None else f"  collective_start_us: {{value: {start_us:.3f}, source: estimate, note: analysis}}\n"
-    path.write_text(f"base: {resolve_profile(PROFILE)}\nname: nvl2-lost-{tag}\n"
-                    f"topology:\n  sms_lost_per_channel: {{value: {lost}, source: estimate, note: analysis}}\n{start}")
+    keys = [f"  {key}: {{value: {value:.3f}, source: estimate, note: analysis}}\n" for key, value in (
+        ("sms_lost_per_channel", lost), ("collective_start_us", start_us), ("release_loss_units", loss_units))
+        if value is not None]
+    path.write_text(f"base: {resolve_profile(PROFILE)}\nname: nvl2-lost-{tag}\ntopology:\n" + "".join(keys))
     return str(path)
+
+
+def fitted_loss_units() -> float:
+    """topology.release_loss_units as sim.calibrate.gemm_release_fit fits it on the calibration data."""
+    from sim.calibrate.gemm_release_fit import fit_release_loss, release_cells
+
+    cells = release_cells(json.loads(RELEASE.read_text()))
+    fit = fit_release_loss(cells, load_profile("h200-measured"))
+    assert fit is not None
+    return round(fit.value, 2)
 
 
 def race_start_us() -> float:
@@ -140,6 +163,7 @@ def ddp_groups(rows: list) -> dict[str, tuple[float, float, int]]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=None, help="also write the tables to this Markdown file")
+    ap.add_argument("--variants", default=None, help="comma-separated variant names to replay (default: all)")
     ns = ap.parse_args(argv)
     hw = load_profile(PROFILE)
     cells = share_cells(json.loads(SM_SHARE.read_text()), hw.fabric.channels)
@@ -154,6 +178,21 @@ def main(argv: list[str] | None = None) -> int:
             "measured": (overlay(Path(tmp), 1.0), measured_rule(cells, hw)),
             "release@1+start": (overlay(Path(tmp), 1.0, race_start_us()), None),
         }
+        loss = fitted_loss_units()
+        variants.update({
+            f"loss@{loss:g}": (overlay(Path(tmp), None, None, loss), None),
+            f"loss@{loss:g}+start": (overlay(Path(tmp), None, race_start_us(), loss), None),
+            f"loss@{loss:g}+lost1": (overlay(Path(tmp), 1.0, None, loss), None),
+            f"loss@{loss:g}+lost1+start": (overlay(Path(tmp), 1.0, race_start_us(), loss), None),
+        })
+        if ns.variants:
+            wanted = ["fluid"] + [v for v in ns.variants.split(",") if v != "fluid"]
+            unknown = [v for v in wanted if v not in variants]
+            if unknown:
+                print(f"error: --variants: {', '.join(unknown)}: expected names among {', '.join(variants)}",
+                      file=sys.stderr)
+                return 2
+            variants = {v: variants[v] for v in wanted}
         results = {name: run_variant(p, rule) for name, (p, rule) in variants.items()}
     names = list(results)
     lines = ["| cell (device-bound) | split | stream | measured | " + " | ".join(names) + " |",

@@ -314,6 +314,7 @@ BLOCKS: dict[str, Generator] = {
     "comm-ddp": Generator(lambda: gen_comm_ddp(), slow=True),
     "comm-machine-h": Generator(lambda: gen_comm_machine_h(), slow=True),  # the engine replays machine H
     "comm-ddp-breakdown": Generator(lambda: gen_comm_ddp_breakdown(), slow=False),
+    "comm-release-loss": Generator(lambda: gen_comm_release_loss(), slow=False),
     "host-validation": Generator(lambda: gen_host_validation(), slow=True),  # kernelsim validate (issue 15)
     "host-config-spread": Generator(lambda: gen_host_config_spread(), slow=True),
     "host-optimizer": Generator(lambda: gen_host_optimizer(), slow=True),  # reads nine traces
@@ -1013,29 +1014,92 @@ def fig_comm_ddp(split: str) -> Generator:
 
 
 MACHINE_H_DIR = ROOT / "validation" / "h200x2" / "machine_H"
+MACHINE_P_DIR = ROOT / "validation" / "h200x2" / "machine_P"
 
 
 def gen_comm_machine_h() -> str:
-    """docs/communication.md: machine H (held out by machine) — DDP's exposed communication per workload
-    and the contention cells' |error| per regime and split, replayed as validate does."""
+    """docs/communication.md: the machines held out by machine (H; P and its repeat run Pr) — DDP's exposed
+    communication per workload, the contention cells' |error| per regime and split, the all-reduces alone
+    of the contention cells, replayed as validate does; and P's within-machine spread (P vs Pr)."""
     from sim.validate.comm import (
         contention_quantities,
         contention_rows,
         ddp_rows,
+        heldout_collective_rows,
         heldout_machine_runs,
+        repeat_spread,
     )
 
     runs = heldout_machine_runs(ROOT)
     lines = ["| DDP workload [machine] | split | measured | predicted | error |", "|---|---|---:|---:|---:|"]
-    for r in ddp_rows(COMM_DIR, runs=runs):
+    ddp = ddp_rows(COMM_DIR, runs=runs)
+    for r in ddp:
         err = r.predicted_us / r.measured_us - 1
         lines.append(f"| {r.label} | {r.split} | {r.measured_us:.0f} µs | {r.predicted_us:.0f} µs | {err * 100:+.1f} % |")
-    lines += ["", "| contention cells [machine H] (pp = predicted − measured slowdown) | n | median | max |",
+    lines += ["", "| contention cells [held-out machines] (pp = predicted − measured slowdown) | n | median | max |",
               "|---|---|---:|---:|"]
-    for key, q in contention_quantities(contention_rows(COMM_DIR, runs=runs)).items():
+    cells = contention_rows(COMM_DIR, runs=runs)
+    for key, q in contention_quantities(cells).items():
         _, regime, split = key.split("/")
         lines.append(f"| {regime.replace('_', '-')}, {split} | {int(q['n'])} | {q['median_abs_pp']:.1f} pp | "
                      f"{q['max_abs_pp']:.1f} pp |")
+    lines += ["", "| all-reduce alone, median of the contention cells [machine] | split | measured | predicted | error |",
+              "|---|---|---:|---:|---:|"]
+    coll = heldout_collective_rows(runs)
+    for c in coll:
+        lines.append(f"| {c.bytes >> 20} MiB{' (host-bound)' if c.host_bound else ''} [{c.run}] | {c.split} | "
+                     f"{c.measured_us:.1f} µs | {c.predicted_us:.1f} µs | {c.error * 100:+.1f} % |")
+    lines += ["", "| within-machine spread, repeat run vs first (measured only) | n | median | max |", "|---|---|---:|---:|"]
+    for name, (n, med, top) in repeat_spread(coll, ddp, cells).items():
+        unit = (lambda v: f"{v:.1f} pp") if name.endswith("(pp)") else (lambda v: f"{v * 100:.1f} %")
+        lines.append(f"| {name} | {n} | {unit(med)} | {unit(top)} |")
+    return "\n".join(lines) + "\n"
+
+
+def gen_comm_release_loss() -> str:
+    """docs/communication.md: topology.release_loss_units fitted on the single-GPU calibration data and on
+    machine P's GPU 0 (held out), and each rule's rms log error on both with the calibration's value
+    (sim.calibrate.gemm_release_fit)."""
+    import json
+    import math
+
+    from sim.calibrate.comm_sm_share import gemm_units
+    from sim.calibrate.gemm_release_fit import (
+        RULES,
+        fit_release_loss,
+        release_cells,
+        rms_log,
+        slowdown,
+    )
+    from sim.hardware import load_profile
+
+    hw = load_profile("h200-measured")
+    files = (("calibration (calibration/h200/raw/gemm_release_gated)",
+              ROOT / "calibration" / "h200" / "raw" / "gemm_release_gated" / "gemm_release.json"),
+             ("machine P, held out (validation/h200x2/machine_P/gemm_release)",
+              MACHINE_P_DIR / "gemm_release" / "gemm_release.json"))
+    fits = {name: fit_release_loss(release_cells(json.loads(path.read_text())), hw) for name, path in files}
+    calibrated = fits[files[0][0]]
+    assert calibrated is not None
+    loss = round(calibrated.value, 2)
+    lines = ["| gemm_release cells | L fitted there (90 % bootstrap) | cells | rms log error with L = "
+             f"{loss:g}, all cells: " + ", ".join(RULES) + " | more than one unit per CTA only |",
+             "|---|---:|---:|---|---|"]
+    for name, path in files:
+        cells = release_cells(json.loads(path.read_text()))
+        fit = fits[name]
+        assert fit is not None
+        errs: dict[str, list[tuple[bool, float]]] = {r: [] for r in RULES}
+        for c in cells:
+            units = gemm_units(hw, c.m, c.n, c.k)
+            multi = math.ceil(units / min(units, hw.sm_count) - 1e-9) > 1
+            for r in RULES:
+                pred = slowdown(r, c.alone_us, units, hw.sm_count, c.spins, c.release_us, loss)
+                errs[r].append((multi, math.log(pred) - math.log(c.measured)))
+        every = ", ".join(f"{rms_log([e for _, e in errs[r]]):.3f}" for r in RULES)
+        multi_only = ", ".join(f"{rms_log([e for m, e in errs[r] if m]):.3f}" for r in RULES)
+        lines.append(f"| {name} | {fit.value:.2f} ({fit.spread[0]:.2f}–{fit.spread[1]:.2f}) | {fit.n} | {every} | "
+                     f"{multi_only} |")
     return "\n".join(lines) + "\n"
 
 

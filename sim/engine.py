@@ -52,7 +52,7 @@ from simpy.events import Timeout
 from sim.costmodel.host import HostCosts
 from sim.gcpause import paused_gc
 from sim.graph import Graph
-from sim.kernelcost import KernelCost, release_beside, rounds_beside
+from sim.kernelcost import KernelCost, release_beside, release_loss, rounds_beside
 from sim.trace import HOST_TRACK, Records, Trace, stream_track
 
 _EPS = 1e-15
@@ -617,7 +617,11 @@ class HoldingGPU(FluidGPU):
       them as a fluid; and a collective that waited for SMs takes them before the next kernel of the
       stream whose kernel ended (`_settle`);
     - a collective whose cost says `start_s` starts its CTAs that long after its stream reaches it
-      (RendezVous.collective): a kernel of another stream released at the same instant goes first.
+      (RendezVous.collective): a kernel of another stream released at the same instant goes first;
+    - where the collective's cost says `release_loss_units` (the profile's measured loss), a GEMM that
+      starts beside it with CTAs left out is priced by `release_loss` instead (loss x its unit time x
+      how long the collective stays, as a share of the GEMM's time alone, at most 1), re-priced when
+      the collective releases; it runs at full rate on the SMs left meanwhile.
     """
 
     def __init__(self, env: simpy.Environment) -> None:
@@ -632,6 +636,9 @@ class HoldingGPU(FluidGPU):
         # GEMMs that started with CTAs left out by resident collectives: job -> (start, time alone,
         # the collectives, work units, free SMs); priced by release_beside when those release
         self._late: dict[int, tuple[float, float, frozenset[int], float, float]] = {}
+        self._loss: dict[int, float] = {}  # held job -> the measured loss of a GEMM started beside it
+        self._late_loss: dict[int, float] = {}  # a _late GEMM -> the loss it is priced with
+        self._loss_sm_count = 0  # learned from a collective that declares a loss
 
     def run_kernel(self, work_s: float, cost: KernelCost) -> simpy.Event:
         """`run` for a priced kernel: a GEMM's work units are kept for the wave rule beside a collective."""
@@ -640,22 +647,38 @@ class HoldingGPU(FluidGPU):
         if tiles:
             units = float(tiles) * float(d.get("split_k", 1))
             free = self._free_sms()
-            if free is not None and free < min(units, self.sm_count) - 1e-9:
+            sm_count = self.sm_count or self._loss_sm_count
+            if free is not None and free < min(units, sm_count) - 1e-9:
                 # CTAs left out by the resident collectives: priced as if they hold on, re-priced
                 # when they release (release)
                 self._late[self._next_id] = (self.env.now, work_s, frozenset(self.held), units, free)
-                return self.run(release_beside(units, self.sm_count, free, work_s, math.inf),
+                losses = [self._loss[h] for h in self.held if h in self._loss]
+                if losses:  # the measured loss (the largest, if several collectives declare one)
+                    self._late_loss[self._next_id] = max(losses)
+                return self.run(self._beside(self._next_id, units, free, work_s, math.inf),
                                 cost.bw_demand, cost.sm_demand)
             self._units[self._next_id] = units
         return self.run(work_s, cost.bw_demand, cost.sm_demand)
 
     def _free_sms(self) -> float | None:
-        """SMs the resident collectives leave to the other kernels, where they say what they take
-        (None: no such collective resident)."""
+        """SMs the resident collectives leave to the other kernels, where they say what they take or
+        declare a loss (their own SM share then; None: no such collective resident)."""
+        if self._loss and self._loss_sm_count > 0 and any(h in self._loss for h in self.held):
+            jobs, taken = self.jobs, self._taken
+            share = sum(taken.get(h, jobs[h].sm) for h in self.held)
+            return self._loss_sm_count * (1.0 - min(share, 1.0 - _FREE_SM_FLOOR))
         held = [h for h in self.held if h in self._taken]
         if not held or self.sm_count <= 0:
             return None
         return self.sm_count * (1.0 - min(sum(self._taken[h] for h in held), 1.0 - _FREE_SM_FLOOR))
+
+    def _beside(self, job: int, units: float, free: float, alone_s: float, released_after_s: float) -> float:
+        """GEMM `job`, started with CTAs left out: the measured loss where a collective resident at its
+        start declared one (release_loss), else the tile queue (release_beside)."""
+        loss = self._late_loss.get(job)
+        if loss is not None:
+            return release_loss(units, self._loss_sm_count, free, alone_s, released_after_s, loss)
+        return release_beside(units, self.sm_count, free, alone_s, released_after_s)
 
     def run(self, work_s: float, bw: float, sm: float) -> simpy.Event:
         self._started[self._next_id] = self.env.now
@@ -707,6 +730,10 @@ class HoldingGPU(FluidGPU):
                      rounds_beside(units[jid], self.sm_count, free_sms) if jid in units else j.sm / (1.0 - held_sm)
                      for jid, j in jobs.items() if jid not in held)
             return 1.0 / max(1.0, self._hbm_factors()[0], sm)
+        late = self._late
+        if late:  # a GEMM priced by release_loss runs its resident CTAs on the SMs left
+            sm = sum(1.0 if jid in late else j.sm / (1.0 - held_sm) for jid, j in jobs.items() if jid not in held)
+            return 1.0 / max(1.0, self._hbm_factors()[0], sm)
         sm = sum(j.sm for jid, j in jobs.items() if jid not in held)
         return 1.0 / max(1.0, self._hbm_factors()[0], sm / (1.0 - held_sm))
 
@@ -722,9 +749,11 @@ class HoldingGPU(FluidGPU):
         self._admissions.append((blockers, ev))
         return ev
 
-    def hold(self, bw: float, sm: float, taken: float | None = None, sm_count: int | None = None) -> int:
+    def hold(self, bw: float, sm: float, taken: float | None = None, sm_count: int | None = None,
+             loss: float | None = None) -> int:
         """Hold SMs (share `sm`) with no set length; `taken`: the share of SMs it takes from the other
-        kernels when that differs from `sm` (on a GPU of `sm_count` SMs)."""
+        kernels when that differs from `sm` (on a GPU of `sm_count` SMs); `loss`: the measured loss of a
+        GEMM that starts beside it (release_loss)."""
         self._advance()
         jid = self._next_id
         self._next_id += 1
@@ -733,6 +762,9 @@ class HoldingGPU(FluidGPU):
         if taken is not None and sm_count:
             self._taken[jid] = float(taken)
             self.sm_count = int(sm_count)
+        if loss is not None and sm_count:
+            self._loss[jid] = float(loss)
+            self._loss_sm_count = int(sm_count)
         self._settle()
         return jid
 
@@ -747,6 +779,7 @@ class HoldingGPU(FluidGPU):
         del self.jobs[jid]
         self.held.discard(jid)
         self._taken.pop(jid, None)
+        self._loss.pop(jid, None)
         if self._late:
             now = self.env.now
             for g, (start, alone_s, holders, units, free) in list(self._late.items()):
@@ -754,7 +787,8 @@ class HoldingGPU(FluidGPU):
                     continue
                 # every collective it started beside has released: the left-out CTAs start now
                 del self._late[g]
-                end = start + release_beside(units, self.sm_count, free, alone_s, now - start)
+                end = start + self._beside(g, units, free, alone_s, now - start)
+                self._late_loss.pop(g, None)
                 self.jobs[g].remaining_s = max(0.0, end - now)
         self._settle()
 
@@ -774,6 +808,7 @@ class HoldingGPU(FluidGPU):
             self._started.pop(jid, None)
             self._units.pop(jid, None)
             self._late.pop(jid, None)
+            self._late_loss.pop(jid, None)
         self._after_done()
         for ev in done:
             ev.succeed()
@@ -784,6 +819,7 @@ class HoldingGPU(FluidGPU):
         self._started.pop(jid, None)
         self._units.pop(jid, None)
         self._late.pop(jid, None)
+        self._late_loss.pop(jid, None)
 
     def _after_done(self) -> None:
         if self._admissions:
@@ -921,7 +957,8 @@ class Ranks:
         arrived = self.env.now
         meeting.arrived[sim.rank] = arrived
         d = cost.detail
-        meeting.holds[sim.rank] = (gpu, gpu.hold(0.0, cost.sm_demand, d.get("taken_sm"), d.get("sm_count")))
+        meeting.holds[sim.rank] = (gpu, gpu.hold(0.0, cost.sm_demand, d.get("taken_sm"), d.get("sm_count"),
+                                                 d.get("release_loss_units")))
         if len(meeting.arrived) == len(members):
             del self.meetings[key]
             self.env.process(self._transfer(meeting, cost))

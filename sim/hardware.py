@@ -481,7 +481,8 @@ def _topology(t: TopologySection | None) -> Topology | None:
                     collective_fits=tuple((name, tuple((float(b), float(g) * 1e9) for b, g in sorted(c.points)),
                                            c.host_us * 1e-6) for name, c in sorted(t.collective_fits.items())),
                     sms_lost_per_channel=(t.sms_lost_per_channel.value if t.sms_lost_per_channel is not None else None),
-                    collective_start_s=(t.collective_start_us.value * 1e-6 if t.collective_start_us is not None else 0.0))
+                    collective_start_s=(t.collective_start_us.value * 1e-6 if t.collective_start_us is not None else 0.0),
+                    release_loss_units=(t.release_loss_units.value if t.release_loss_units is not None else None))
 
 
 def _merge(base: dict, over: dict) -> dict:

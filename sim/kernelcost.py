@@ -56,6 +56,29 @@ def rounds_beside(units: float, sm_count: int, free_sms: float) -> float:
     return (own + math.ceil((grid - free) * per_cta / free - 1e-9)) / own
 
 
+def release_loss(units: float, sm_count: int, free_sms: float, alone_s: float, released_after_s: float,
+                 loss_units: float) -> float:
+    """How long a persistent kernel of `units` equal work units (a GEMM's output tiles x K splits) that
+    takes `alone_s` alone runs when it starts with only `free_sms` of `sm_count` SMs free and gets the
+    others `released_after_s` later (math.inf: never while it runs), in the measured form: it loses
+    `loss_units` of its units' time (alone_s / ceil(units / grid)) times min(released_after_s / alone_s, 1).
+
+    Measured (sim.calibrate.gpu.gemm_release, sim.calibrate.gemm_release_fit): a cuBLAS GEMM beside spin
+    kernels that hold 8 or 24 SMs and end part-way loses about linearly in how long they stay, up to
+    1.4-1.9 unit times when they stay throughout — the same with 8 or 24 SMs held, so neither the SM
+    share nor a tile queue over the SMs left (release_beside) describes it. With no CTA left out (a grid
+    within the free SMs) it costs nothing."""
+    if units <= 0 or alone_s <= 0:
+        return max(alone_s, 0.0)
+    n_units = max(1, int(round(units)))
+    grid = min(n_units, sm_count)
+    free = min(grid, max(1, math.floor(free_sms + 1e-9)))
+    if free >= grid or released_after_s <= 0:
+        return alone_s
+    unit_s = alone_s / math.ceil(n_units / grid - 1e-9)
+    return alone_s + loss_units * unit_s * min(released_after_s / alone_s, 1.0)
+
+
 def release_beside(units: float, sm_count: int, free_sms: float, alone_s: float, released_after_s: float) -> float:
     """How long a persistent kernel of `units` equal work units (a GEMM's output tiles x K splits) that
     takes `alone_s` alone runs when it starts with only `free_sms` of `sm_count` SMs free and gets the

@@ -41,6 +41,9 @@ class Topology:
     sms_lost_per_channel: float | None = None
     # how long after its stream reaches it a collective's CTAs start (0: at once)
     collective_start_s: float = 0.0
+    # a GEMM started beside a resident collective loses this many of its units' time x min(how long the
+    # collective stays / its time alone, 1) (sim.kernelcost.release_loss); None: not priced so
+    release_loss_units: float | None = None
 
     def collective_host_s(self, collective: str) -> float | None:
         for name, _pts, host in self.collective_fits:

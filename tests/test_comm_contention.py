@@ -143,8 +143,7 @@ def test_a_machine_held_out_by_machine_has_its_own_splits() -> None:
     # split heldout_machine_fitcfg there, every other one heldout_machine; run B's records stay as they were
     from sim.validate.comm import HELDOUT_MACHINE, HELDOUT_MACHINE_FIT_CONFIG, heldout_machine_runs
 
-    runs = heldout_machine_runs(ROOT)
-    assert [m for m, _ in runs] == ["H"]
+    runs = [(m, doc) for m, doc in heldout_machine_runs(ROOT) if m == "H"]
     rows = ddp_rows(COMM, runs=runs)
     assert len(rows) == 10 and all(r.run == "H" for r in rows)
     fit = [r for r in rows if r.split == HELDOUT_MACHINE_FIT_CONFIG]
@@ -154,3 +153,40 @@ def test_a_machine_held_out_by_machine_has_its_own_splits() -> None:
                                         for m, doc in runs])
     assert cells and {r.split for r in cells} == {HELDOUT_MACHINE_FIT_CONFIG}  # the calibrated cells' bench
     assert heldout_machine_runs(ROOT / "nothing") == []
+
+
+def test_a_later_machine_and_its_repeat_run_have_splits_of_their_own() -> None:
+    # machine P (validation/h200x2/machine_P) and its repeat run two minutes later (repeat/comm.json, run
+    # "Pr"): split heldout_machine_p(_fitcfg), so they never move machine H's groups
+    from sim.validate.comm import HELDOUT_MACHINE, heldout_machine_runs, machine_of
+
+    runs = heldout_machine_runs(ROOT)
+    assert [m for m, _ in runs] == ["H", "P", "Pr"]
+    assert [machine_of(m) for m, _ in runs] == ["H", "P", "P"]
+    p_runs = [(m, doc) for m, doc in runs if m != "H"]
+    rows = ddp_rows(COMM, runs=p_runs)
+    assert len(rows) == 20 and {r.run for r in rows} == {"P", "Pr"}
+    assert {r.split for r in rows if "4096->16384 x1, bucket 25 MB, 4096" in r.label} == {"heldout_machine_p_fitcfg"}
+    assert {r.split for r in rows} == {"heldout_machine_p", "heldout_machine_p_fitcfg"}
+    assert HELDOUT_MACHINE not in {r.split for r in rows}
+
+
+def test_held_out_machines_all_reduces_alone_are_the_cells_median_per_call() -> None:
+    from sim.calibrate.comm_fit import predict_call_us
+    from sim.validate.comm import heldout_collective_rows
+
+    doc = {"records": [
+        {"bench": "contention_grid", "world_size": 2, "allreduce_bytes": 32 * MIB, "allreduce_calls": 10,
+         "comm_alone_us": us} for us in (1400.0, 1500.0, 2000.0)] + [
+        {"bench": "contention", "world_size": 2, "allreduce_bytes": 4 * MIB, "allreduce_calls": 4, "comm_alone_us": 160.0},
+        {"bench": "contention_grid", "world_size": 2, "allreduce_bytes": 4 * MIB, "skipped": "budget"},
+        {"bench": "ddp_variant", "world_size": 2, "allreduce_bytes": 4 * MIB}]}
+    rows = heldout_collective_rows([("P", doc), ("Pr", doc)])
+    assert [(r.run, r.bytes, r.measured_us) for r in rows] == [
+        ("P", 4 * MIB, 40.0), ("P", 32 * MIB, 150.0), ("Pr", 4 * MIB, 40.0), ("Pr", 32 * MIB, 150.0)]
+    # 4 MiB is a size the collective fit used (FIT_SIZES): the machine's fit-config split
+    assert [r.split for r in rows[:2]] == ["heldout_machine_p_fitcfg", "heldout_machine_p"]
+    hw = load_profile("h200-nvl2")
+    assert rows[1].predicted_us == predict_call_us("all_reduce", 32 * MIB, 2, hw)[0]
+    # H keeps the first held-out machine's split names
+    assert heldout_collective_rows([("H", doc)])[1].split == "heldout_machine"

@@ -161,3 +161,75 @@ def test_a_collective_with_a_start_delay_lets_a_kernel_released_with_it_go_first
         ar_end, gelu_end, alone = first_allreduce_after_gelu(str(path))
     # its CTAs waited for the elementwise kernel's SMs, then took its time alone (the delay inside it)
     assert ar_end == pytest.approx(gelu_end + alone, rel=0.05)
+
+
+def test_release_loss_costs_its_units_time_by_how_long_the_holder_stays() -> None:
+    from sim.kernelcost import release_loss
+
+    # 512 units on 132 SMs: 4 a CTA, 25 us a unit of 100 us alone; L = 1.5 units when held throughout
+    assert release_loss(512, 132, 108, 100e-6, math.inf, 1.5) == pytest.approx(137.5e-6)
+    # released at 0.4 T: 0.4 of that loss, whether 24 or 8 SMs are held (measured: the same either way)
+    assert release_loss(512, 132, 108, 100e-6, 40e-6, 1.5) == pytest.approx(115e-6)
+    assert release_loss(512, 132, 124, 100e-6, 40e-6, 1.5) == pytest.approx(115e-6)
+    # released at once, or no CTA left out (the grid fits on the SMs left): as alone
+    assert release_loss(512, 132, 108, 100e-6, 0.0, 1.5) == pytest.approx(100e-6)
+    assert release_loss(100, 132, 108, 100e-6, math.inf, 1.5) == pytest.approx(100e-6)
+
+
+def test_a_gemm_started_beside_a_collective_with_a_measured_loss_is_priced_by_it() -> None:
+    import simpy
+
+    from sim.engine import HoldingGPU
+
+    env = simpy.Environment()
+    gpu = HoldingGPU(env)
+    # a collective of 24 channels (its own SM share; no SMs-lost rule) that declares the loss
+    holder = gpu.hold(0.0, 24 / 132, None, 132, 1.5)
+    done = gpu.run_kernel(100e-6, _gemm_cost(512))
+
+    def release() -> Any:
+        yield env.timeout(40e-6)
+        gpu.release(holder)
+
+    env.process(release())
+    env.run(until=done)
+    assert env.now == pytest.approx(115e-6)  # release_loss(512, 132, 108, 100 us, 40 us, 1.5)
+    # held throughout: the whole loss, at full rate on the SMs left meanwhile (not the fluid share too)
+    env = simpy.Environment()
+    gpu = HoldingGPU(env)
+    gpu.hold(0.0, 24 / 132, None, 132, 1.5)
+    done = gpu.run_kernel(100e-6, _gemm_cost(512))
+    env.run(until=done)
+    assert env.now == pytest.approx(137.5e-6)
+    # without a declared loss the same collective leaves the GEMM the fluid share (the shipped rule)
+    env = simpy.Environment()
+    gpu = HoldingGPU(env)
+    gpu.hold(0.0, 24 / 132)
+    done = gpu.run_kernel(100e-6, _gemm_cost(512))
+    env.run(until=done)
+    assert env.now == pytest.approx(100e-6 * 132 / 108)
+
+
+def test_the_profile_loss_reaches_the_collectives_cost_only_where_declared() -> None:
+    import dataclasses
+    import tempfile
+    from pathlib import Path
+
+    from sim.calibrate.comm_contention import ddp_workload
+    from sim.costmodel.collective import collective_cost
+    from sim.hardware import load_profile, resolve_profile
+
+    def allreduce_detail(profile: str) -> Any:
+        hw = load_profile(profile)
+        wl = ddp_workload(2048, 8192, 2, 25, 4096)
+        graph = wl.build(wl.params_for(wl.buckets()[0]))
+        op = next(o for o in graph.ops if o.kind == "collective")
+        return collective_cost(dataclasses.replace(op, attrs={**op.attrs, "ranks": 2}), graph, hw).detail
+
+    assert "release_loss_units" not in allreduce_detail("h200-nvl2")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "nvl2_loss.yaml"
+        path.write_text(f"base: {resolve_profile('h200-nvl2')}\nname: nvl2-loss\ntopology:\n"
+                        "  release_loss_units: {value: 1.5, source: estimate, note: test}\n")
+        d = allreduce_detail(str(path))
+    assert d["release_loss_units"] == 1.5 and d["sm_count"] == 132 and "taken_sm" not in d

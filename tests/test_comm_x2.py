@@ -66,3 +66,27 @@ def test_held_out_collectives_stay_within_the_tripwires() -> None:
     assert device[len(device) // 2] < 0.06 and device[-1] < 0.15
     assert host[len(host) // 2] < 0.12
     assert {s.split for s in summarize_comm(rows)} == {"fit", "held-out"}
+
+
+def test_the_release_loss_is_fitted_into_the_overlay_only_when_asked() -> None:
+    """topology.release_loss_units (issue 20): fitted on the single-GPU gemm_release calibration data with
+    its provenance and spread; the shipped h200-nvl2 leaves it out (the rule stays off: with it the
+    device-bound contention medians cross their tripwires, docs/communication.md)."""
+    import json
+
+    import yaml
+
+    from sim.calibrate.gemm_release_fit import fit_release_loss, release_cells
+
+    release = ROOT / "calibration" / "h200" / "raw" / "gemm_release_gated" / "gemm_release.json"
+    rdoc = json.loads(release.read_text())
+    base = load_profile("h200-measured")
+    text = nvl2_profile_yaml(load_comm(COMM / "B" / "comm.json"), base, "../calibration/h200x2/comm/B/comm.json",
+                             release=(rdoc, "../calibration/h200/raw/gemm_release_gated/gemm_release.json"))
+    entry = yaml.safe_load(text)["topology"]["release_loss_units"]
+    fit = fit_release_loss(release_cells(rdoc), base)
+    assert fit is not None
+    assert entry["value"] == round(fit.value, 2) and entry["source"] == "measured" and entry["n"] == 60
+    assert entry["spread"][0] <= entry["value"] <= entry["spread"][1]
+    assert "release_loss_units" not in (ROOT / "hardware_profiles" / "h200-nvl2.yaml").read_text()
+    assert load_profile("h200-nvl2").fabric.release_loss_units is None

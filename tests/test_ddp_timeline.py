@@ -112,3 +112,10 @@ def test_committed_profiles_hold_the_races_the_engine_decides_the_other_way() ->
                 races += collective_races(tl)
     n, first, _ = race_summary(races)
     assert n >= 100 and first < n / 2
+
+
+def test_the_later_ranks_kernel_is_each_all_reduces_shortest() -> None:
+    from sim.calibrate.ddp_timeline import AllReduceSkew
+
+    k = AllReduceSkew(2, [40.0, 5.0], [[180.0, 150.0], [140.0, 152.0]], 10.0)
+    assert k.later_rank_us() == [140.0, 150.0]

@@ -73,3 +73,27 @@ def test_unit_loss_slope_reads_the_loss_per_unit_time() -> None:
     cells = [ReleaseCell(4096, 4096, 2048, 24, None, 100.0, math.inf, 1.375),
              ReleaseCell(4096, 4096, 2048, 24, 0.5, 100.0, 50.0, 1.1875)]
     assert unit_loss_slopes(cells, hw) == {(4096, 4096, 2048, 24): pytest.approx(1.5)}
+
+
+def test_loss_rule_and_its_fit_recover_the_loss_that_made_the_cells() -> None:
+    from sim.calibrate.gemm_release_fit import ReleaseCell, fit_release_loss
+    from sim.hardware import load_profile
+
+    hw = load_profile("h200-measured")
+    # 512 units (4 a CTA): a loss of L units x min(release / T, 1), L = 1.2 on one shape and 1.8 on the
+    # other two: the median of the three slopes is 1.8
+    cells = []
+    for (m, n, k), loss in (((4096, 4096, 2048), 1.2), ((8192, 4096, 2048), 1.8), ((4096, 2048, 4096), 1.8)):
+        units = 512 if m == 4096 and n == 4096 else 1024 if m == 8192 else 256
+        own = math.ceil(units / 132)
+        for frac in (0.25, 0.5, 1.0, None):
+            x = 1.0 if frac is None else frac
+            cells.append(ReleaseCell(m, n, k, 24, frac, 100.0, math.inf if frac is None else 100.0 * frac,
+                                     1.0 + loss * x / own))
+    fit = fit_release_loss(cells, hw)
+    assert fit is not None and fit.value == pytest.approx(1.8) and fit.n == 12
+    assert fit.spread[0] <= 1.8 <= fit.spread[1] and fit.spread[0] >= 1.2 - 1e-9
+    # the rule with L = 1.2 reproduces the first shape's cells
+    for c in cells[:4]:
+        assert slowdown("loss", c.alone_us, 512, 132, 24, c.release_us, 1.2) == pytest.approx(c.measured)
+    assert fit_release_loss([], hw) is None

@@ -25,6 +25,7 @@ import argparse
 import json
 import math
 import statistics
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -248,6 +249,18 @@ def report(doc: dict[str, Any], hw: Any, raw_ref: str, *, all_sizes: bool = Fals
     return "\n".join(parts) + "\n"
 
 
+def _load_release(path: Path) -> dict[str, Any]:
+    """Read a gemm_release.json (sim.calibrate.gpu.gemm_release); anything else is an input error."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise InputError(f"cannot read gemm_release data: {exc}", file=str(path)) from None
+    if not isinstance(doc, dict) or doc.get("group") != "gemm_release" or not isinstance(doc.get("records"), list):
+        raise InputError("not a gemm_release file", file=str(path),
+                         expected="an object with group 'gemm_release' and a 'records' list")
+    return doc
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("raw", type=Path, help="comm.json written by python3 -m sim.calibrate.gpu.comm")
@@ -259,16 +272,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sm-share", type=Path, default=None,
                     help="with --write-nvl2: a comm.json with sm_share records (SMs a GEMM loses per channel)")
     ap.add_argument("--sm-share-ref", default=None, help="the path written into its `raw` (default: as given)")
+    ap.add_argument("--release", type=Path, default=None,
+                    help="with --write-nvl2: a gemm_release.json (sim.calibrate.gpu.gemm_release): declares "
+                         "topology.release_loss_units, fitted on it (the shipped h200-nvl2 does not: rule off)")
+    ap.add_argument("--release-ref", default=None, help="the path written into its `raw` (default: as given)")
     ns = ap.parse_args(argv)
     from sim.hardware import load_profile
     from sim.outputs import write_text_atomic
 
+    try:
+        return _run(ns, load_profile, write_text_atomic)
+    except InputError as exc:  # a user's mistake: one line, no traceback
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run(ns: argparse.Namespace, load_profile: Any, write_text_atomic: Any) -> int:
     doc = load_comm(ns.raw)
     hw = load_profile(ns.profile)
     if ns.write_nvl2 is not None:
         share = None if ns.sm_share is None else (load_comm(ns.sm_share), ns.sm_share_ref or str(ns.sm_share))
+        release = None if ns.release is None else (_load_release(ns.release), ns.release_ref or str(ns.release))
         write_text_atomic(ns.write_nvl2, nvl2_profile_yaml(doc, hw, ns.raw_ref or str(ns.raw), base_name=ns.profile,
-                                                           share=share))
+                                                           share=share, release=release))
         print(f"wrote {ns.write_nvl2}")
         return 0
     print(report(doc, hw, ns.raw_ref or str(ns.raw), all_sizes=ns.all_sizes), end="")
@@ -435,11 +461,13 @@ def _coll_channels(doc: dict[str, Any], ranks: int) -> int | None:
 
 
 def nvl2_profile_yaml(doc: dict[str, Any], base: Any, raw_ref: str, base_name: str = "h200-measured",
-                      name: str = "h200-nvl2", share: tuple[dict[str, Any], str] | None = None) -> str:
+                      name: str = "h200-nvl2", share: tuple[dict[str, Any], str] | None = None,
+                      release: tuple[dict[str, Any], str] | None = None) -> str:
     """The two-GPU NVLink profile as an overlay on `base_name`: topology, per-collective fits,
     channel figures and the host cost of a torch.distributed call, all from one raw comm file; with
     `share` (a comm.json with sm_share records, the path written into `raw`), the SMs a GEMM loses per
-    NCCL channel (sim.calibrate.comm_sm_share)."""
+    NCCL channel (sim.calibrate.comm_sm_share); with `release` (a gemm_release.json and its path), the loss
+    of a GEMM started beside a resident collective (sim.calibrate.gemm_release_fit.release_loss_entry)."""
     meta = doc.get("meta") or {}
     date = str(meta.get("date_utc", ""))[:10]
     on = f"{_measured_on(meta)}, NCCL {meta.get('nccl_version', '?')}, NVLS off"
@@ -484,6 +512,14 @@ def nvl2_profile_yaml(doc: dict[str, Any], base: Any, raw_ref: str, base_name: s
                     f"channels and the default group: the SMs lost per channel whose waves of the GEMM's tiles over "
                     f"the SMs left best match the measured slowdowns (least squares in log, {fit[1]} cells, rms "
                     f"{fit[2]:.3f}; sim.calibrate.comm_sm_share)")}}
+    if release is not None:
+        from sim.calibrate.gemm_release_fit import release_loss_entry
+
+        entry = release_loss_entry(release[0], release[1], base)
+        if entry is None:
+            raise InputError("gemm_release file has no cells", file=release[1],
+                             expected="gemm_release records (python3 -m sim.calibrate.gpu.gemm_release)")
+        lost["release_loss_units"] = entry
     profile: dict[str, Any] = {
         "schema": "kernelsim.hardware/v1",
         "base": str(base_name),

@@ -209,6 +209,11 @@ class AllReduceSkew:
     duration_us: list[list[float]]  # per rank, per all-reduce: the kernel's duration
     step_start_spread_us: float  # the ranks' `ks_step` annotations (the step's start on the host)
 
+    def later_rank_us(self) -> list[float]:
+        """Per all-reduce, the shortest rank's kernel: the rank that started it last waits for no peer,
+        so its duration is the collective's own time there (transfer, and whatever slows it beside)."""
+        return [min(d[i] for d in self.duration_us) for i in range(self.kernels)]
+
 
 def allreduce_skew(rec: dict[str, Any]) -> AllReduceSkew | None:
     """Match the k-th all-reduce kernel of every rank's profiled step (a `ddp_ranks` record), on the
@@ -263,7 +268,8 @@ def report_lines(doc: dict[str, Any]) -> list[str]:
                 lines.append(f"  profiled step: start spread {k.step_start_spread_us:.0f} us; {k.kernels} all-reduce kernels, "
                              f"start spread median {statistics.median(k.start_spread_us):.0f} us (max "
                              f"{max(k.start_spread_us):.0f}); summed kernel time per rank "
-                             f"{[round(sum(d)) for d in k.duration_us]} us")
+                             f"{[round(sum(d)) for d in k.duration_us]} us; each all-reduce's shortest rank kernel (the later "
+                             f"to start: no wait for its peer) median {statistics.median(k.later_rank_us()):.0f} us")
     return lines
 
 

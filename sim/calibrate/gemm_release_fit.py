@@ -15,10 +15,15 @@ with own = ceil(U / G) units of tau = T / own; F = min(G, S - k) CTAs find a fre
 - ``dynamic``: the CTAs take units from one queue (a tile scheduler): F CTAs from the start, the rest
   from r, each unit tau long; the GEMM ends with its last unit (sim.kernelcost.release_beside, the
   engine's rule where a profile declares topology.sms_lost_per_channel).
+- ``loss``: the measured form (sim.kernelcost.release_loss): with CTAs left out (F < G) the GEMM loses
+  L unit times x min(r / T, 1), L = topology.release_loss_units (fit_release_loss: the median over GEMM
+  shapes and SMs held of each one's least-squares slope, unit_loss_slopes; by default the value fitted
+  on FILE itself — give --loss-units to test another file's fit on held-out cells).
 
-    python -m sim.calibrate.gemm_release_fit FILE [--profile P]
+    python -m sim.calibrate.gemm_release_fit FILE [--profile P] [--loss-units L]
 
-prints every cell (measured and the four rules' slowdowns) and each rule's rms log error. Pure.
+prints every cell (measured and the five rules' slowdowns), each rule's rms log error and the fit of L
+with its spread. Pure.
 """
 
 from __future__ import annotations
@@ -32,7 +37,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-RULES = ("share", "rounds", "static", "dynamic")
+RULES = ("share", "rounds", "static", "dynamic", "loss")
+BOOTSTRAP_SEED = 20
+BOOTSTRAP_RESAMPLES = 400
 
 
 @dataclass(frozen=True)
@@ -70,8 +77,10 @@ def _grid(units: float, sms: int) -> tuple[int, int, float]:
     return grid, own, units / grid
 
 
-def slowdown(rule: str, alone_us: float, units: float, sms: int, held: int, release_us: float) -> float:
-    """The GEMM's time beside `held` SMs released `release_us` after its start, over its time alone."""
+def slowdown(rule: str, alone_us: float, units: float, sms: int, held: int, release_us: float,
+             loss_units: float = 1.5) -> float:
+    """The GEMM's time beside `held` SMs released `release_us` after its start, over its time alone
+    (`loss_units`: rule ``loss``'s L)."""
     T, r = alone_us, max(0.0, release_us)
     grid, own, _ = _grid(units, sms)
     free = min(grid, sms - held)
@@ -89,6 +98,10 @@ def slowdown(rule: str, alone_us: float, units: float, sms: int, held: int, rele
         return _fluid(T, r, max(1.0, rounds_beside(units, sms, float(sms - held)))) / T
     if rule == "static":
         return (T + min(r, T)) / T
+    if rule == "loss":
+        from sim.kernelcost import release_loss
+
+        return release_loss(units, sms, float(sms - held), T, r, loss_units) / T
     from sim.kernelcost import release_beside
 
     return release_beside(units, sms, float(sms - held), T, r) / T
@@ -117,11 +130,62 @@ def unit_loss_slopes(cells: list[ReleaseCell], hw: Any) -> dict[tuple[int, int, 
             if sum(x * x for x, _ in v) > 0}
 
 
+@dataclass(frozen=True)
+class LossFit:
+    value: float  # unit times lost by a GEMM whose holder stays throughout
+    spread: tuple[float, float]  # 5th-95th percentile of the bootstrap (cells resampled per shape and SMs held)
+    n: int  # cells
+    slopes: dict[tuple[int, int, int, int], float]  # per GEMM shape (m, n, k) and SMs held
+
+
+def fit_release_loss(cells: list[ReleaseCell], hw: Any) -> LossFit | None:
+    """topology.release_loss_units from gemm_release cells: the median over GEMM shapes and SMs held of
+    each one's least-squares loss slope (unit_loss_slopes) — a median, so that one shape's doubtful
+    reference alone (the one-round 2048x2048x4096: slower than alone at early releases by 0.69-0.82x)
+    moves it little; spread by bootstrap (the cells of each shape and SMs held resampled, seeded)."""
+    import random
+
+    slopes = unit_loss_slopes(cells, hw)
+    if not slopes:
+        return None
+    groups: dict[tuple[int, int, int, int], list[ReleaseCell]] = {}
+    for c in cells:
+        groups.setdefault((c.m, c.n, c.k, c.spins), []).append(c)
+    rng = random.Random(BOOTSTRAP_SEED)
+    boot = []
+    for _ in range(BOOTSTRAP_RESAMPLES):
+        sample = [g[rng.randrange(len(g))] for g in groups.values() for _ in g]
+        b = unit_loss_slopes(sample, hw)
+        if b:
+            boot.append(statistics.median(b.values()))
+    boot.sort()
+    lo, hi = boot[int(0.05 * (len(boot) - 1))], boot[int(math.ceil(0.95 * (len(boot) - 1)))]
+    value = statistics.median(slopes.values())
+    return LossFit(value, (min(lo, value), max(hi, value)), len(cells), slopes)
+
+
+def release_loss_entry(doc: dict[str, Any], raw_ref: str, hw: Any) -> dict[str, Any] | None:
+    """The profile entry `topology.release_loss_units` fitted on a gemm_release.json (fit_release_loss),
+    with its provenance, spread and cell count; None where it has no cells to fit."""
+    fit = fit_release_loss(release_cells(doc), hw)
+    if fit is None:
+        return None
+    meta = doc.get("meta") or {}
+    on = f"{meta.get('gpu_name') or 'NVIDIA H200'} (one GPU, torch {meta.get('torch', '?')})"
+    return {"value": round(fit.value, 2), "source": "measured", "measured_on": on,
+            "date": str(meta.get("date_utc", ""))[:10], "raw": raw_ref,
+            "fit": (f"cuBLAS bf16 GEMMs started beside 8 or 24 one-thread spin kernels that end part-way: per GEMM "
+                    f"shape and SMs held, the least-squares slope of the loss in unit times (time beside / alone - 1, "
+                    f"x units per CTA) on min(release / time alone, 1); the median of the {len(fit.slopes)} slopes "
+                    f"(sim.calibrate.gemm_release_fit.fit_release_loss); spread: 90 % bootstrap over the cells"),
+            "spread": [round(fit.spread[0], 2), round(fit.spread[1], 2)], "n": fit.n}
+
+
 def rms_log(errors: list[float]) -> float:
     return math.sqrt(statistics.fmean(e * e for e in errors)) if errors else 0.0
 
 
-def report(cells: list[ReleaseCell], hw: Any) -> list[str]:
+def report(cells: list[ReleaseCell], hw: Any, loss_units: float = 1.5) -> list[str]:
     from sim.calibrate.comm_sm_share import gemm_units
 
     lines = [f"{'GEMM (m x n x k)':20s} {'units':>6s} {'held':>4s} {'release':>8s} {'alone us':>9s} {'measured':>8s} "
@@ -129,7 +193,7 @@ def report(cells: list[ReleaseCell], hw: Any) -> list[str]:
     errs: dict[str, list[float]] = {r: [] for r in RULES}
     for c in cells:
         units = gemm_units(hw, c.m, c.n, c.k)
-        preds = {r: slowdown(r, c.alone_us, units, hw.sm_count, c.spins, c.release_us) for r in RULES}
+        preds = {r: slowdown(r, c.alone_us, units, hw.sm_count, c.spins, c.release_us, loss_units) for r in RULES}
         for r in RULES:
             errs[r].append(math.log(preds[r]) - math.log(c.measured))
         rel = "hold" if c.fraction is None else f"{c.release_us / c.alone_us:.2f}T"
@@ -139,6 +203,11 @@ def report(cells: list[ReleaseCell], hw: Any) -> list[str]:
     released = [i for i, c in enumerate(cells) if c.fraction is not None]
     lines.append("released cells only: " + ", ".join(
         f"{r} {rms_log([errs[r][i] for i in released]):.3f}" for r in RULES))
+    multi = [i for i, c in enumerate(cells)
+             if math.ceil(gemm_units(hw, c.m, c.n, c.k) / min(gemm_units(hw, c.m, c.n, c.k), hw.sm_count) - 1e-9) > 1]
+    if multi and len(multi) < len(cells):
+        lines.append("shapes of more than one unit per CTA only: " + ", ".join(
+            f"{r} {rms_log([errs[r][i] for i in multi]):.3f}" for r in RULES))
     return lines
 
 
@@ -146,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("raw", type=Path, help="gemm_release.json of python3 -m sim.calibrate.gpu.gemm_release")
     ap.add_argument("--profile", default="h200-measured", help="profile whose GEMM tiling and SM count are used")
+    ap.add_argument("--loss-units", type=float, default=None,
+                    help="rule loss's L (default: fitted on FILE itself)")
     ns = ap.parse_args(argv)
     from sim.hardware import load_profile
 
@@ -157,11 +228,19 @@ def main(argv: list[str] | None = None) -> int:
     if not cells:
         print(f"error: {ns.raw}: no gemm_release cells", file=sys.stderr)
         return 2
+    if ns.loss_units is not None and not (ns.loss_units > 0 and math.isfinite(ns.loss_units)):
+        print(f"error: --loss-units: {ns.loss_units}: expected a positive number", file=sys.stderr)
+        return 2
     hw = load_profile(ns.profile)
-    for line in report(cells, hw):
+    fit = fit_release_loss(cells, hw)
+    loss = ns.loss_units if ns.loss_units is not None else (fit.value if fit is not None else 1.5)
+    for line in report(cells, hw, loss):
         print(line)
     for (m, n, k, held), slope in unit_loss_slopes(cells, hw).items():
         print(f"{m}x{n}x{k} beside {held}: loss {slope:.2f} unit times x min(release / alone, 1)")
+    if fit is not None:
+        print(f"release_loss_units fitted on this file: {fit.value:.2f} (median of {len(fit.slopes)} slopes; "
+              f"90 % bootstrap {fit.spread[0]:.2f}-{fit.spread[1]:.2f}; {fit.n} cells); rule loss above uses {loss:.2f}")
     return 0
 
 

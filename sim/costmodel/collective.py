@@ -64,6 +64,8 @@ def collective_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
                                 {"taken_sm": min(1.0, plan.channels * lost / hw.sm_count), "sm_count": hw.sm_count})
     if topo.collective_start_s > 0:  # the engine starts its CTAs this long after its stream reaches it
         beside["start_s"] = topo.collective_start_s
+    if topo.release_loss_units is not None:  # a GEMM started beside it: sim.kernelcost.release_loss
+        beside.update({"release_loss_units": topo.release_loss_units, "sm_count": hw.sm_count})
     return KernelCost(
         time_s=time,
         compute_s=0.0,

@@ -408,6 +408,13 @@ class TopologySection(Strict):
                     "event of its input, then its launch): a kernel of another stream released at the same "
                     "moment and already queued starts first. Part of the collective's measured time alone "
                     "(taken out of its latency); absent: the collective starts at once")
+    release_loss_units: PositiveQuantity | None = Field(
+        default=None,
+        description="a GEMM that starts beside a resident collective with CTAs left out (its grid larger than the "
+                    "SMs the collective leaves) loses this many of its work units' time (time alone / units per "
+                    "CTA) x min(how long the collective stays after the GEMM's start / the GEMM's time alone, 1) "
+                    "(sim.kernelcost.release_loss; measured by sim.calibrate.gpu.gemm_release, fitted by "
+                    "sim.calibrate.gemm_release_fit); absent: not priced so")
     reference_busbw: list[BusBwPoint] = Field(
         default_factory=list, description="published or measured nccl-tests bus bandwidths the model is tested against")
     collective_fits: dict[Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast",

@@ -84,11 +84,17 @@ def _cell_key(load: dict[str, Any], ar_bytes: int) -> tuple[Any, ...]:
 
 # Two-GPU machines held out by machine (issue 20): contention and DDP grids measured on a machine no
 # fit, correction or threshold read before. A cell or workload the engine's rule was chosen on is split
-# HELDOUT_MACHINE_FIT_CONFIG there (the shape is calibrated, the machine is not), every other one
-# HELDOUT_MACHINE — the names of the host tables' machine-held-out splits (sim.validate.host).
-HELDOUT_MACHINE_COMM_DIRS = (Path("validation") / "h200x2" / "machine_H",)
+# "..._fitcfg" there (the shape is calibrated, the machine is not), every other one the machine's plain
+# held-out split. Machine H keeps the names of the host tables' machine-held-out splits
+# (sim.validate.host); a later machine has splits of its own (MACHINE_SPLITS), since its rows would move
+# H's groups, whose tripwires came from H alone. A machine's `repeat/comm.json` (the same stages again
+# on the same machine, minutes later) is a second run of it, label "<machine>r".
+HELDOUT_MACHINE_COMM_DIRS = (Path("validation") / "h200x2" / "machine_H", Path("validation") / "h200x2" / "machine_P")
 HELDOUT_MACHINE = "heldout_machine"
 HELDOUT_MACHINE_FIT_CONFIG = "heldout_machine_fitcfg"
+MACHINE_SPLITS = {"H": (HELDOUT_MACHINE, HELDOUT_MACHINE_FIT_CONFIG),
+                  "P": ("heldout_machine_p", "heldout_machine_p_fitcfg")}
+REPEAT_SUFFIX = "r"
 
 
 def _runs(comm_dir: Path) -> list[tuple[str, dict[str, Any]]]:
@@ -101,19 +107,63 @@ def _runs(comm_dir: Path) -> list[tuple[str, dict[str, Any]]]:
 
 
 def heldout_machine_runs(root: Path) -> list[tuple[str, dict[str, Any]]]:
-    """(machine, comm.json document) of every held-out two-GPU machine under `root` that has data."""
+    """(run, comm.json document) of every held-out two-GPU machine under `root` that has data: the
+    machine's letter, then its repeat run (the letter + REPEAT_SUFFIX) where one is committed."""
     out = []
     for rel in HELDOUT_MACHINE_COMM_DIRS:
-        path = root / rel / "comm.json"
-        if path.is_file():
-            out.append((rel.name.removeprefix("machine_"), json.loads(path.read_text())))
+        machine = rel.name.removeprefix("machine_")
+        for run, path in ((machine, root / rel / "comm.json"),
+                          (machine + REPEAT_SUFFIX, root / rel / "repeat" / "comm.json")):
+            if path.is_file():
+                out.append((run, json.loads(path.read_text())))
     return out
 
 
-def _split(seen: bool, held_out_machine: bool) -> str:
-    if held_out_machine:
-        return HELDOUT_MACHINE_FIT_CONFIG if seen else HELDOUT_MACHINE
+def machine_of(run: str) -> str:
+    """The held-out machine a run of heldout_machine_runs was measured on."""
+    return run.removesuffix(REPEAT_SUFFIX) if run.removesuffix(REPEAT_SUFFIX) in MACHINE_SPLITS else run
+
+
+def _split(seen: bool, machine: str | None) -> str:
+    """A row's split: calibrated / unseen on the calibration runs (machine None), else the held-out
+    machine's own pair."""
+    if machine is not None:
+        plain, fitcfg = MACHINE_SPLITS.get(machine, (f"{HELDOUT_MACHINE}_{machine.lower()}",
+                                                     f"{HELDOUT_MACHINE}_{machine.lower()}_fitcfg"))
+        return fitcfg if seen else plain
     return "calibrated" if seen else "unseen"
+
+
+def heldout_splits() -> tuple[str, ...]:
+    """Every held-out machine's split names (its fit-config split first), in MACHINE_SPLITS order."""
+    return tuple(name for plain, fitcfg in MACHINE_SPLITS.values() for name in (fitcfg, plain))
+
+
+def heldout_collective_rows(runs: list[tuple[str, dict[str, Any]]], profile: str = "h200-nvl2") -> list[HeldOutRow]:
+    """A held-out machine's all-reduces alone: every two-rank contention cell first times back-to-back
+    all-reduces of its size on one stream, alone (what the collective sweep times); per run and size,
+    the median per-call time over the cells, against the profile's per-call price (comm_fit.predict_call_us:
+    the host's per-call cost or the device time, whichever is longer). Split: the machine's fit-config
+    split at a size the collective fit used (comm_fit.FIT_SIZES), its plain held-out split otherwise."""
+    from sim.calibrate.comm_fit import FIT_SIZES, predict_call_us
+    from sim.hardware import load_profile
+
+    hw = load_profile(profile)
+    rows = []
+    for run, doc in runs:
+        per_call: dict[int, list[float]] = {}
+        for rec in doc.get("records") or []:
+            if rec.get("bench") not in ("contention", "contention_grid") or "skipped" in rec:
+                continue
+            if int(rec.get("world_size", 0)) != 2 or not rec.get("allreduce_calls") or not rec.get("comm_alone_us"):
+                continue
+            per_call.setdefault(int(rec["allreduce_bytes"]), []).append(
+                float(rec["comm_alone_us"]) / int(rec["allreduce_calls"]))
+        for size, times in sorted(per_call.items()):
+            pred, host_bound = predict_call_us("all_reduce", size, 2, hw)
+            rows.append(HeldOutRow(run, "all_reduce", 2, size, statistics.median(times), pred,
+                                   _split(size in FIT_SIZES, machine_of(run)), host_bound))
+    return rows
 
 
 def _load_spread(rec: dict[str, Any]) -> float:
@@ -148,7 +198,7 @@ def contention_rows(comm_dir: Path, profile: str = "h200-nvl2", split: str | Non
             if load is None or not rec.get("load_calls"):
                 continue
             ar_bytes = int(rec["allreduce_bytes"])
-            cell_split = _split(_cell_key(load, ar_bytes) in CALIBRATED_CELLS, runs is not None)
+            cell_split = _split(_cell_key(load, ar_bytes) in CALIBRATED_CELLS, machine_of(run) if runs is not None else None)
             if split is not None and cell_split != split:
                 continue
 
@@ -201,7 +251,7 @@ def ddp_rows(comm_dir: Path, profile: str = "h200-nvl2",
             H, F, L = int(rec["hidden"]), int(rec["ffn"]), int(rec.get("layers", 1))
             cap, view = float(rec["bucket_cap_mb"]), bool(rec.get("gradient_as_bucket_view", False))
             with_comm, without = ddp_exposed_us(hw, H, F, L, cap, int(rec["tokens"]), gradient_as_bucket_view=view)
-            split = _split((H, F, L, cap, view) in CALIBRATED_DDP, runs is not None)
+            split = _split((H, F, L, cap, view) in CALIBRATED_DDP, machine_of(run) if runs is not None else None)
             label = (f"DDP MLP {H}->{F} x{L}, bucket {cap:g} MB{', grad views' if view else ''}, "
                      f"{rec['tokens']} tokens [{run}]")
             rows.append(DdpRow(run, label, split, float(rec["exposed_comm_us"]), with_comm - without))
@@ -213,7 +263,7 @@ def contention_quantities(rows: list[SlowdownRow]) -> dict[str, dict[str, float]
     points (regime: device-bound cells, or cells whose issue loop is host-bound)."""
     out = {}
     for regime in ("device", "host"):
-        for split in ("calibrated", "unseen", HELDOUT_MACHINE_FIT_CONFIG, HELDOUT_MACHINE):
+        for split in ("calibrated", "unseen", *heldout_splits()):
             errs = [abs(r.error_pp) for r in rows if r.split == split and r.regime == regime]
             if errs:
                 out[f"comm_contention/{regime}_bound/{split}"] = {
@@ -230,3 +280,32 @@ def contention_lines(rows: list[SlowdownRow]) -> list[str]:
                      f"{ld.predicted_pct:+.1f} % predicted; all-reduce {ar.measured_pct:+.1f} % measured, "
                      f"{ar.predicted_pct:+.1f} % predicted")
     return lines
+
+
+def repeat_spread(collectives: list[HeldOutRow], ddp: list[DdpRow],
+                  slowdowns: list[SlowdownRow]) -> dict[str, tuple[int, float, float]]:
+    """Within-machine spread, the noise floor under any gate on a held-out machine: every record a
+    held-out machine's repeat run (REPEAT_SUFFIX) measured again, against the machine's first run.
+    (n, median, max) per quantity: all-reduce alone and DDP exposed |repeat / first - 1|, contention
+    slowdowns |repeat - first| in pp per regime (measured values only: no prediction enters)."""
+    def pairs(rows: list[Any], key: Any, value: Any) -> list[tuple[float, float]]:
+        first = {(r.run, key(r)): value(r) for r in rows if not r.run.endswith(REPEAT_SUFFIX)}
+        return [(first[(machine_of(r.run), key(r))], value(r)) for r in rows
+                if r.run.endswith(REPEAT_SUFFIX) and (machine_of(r.run), key(r)) in first]
+
+    def stats(values: list[float]) -> tuple[int, float, float]:
+        return len(values), statistics.median(values), max(values)
+
+    out = {}
+    coll = pairs(collectives, lambda r: (r.collective, r.bytes), lambda r: r.measured_us)
+    if coll:
+        out["all-reduce alone (relative)"] = stats([abs(b / a - 1) for a, b in coll])
+    dd = pairs(ddp, lambda r: r.label.rsplit(" [", 1)[0], lambda r: r.measured_us)
+    if dd:
+        out["DDP exposed (relative)"] = stats([abs(b / a - 1) for a, b in dd])
+    for regime in ("device", "host"):
+        cells = pairs([r for r in slowdowns if r.regime == regime], lambda r: (r.label.rsplit(" [", 1)[0], r.stream),
+                      lambda r: r.measured_pct)
+        if cells:
+            out[f"contention {regime}-bound (pp)"] = stats([abs(b - a) for a, b in cells])
+    return out

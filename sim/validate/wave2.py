@@ -48,7 +48,7 @@ def heldout_kernel_rows(hw: Hardware, data_dir: Path, raw_dir: Path) -> list[Row
 
 def comm_validation_rows(comm_dir: Path, profile: str = "h200-nvl2") -> list[Row]:
     """Collectives on two GPUs: device-bound and host-bound calls, fit sizes vs the rest."""
-    from sim.validate.comm import comm_rows
+    from sim.validate.comm import comm_rows, heldout_collective_rows, heldout_machine_runs
 
     if not (comm_dir / "B" / "comm.json").is_file():
         return []
@@ -58,6 +58,11 @@ def comm_validation_rows(comm_dir: Path, profile: str = "h200-nvl2") -> list[Row
         split = "calibrated" if r.split == "fit" else "unseen"
         out.append(Row("comm", family, f"{r.collective} {r.bytes} B [{r.run}]", split, r.measured_us,
                        r.predicted_us, group=r.run))
+    # machines held out by machine (validation/h200x2/machine_*): their contention cells' all-reduces alone
+    for r in heldout_collective_rows(heldout_machine_runs(comm_dir.parent.parent.parent), profile):
+        family = "collective_host_bound" if r.host_bound else "collective_device_bound"
+        out.append(Row("comm", family, f"{r.collective} {r.bytes} B alone, contention cells [{r.run}]", r.split,
+                       r.measured_us, r.predicted_us, group=r.run))
     return out
 
 
