@@ -268,6 +268,7 @@ class Hardware:
     libraries: dict[str, dict[str, float]] = derived(_libraries, default_factory=dict)
     primitives: dict[str, float] = from_profile("primitives", default_factory=dict)
     gemm_cold_ramp_s: float | None = from_profile("gemm.cold_ramp_us", default=None)
+    gemm_misaligned_odd_factor: float | None = from_profile("gemm.misaligned_odd_factor", default=None)
     memcpy_clean_fixed_s: float | None = from_profile("kernel.memcpy_clean_fixed_us", default=None)
     reduce_kernel: dict[str, float] = from_profile("reduce_kernel", default_factory=dict)
     # backend -> (tensor-core efficiency, s per score element per SM forward, backward, causal key tile)
