@@ -2,7 +2,10 @@
 
 - Output tiles of tile_m × tile_n; a grid of tiles runs in waves of one tile per SM, so a
   last partial wave wastes SMs (wave quantization) and padded tile edges waste work (tile
-  quantization). When there are fewer tiles than SMs the library splits K (split-K) to
+  quantization). The library has several tiles (the profile's `tile_choices`, read from the
+  kernel names cuBLAS ran in calibration: 128x128 ... 320x128, 192x192) and runs, for a shape at
+  least one default tile in M and N, the one that quantizes least (1536 x 3000: 192x192 tiles,
+  128 of them in one wave, where 128x256 tiles would take two). When there are fewer tiles than SMs the library splits K (split-K) to
   fill the GPU, paying a reduction of the partial outputs.
 - Short K amortizes each tile's prologue/epilogue poorly: per-tile efficiency k / (k + k_half).
 - A leading dimension (row stride) that is not a multiple of 16 bytes falls off the fast (TMA,
@@ -77,11 +80,8 @@ def correction(hw: Hardware, m: int, n: int, k: int, dtype: str, layout: str = "
     return interpolate(pts, (m, n, k)) if pts else 1.0
 
 
-def gemm_terms(hw: Hardware, m: int, n: int, k: int, batch: int, dtype: str, layout: str = "nn") -> dict[str, float]:
-    """The analytic terms (before the calibrated correction)."""
-    item = DTYPE_BYTES[dtype]
-    flops = 2.0 * m * n * k * batch
-    tm, tn = hw.gemm_tile_m, hw.gemm_tile_n
+def _tiling(hw: Hardware, m: int, n: int, k: int, batch: int, tm: int, tn: int) -> tuple[int, int, float, float, float]:
+    """(tiles, split-K slices, waves, wave efficiency, tile efficiency) of an M x N output in tm x tn tiles."""
     tiles = math.ceil(m / tm) * math.ceil(n / tn) * batch
     split = 1
     if tiles < hw.sm_count:
@@ -91,6 +91,32 @@ def gemm_terms(hw: Hardware, m: int, n: int, k: int, batch: int, dtype: str, lay
     waves = math.ceil(work_units / hw.sm_count)
     wave_eff = work_units / (waves * hw.sm_count)
     tile_eff = (m * n) / (math.ceil(m / tm) * tm * math.ceil(n / tn) * tn)
+    return tiles, split, waves, wave_eff, tile_eff
+
+
+def choose_tile(hw: Hardware, m: int, n: int, k: int, batch: int) -> tuple[int, int]:
+    """The output tile the library runs: tile_m x tile_n, or, for a GEMM at least tile_m in M and N, the one
+    of the profile's `tile_choices` (the tiles its kernels were seen to use) with the least quantized work:
+    waves x tile rounds' idle SMs and padded edges, at equal per-SM throughput (the first of equals)."""
+    default = (hw.gemm_tile_m, hw.gemm_tile_n)
+    if not hw.gemm_tile_choices or min(m, n) < hw.gemm_tile_m:
+        return default  # thin shapes run skinny (split-K) kernels: the default tile's waves model them
+    best, best_cost = default, math.inf
+    for tm, tn in (default, *hw.gemm_tile_choices):
+        _, split, _, wave_eff, tile_eff = _tiling(hw, m, n, k, batch, tm, tn)
+        k_slice = k / split
+        cost = 1.0 / (wave_eff * tile_eff * k_slice / (k_slice + hw.gemm_k_half))
+        if cost < best_cost - 1e-12:
+            best, best_cost = (tm, tn), cost
+    return best
+
+
+def gemm_terms(hw: Hardware, m: int, n: int, k: int, batch: int, dtype: str, layout: str = "nn") -> dict[str, float]:
+    """The analytic terms (before the calibrated correction)."""
+    item = DTYPE_BYTES[dtype]
+    flops = 2.0 * m * n * k * batch
+    tm, tn = choose_tile(hw, m, n, k, batch)
+    tiles, split, waves, wave_eff, tile_eff = _tiling(hw, m, n, k, batch, tm, tn)
     k_slice = k / split
     k_eff = k_slice / (k_slice + hw.gemm_k_half)
     align = alignment_bytes(m, n, k, dtype, layout)
@@ -109,7 +135,7 @@ def gemm_terms(hw: Hardware, m: int, n: int, k: int, batch: int, dtype: str, lay
     memory_s = hbm / hw.hbm_sustained_bps + hw.mem_latency_s
     return {
         "flops": flops, "compute_s": compute_s, "memory_s": memory_s, "hbm_bytes": hbm,
-        "tiles": tiles, "split_k": split, "waves": waves, "wave_eff": wave_eff, "tile_eff": tile_eff,
+        "tiles": tiles, "tile_m": float(tm), "tile_n": float(tn), "split_k": split, "waves": waves, "wave_eff": wave_eff, "tile_eff": tile_eff,
         "k_eff": k_eff, "aligned": float(aligned), "alignment_bytes": float(align), "efficiency": eff,
     }
 

@@ -168,6 +168,11 @@ class GemmSection(Strict):
     cold_ramp_us: PositiveQuantity | None = Field(
         default=None, description="a GEMM whose operands come from HBM (op attribute l2: cold): time to fill its load"
         " pipeline before the weight stream runs at the sustained HBM rate; absent: cold GEMMs priced as warm ones")
+    tile_choices: list[tuple[int, int]] | None = Field(
+        default=None, description="output tiles (M x N) the library's kernels use: a GEMM at least one default"
+        " tile_m in M and N runs the one (or tile_m x tile_n) that leaves the least quantized work (fewest tile"
+        " rounds x tile area on the SMs); empty: tile_m x tile_n always")
+    tile_choices_provenance: Provenance | None = None
     correction: list[GemmPoint] = Field(default_factory=list, description="measured/model ratios from calibration")
     correction_provenance: Provenance | None = None
 

@@ -100,6 +100,19 @@ def test_the_correction_table_is_read_within_an_alignment_class(testgpu: Hardwar
     assert correction(hw, 4096, 4096, 4100, "bf16", "tn") == pytest.approx(3.0)  # aligned as laid out
 
 
+def test_the_library_tile_that_quantizes_least_is_chosen(testgpu: Hardware) -> None:
+    # 1536 x 3000 x 2048 on 100 SMs: 128x256 tiles give 12 x 12 = 144 (two waves, 144/200 busy); 192x192 give
+    # 8 x 16 = 128 (two waves too); 256x128 give 6 x 24 = 144; 160x320 (a made-up tile) 10 x 10 = 100 in one wave
+    hw = dataclasses.replace(testgpu, gemm_tile_choices=((192, 192), (256, 128), (160, 320)))
+    cost = gemm(hw, 1536, 3000, 2048)
+    assert (cost.detail["tile_m"], cost.detail["tile_n"], cost.detail["waves"]) == (160, 320, 1)
+    tile_eff = 1536 * 3000 / (1600 * 3200)
+    assert cost.compute_s == pytest.approx(2 * 1536 * 3000 * 2048 / (BF16_PEAK * 0.8 * tile_eff * 2048 / 2304), rel=1e-12)
+    assert cost.compute_s < gemm(testgpu, 1536, 3000, 2048).compute_s
+    # thinner than one default tile in M: the skinny split-K kernels, priced with the default tile as before
+    assert gemm(hw, 64, 3000, 2048).compute_s == gemm(testgpu, 64, 3000, 2048).compute_s
+
+
 def test_fp32_runs_on_the_fp32_pipes(testgpu: Hardware) -> None:
     # no TF32: 2 FLOP x 128 lanes x 100 SMs x 1 GHz = 25.6 TFLOP/s
     eff = 0.8 * (512 / 600) * (4096 / 4352)
