@@ -126,6 +126,10 @@ def _op_costs(f: HardwareProfileFile) -> dict[str, tuple[float, float, float]]:
     return {n: (c.fp32, c.sfu, c.int) for n, c in f.compute.op_costs.items()}
 
 
+def _gemm_tile_choices(f: HardwareProfileFile) -> tuple[tuple[int, int], ...]:
+    return tuple((int(tm), int(tn)) for tm, tn in f.gemm.tile_choices or ())
+
+
 def _gemm_correction(f: HardwareProfileFile) -> tuple[tuple[int, int, int, str, float], ...]:
     return tuple((p.m, p.n, p.k, p.dtype, p.ratio) for p in f.gemm.correction)
 
@@ -268,6 +272,8 @@ class Hardware:
     libraries: dict[str, dict[str, float]] = derived(_libraries, default_factory=dict)
     primitives: dict[str, float] = from_profile("primitives", default_factory=dict)
     gemm_cold_ramp_s: float | None = from_profile("gemm.cold_ramp_us", default=None)
+    gemm_misaligned_odd_factor: float | None = from_profile("gemm.misaligned_odd_factor", default=None)
+    gemm_tile_choices: tuple[tuple[int, int], ...] = derived(_gemm_tile_choices, default=())
     memcpy_clean_fixed_s: float | None = from_profile("kernel.memcpy_clean_fixed_us", default=None)
     reduce_kernel: dict[str, float] = from_profile("reduce_kernel", default_factory=dict)
     # backend -> (tensor-core efficiency, s per score element per SM forward, backward, causal key tile)

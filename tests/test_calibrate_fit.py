@@ -285,3 +285,14 @@ def test_a_fitted_number_carries_the_date_of_its_raw_group() -> None:
 
     walk(doc)
     assert seen > 50
+
+
+def test_the_gemm_tile_choices_are_the_calibration_kernels_named_tiles() -> None:
+    from sim.calibrate.fit import fit_gemm_tiles
+
+    tiles, used = fit_gemm_tiles(load_raw(RAW), 128)
+    # nvjet_sm90_tst_256x128_..., _320x128_, _192x192_ ... in calibration/h200/raw/gemm.json; the skinny
+    # 64x8 .. 128x64 tiles of small-M shapes are left out
+    assert (256, 128) in tiles and (192, 192) in tiles and (320, 128) in tiles
+    assert all(min(t) >= 128 for t in tiles) and (64, 8) not in tiles
+    assert len(used) > 50

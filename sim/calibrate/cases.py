@@ -358,6 +358,8 @@ def _gemm(rec: dict[str, Any]) -> Case:
     dt = "tf32" if rec.get("tf32") else TORCH_DTYPES.get(str(rec["dtype"]), "bf16")
     m, n, k = int(rec["m"]), int(rec["n"]), int(rec["k"])
     attrs: dict[str, Any] = {"m": m, "n": n, "k": k, "dtype": dt}
+    if rec.get("layout", "nn") != "nn":  # which strides must be 16-byte aligned (sim.costmodel.gemm.alignment_bytes)
+        attrs["layout"] = str(rec["layout"])
     if rec.get("l2_state") in ("clean", "dirty"):  # profiled after an L2 flush: operands from HBM
         attrs["l2"] = "cold"
     op = Op(name="gemm", kind="gemm", attrs=MappingProxyType(attrs))

@@ -2,11 +2,20 @@
 
 - Output tiles of tile_m × tile_n; a grid of tiles runs in waves of one tile per SM, so a
   last partial wave wastes SMs (wave quantization) and padded tile edges waste work (tile
-  quantization). When there are fewer tiles than SMs the library splits K (split-K) to
+  quantization). The library has several tiles (the profile's `tile_choices`, read from the
+  kernel names cuBLAS ran in calibration: 128x128 ... 320x128, 192x192) and runs, for a shape at
+  least one default tile in M and N, the one that quantizes least (1536 x 3000: 192x192 tiles,
+  128 of them in one wave, where 128x256 tiles would take two). When there are fewer tiles than SMs the library splits K (split-K) to
   fill the GPU, paying a reduction of the partial outputs.
 - Short K amortizes each tile's prologue/epilogue poorly: per-tile efficiency k / (k + k_half).
-- A row stride that is not a multiple of 16 bytes falls off the fast (vectorized, TMA) path:
-  throughput × misaligned_factor.
+- A leading dimension (row stride) that is not a multiple of 16 bytes falls off the fast (TMA,
+  wgmma) path onto pre-Hopper CUTLASS kernels (measured on H200: `cutlass_80_tensorop_s16816` when
+  the strides are 4- or 8-byte aligned, `cutlass_75_tensorop_s1688` when only 2-byte aligned).
+  Which strides count depends on the layout: row-major A (m×k) has stride k, A transposed
+  stride m; B (k×n) stride n, B transposed stride k; C stride n. Throughput × misaligned_factor,
+  or × misaligned_odd_factor for 2-byte strides where the profile has one; those kernels run
+  several smaller tiles per SM, so the Hopper tile's wave and tile quantization do not apply
+  there (only the K-depth efficiency).
 - Memory: minimum bytes (A, B, C once) at the achievable bandwidth: the small-M regime is
   weight-read bound.
 - A measured profile carries a correction table (measured / this model) from calibration,
@@ -34,24 +43,45 @@ def _peak(hw: Hardware, dtype: str) -> float:
     return hw.tensor_flops[dtype]
 
 
+def _stride_alignment(elements: int, item: int) -> int:
+    """The largest power of two (at most 16) dividing a stride of `elements` elements, in bytes."""
+    nbytes = elements * item
+    return min(16, nbytes & -nbytes)
+
+
+def alignment_bytes(m: int, n: int, k: int, dtype: str, layout: str = "nn") -> int:
+    """Byte alignment (1..16) of the GEMM's leading dimensions: A's (k, or m when A is transposed),
+    B's (n, or k when B is transposed) and C's (n)."""
+    item = int(DTYPE_BYTES[dtype])
+    lda = m if layout[0] == "t" else k
+    ldb = k if layout[1] == "t" else n
+    return min(_stride_alignment(lda, item), _stride_alignment(ldb, item), _stride_alignment(n, item))
+
+
+def alignment_class(hw: Hardware, align: int) -> str:
+    """'fast' (16-byte strides), 'odd' (2-byte or less, where the profile prices it apart) or 'misaligned'."""
+    if align >= 16:
+        return "fast"
+    if align <= 2 and hw.gemm_misaligned_odd_factor is not None:
+        return "odd"
+    return "misaligned"
+
+
 def _aligned(n: int, k: int, dtype: str) -> bool:
-    item = DTYPE_BYTES[dtype]
-    return (k * item) % 16 == 0 and (n * item) % 16 == 0
+    return alignment_bytes(1, n, k, dtype) >= 16
 
 
-def correction(hw: Hardware, m: int, n: int, k: int, dtype: str) -> float:
-    """The calibrated measured/model ratio near (m, n, k), among shapes of the same dtype and alignment."""
-    aligned = _aligned(n, k, dtype)
+def correction(hw: Hardware, m: int, n: int, k: int, dtype: str, layout: str = "nn") -> float:
+    """The calibrated measured/model ratio near (m, n, k), among shapes of the same dtype and alignment
+    class. The table's points carry no layout: they are read as the calibration's (row-major) shapes."""
+    cls = alignment_class(hw, alignment_bytes(m, n, k, dtype, layout))
     pts = [((pm, pn, pk), ratio) for pm, pn, pk, pd, ratio in hw.gemm_correction
-           if pd == dtype and _aligned(pn, pk, dtype) == aligned]
+           if pd == dtype and alignment_class(hw, alignment_bytes(pm, pn, pk, dtype)) == cls]
     return interpolate(pts, (m, n, k)) if pts else 1.0
 
 
-def gemm_terms(hw: Hardware, m: int, n: int, k: int, batch: int, dtype: str) -> dict[str, float]:
-    """The analytic terms (before the calibrated correction)."""
-    item = DTYPE_BYTES[dtype]
-    flops = 2.0 * m * n * k * batch
-    tm, tn = hw.gemm_tile_m, hw.gemm_tile_n
+def _tiling(hw: Hardware, m: int, n: int, k: int, batch: int, tm: int, tn: int) -> tuple[int, int, float, float, float]:
+    """(tiles, split-K slices, waves, wave efficiency, tile efficiency) of an M x N output in tm x tn tiles."""
     tiles = math.ceil(m / tm) * math.ceil(n / tn) * batch
     split = 1
     if tiles < hw.sm_count:
@@ -61,11 +91,43 @@ def gemm_terms(hw: Hardware, m: int, n: int, k: int, batch: int, dtype: str) -> 
     waves = math.ceil(work_units / hw.sm_count)
     wave_eff = work_units / (waves * hw.sm_count)
     tile_eff = (m * n) / (math.ceil(m / tm) * tm * math.ceil(n / tn) * tn)
+    return tiles, split, waves, wave_eff, tile_eff
+
+
+def choose_tile(hw: Hardware, m: int, n: int, k: int, batch: int) -> tuple[int, int]:
+    """The output tile the library runs: tile_m x tile_n, or, for a GEMM at least tile_m in M and N, the one
+    of the profile's `tile_choices` (the tiles its kernels were seen to use) with the least quantized work:
+    waves x tile rounds' idle SMs and padded edges, at equal per-SM throughput (the first of equals)."""
+    default = (hw.gemm_tile_m, hw.gemm_tile_n)
+    if not hw.gemm_tile_choices or min(m, n) < hw.gemm_tile_m:
+        return default  # thin shapes run skinny (split-K) kernels: the default tile's waves model them
+    best, best_cost = default, math.inf
+    for tm, tn in (default, *hw.gemm_tile_choices):
+        _, split, _, wave_eff, tile_eff = _tiling(hw, m, n, k, batch, tm, tn)
+        k_slice = k / split
+        cost = 1.0 / (wave_eff * tile_eff * k_slice / (k_slice + hw.gemm_k_half))
+        if cost < best_cost - 1e-12:
+            best, best_cost = (tm, tn), cost
+    return best
+
+
+def gemm_terms(hw: Hardware, m: int, n: int, k: int, batch: int, dtype: str, layout: str = "nn") -> dict[str, float]:
+    """The analytic terms (before the calibrated correction)."""
+    item = DTYPE_BYTES[dtype]
+    flops = 2.0 * m * n * k * batch
+    tm, tn = choose_tile(hw, m, n, k, batch)
+    tiles, split, waves, wave_eff, tile_eff = _tiling(hw, m, n, k, batch, tm, tn)
     k_slice = k / split
     k_eff = k_slice / (k_slice + hw.gemm_k_half)
-    aligned = _aligned(n, k, dtype)
-    align_eff = 1.0 if aligned else hw.gemm_misaligned_factor
-    eff = hw.gemm_max_efficiency * wave_eff * tile_eff * k_eff * align_eff
+    align = alignment_bytes(m, n, k, dtype, layout)
+    aligned = align >= 16
+    cls = alignment_class(hw, align)
+    if hw.gemm_misaligned_odd_factor is not None and not aligned:
+        # NB: the pre-Hopper kernels of misaligned shapes: their own throughput, K depth; no Hopper tile waves
+        factor = hw.gemm_misaligned_odd_factor if cls == "odd" else hw.gemm_misaligned_factor
+        eff = hw.gemm_max_efficiency * k_eff * factor
+    else:
+        eff = hw.gemm_max_efficiency * wave_eff * tile_eff * k_eff * (1.0 if aligned else hw.gemm_misaligned_factor)
     compute_s = flops / (_peak(hw, dtype) * eff)
     hbm = (m * k + k * n + m * n) * item * batch
     if split > 1:
@@ -73,8 +135,8 @@ def gemm_terms(hw: Hardware, m: int, n: int, k: int, batch: int, dtype: str) -> 
     memory_s = hbm / hw.hbm_sustained_bps + hw.mem_latency_s
     return {
         "flops": flops, "compute_s": compute_s, "memory_s": memory_s, "hbm_bytes": hbm,
-        "tiles": tiles, "split_k": split, "waves": waves, "wave_eff": wave_eff, "tile_eff": tile_eff,
-        "k_eff": k_eff, "aligned": float(aligned), "efficiency": eff,
+        "tiles": tiles, "tile_m": float(tm), "tile_n": float(tn), "split_k": split, "waves": waves, "wave_eff": wave_eff, "tile_eff": tile_eff,
+        "k_eff": k_eff, "aligned": float(aligned), "alignment_bytes": float(align), "efficiency": eff,
     }
 
 
@@ -84,8 +146,9 @@ def gemm_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
     dtype = op.attrs.get("dtype", "bf16")
     if min(m, n, k, batch) <= 0:
         raise KernelsimError(f"op '{op.name}': GEMM dimensions must be positive (m={m}, n={n}, k={k})")
-    t = gemm_terms(hw, m, n, k, batch, dtype)
-    corr = correction(hw, m, n, k, dtype)
+    layout = str(op.attrs.get("layout", "nn"))
+    t = gemm_terms(hw, m, n, k, batch, dtype, layout)
+    corr = correction(hw, m, n, k, dtype, layout)
     body = max(t["compute_s"], t["memory_s"]) * corr
     cold = op.attrs.get("l2") == "cold" and hw.gemm_cold_ramp_s is not None
     if cold:

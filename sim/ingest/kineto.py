@@ -61,6 +61,7 @@ class CpuOp:
     concrete: list[Any] | None
     args: dict[str, Any]
     annotation: bool = False  # a user_annotation (record_function range), not a framework op
+    input_strides: list[Any] | None = None  # per input, its strides in elements (a GEMM's layout), when recorded
 
 
 @dataclass(slots=True)
@@ -394,7 +395,8 @@ def _read_chosen(path: Path, scan: tuple[list[Step], float, float, array, array,
                                  _list_arg(file, i, ev, args, "Concrete Inputs"),
                                  {k: v for k, v in args.items() if k not in ("Input Dims", "Input type",
                                                                              "Concrete Inputs", "Input Strides")},
-                                 annotation=cat == "user_annotation"))
+                                 annotation=cat == "user_annotation",
+                                 input_strides=_list_arg(file, i, ev, args, "Input Strides")))
         elif cat in RUNTIME_CATS:
             ts = _num(file, i, ev, "ts")
             if ts < t0 or ts > t1:

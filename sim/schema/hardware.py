@@ -161,9 +161,18 @@ class GemmSection(Strict):
     tile_n: Count
     k_half_efficiency: PositiveQuantity = Field(description="K at which per-tile efficiency is half its max (prologue/epilogue cost)")
     misaligned_factor: PositiveQuantity = Field(description="throughput factor when a dimension breaks 16-byte alignment")
+    misaligned_odd_factor: PositiveQuantity | None = Field(
+        default=None, description="throughput factor when a leading dimension is only 2-byte aligned (an odd element"
+        " count of a 16-bit dtype: a slower kernel class than 4-/8-byte strides); present, misaligned shapes skip"
+        " the Hopper tile's wave and tile quantization; absent: misaligned_factor for every misaligned shape")
     cold_ramp_us: PositiveQuantity | None = Field(
         default=None, description="a GEMM whose operands come from HBM (op attribute l2: cold): time to fill its load"
         " pipeline before the weight stream runs at the sustained HBM rate; absent: cold GEMMs priced as warm ones")
+    tile_choices: list[tuple[int, int]] | None = Field(
+        default=None, description="output tiles (M x N) the library's kernels use: a GEMM at least one default"
+        " tile_m in M and N runs the one (or tile_m x tile_n) that leaves the least quantized work (fewest tile"
+        " rounds x tile area on the SMs); empty: tile_m x tile_n always")
+    tile_choices_provenance: Provenance | None = None
     correction: list[GemmPoint] = Field(default_factory=list, description="measured/model ratios from calibration")
     correction_provenance: Provenance | None = None
 

@@ -4,9 +4,12 @@ max efficiency 0.8, tiles of 128 x 256, K half-efficiency at 256, misaligned fac
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from sim.costmodel import kernel_cost
+from sim.costmodel.gemm import alignment_bytes, correction
 from sim.errors import KernelsimError
 from sim.hardware import Hardware
 from tests.costmodel.conftest import one_op_graph
@@ -14,8 +17,9 @@ from tests.costmodel.conftest import one_op_graph
 BF16_PEAK, FIXED, LATENCY, HBM = 989.4e12, 2e-6, 500e-9, 4000e9
 
 
-def gemm(hw: Hardware, m: int, n: int, k: int, dtype: str = "bf16"):  # type: ignore[no-untyped-def]
-    op, graph = one_op_graph("gemm", {"m": m, "n": n, "k": k, "dtype": dtype})
+def gemm(hw: Hardware, m: int, n: int, k: int, dtype: str = "bf16", layout: str = "nn"):  # type: ignore[no-untyped-def]
+    attrs = {"m": m, "n": n, "k": k, "dtype": dtype, **({"layout": layout} if layout != "nn" else {})}
+    op, graph = one_op_graph("gemm", attrs)
     return kernel_cost(op, graph, hw)
 
 
@@ -52,6 +56,61 @@ def test_a_misaligned_row_stride_halves_throughput(testgpu: Hardware) -> None:
     cost = gemm(testgpu, 4096, 4096, 4100)
     assert cost.compute_s == pytest.approx(2 * 4096 * 4096 * 4100 / (BF16_PEAK * eff), rel=1e-12)
     assert cost.limiter == "tensor_core"
+
+
+def test_alignment_is_read_on_the_layouts_leading_dimensions() -> None:
+    # row-major A (m x k) has stride k, transposed A stride m; B (k x n) stride n, transposed B stride k; C stride n
+    assert alignment_bytes(4096, 4096, 4100, "bf16") == 8  # 8200-byte rows of A
+    assert alignment_bytes(4096, 4096, 4098, "bf16") == 4
+    assert alignment_bytes(4096, 4097, 4096, "bf16") == 2  # odd N: B's and C's rows
+    assert alignment_bytes(4097, 4096, 4096, "bf16") == 16  # M is no stride of a row-major GEMM
+    assert alignment_bytes(16384, 4096, 1001, "bf16", "tn") == 16  # a weight gradient over 1001 tokens: K is no stride
+    assert alignment_bytes(4096, 4096, 1001, "bf16", "nt") == 2  # but it is both operands' stride here
+    assert alignment_bytes(1001, 4096, 4096, "bf16", "tn") == 2
+    assert alignment_bytes(4096, 4096, 4095, "fp32") == 4
+
+
+def test_a_transposed_operand_moves_the_alignment_check(testgpu: Hardware) -> None:
+    # 4096 x 4096 x 4100 with A transposed: A's stride is M = 4096, so the fast path at full rate
+    assert gemm(testgpu, 4096, 4096, 4100, layout="tn").compute_s == pytest.approx(
+        gemm(testgpu, 4096, 4096, 4100).compute_s * 0.5, rel=1e-12)
+
+
+def test_odd_strides_run_their_own_kernel_class_without_hopper_tile_waves(testgpu: Hardware) -> None:
+    # with misaligned_odd_factor 0.25 in the profile: 4-/8-byte strides at 0.5, 2-byte strides at 0.25, each with
+    # the K-depth efficiency only (those kernels run several small tiles per SM: no 128 x 256 tile waves)
+    hw = dataclasses.replace(testgpu, gemm_misaligned_odd_factor=0.25)
+    k_eff = 4100 / (4100 + 256)
+    assert gemm(hw, 4096, 4096, 4100).compute_s == pytest.approx(
+        2 * 4096 * 4096 * 4100 / (BF16_PEAK * 0.8 * k_eff * 0.5), rel=1e-12)
+    odd = gemm(hw, 4096, 4097, 4096)
+    assert odd.compute_s == pytest.approx(2 * 4096 * 4097 * 4096 / (BF16_PEAK * 0.8 * (4096 / 4352) * 0.25), rel=1e-12)
+    assert odd.detail["alignment_bytes"] == 2
+    # aligned shapes keep the tile waves: unchanged by the odd factor
+    assert gemm(hw, 4096, 4096, 4096).compute_s == gemm(testgpu, 4096, 4096, 4096).compute_s
+
+
+def test_the_correction_table_is_read_within_an_alignment_class(testgpu: Hardware) -> None:
+    # points of one class never correct a shape of another: an odd shape next to 8-byte-aligned points gets none
+    hw = dataclasses.replace(testgpu, gemm_misaligned_odd_factor=0.25,
+                             gemm_correction=((4096, 4096, 4100, "bf16", 2.0), (4096, 4096, 4096, "bf16", 3.0)))
+    assert correction(hw, 4096, 4096, 4100, "bf16") == pytest.approx(2.0)
+    assert correction(hw, 4096, 4096, 4096, "bf16") == pytest.approx(3.0)
+    assert correction(hw, 4096, 4096, 4097, "bf16") == 1.0
+    assert correction(hw, 4096, 4096, 4100, "bf16", "tn") == pytest.approx(3.0)  # aligned as laid out
+
+
+def test_the_library_tile_that_quantizes_least_is_chosen(testgpu: Hardware) -> None:
+    # 1536 x 3000 x 2048 on 100 SMs: 128x256 tiles give 12 x 12 = 144 (two waves, 144/200 busy); 192x192 give
+    # 8 x 16 = 128 (two waves too); 256x128 give 6 x 24 = 144; 160x320 (a made-up tile) 10 x 10 = 100 in one wave
+    hw = dataclasses.replace(testgpu, gemm_tile_choices=((192, 192), (256, 128), (160, 320)))
+    cost = gemm(hw, 1536, 3000, 2048)
+    assert (cost.detail["tile_m"], cost.detail["tile_n"], cost.detail["waves"]) == (160, 320, 1)
+    tile_eff = 1536 * 3000 / (1600 * 3200)
+    assert cost.compute_s == pytest.approx(2 * 1536 * 3000 * 2048 / (BF16_PEAK * 0.8 * tile_eff * 2048 / 2304), rel=1e-12)
+    assert cost.compute_s < gemm(testgpu, 1536, 3000, 2048).compute_s
+    # thinner than one default tile in M: the skinny split-K kernels, priced with the default tile as before
+    assert gemm(hw, 64, 3000, 2048).compute_s == gemm(testgpu, 64, 3000, 2048).compute_s
 
 
 def test_fp32_runs_on_the_fp32_pipes(testgpu: Hardware) -> None:
