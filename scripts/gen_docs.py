@@ -689,18 +689,21 @@ def gen_host_own_speed() -> str:
 
     _, _, mrows, _ = _host_machine_rows()
     hw = load_profile("h200-measured", ROOT, path="hardware")
-    ref = reference_clock(ROOT, hw)
+    ref = reference_clock(hw)
+    clock = measured_profile()["host"].get("clock_us") or {}
     at_ref = {r.label: r for r in mrows if r.family.startswith("host_model/")}
     records = {}
     for rel in HELDOUT_MACHINE_DIRS:
         machine = Path(rel).parent.name.removeprefix("machine_")
         records.update({f"{machine}/{c.config}": c.record for c in host_cases(ROOT / rel)})
-    lines = [f"Reference clock: {ref[0]:.2f} us per op at the reference host speed (median over {ref[1]} calibration "
-             "GPT steps)." if ref else "No reference clock.", "",
+    spread = f", 90 % interval {clock['spread'][0]:.2f}–{clock['spread'][1]:.2f}" if clock.get("spread") else ""
+    lines = [f"Reference clock (the profile's `host.clock_us`): {ref:.2f} us per op at the reference host speed "
+             f"(median over {clock.get('n', '?')} calibration GPT steps{spread})."
+             if ref is not None else "No reference clock (the profile has no `host.clock_us`).", "",
              "| step | kind | sync_us | host speed (its clock) | --host model, reference speed | at its own speed |",
              "| --- | --- | ---: | ---: | ---: | ---: |"]
     for r in own_speed_rows(ROOT, hw):
-        speed = own_speed(records[r.label], ref[0]) if ref else None
+        speed = own_speed(records[r.label], ref) if ref is not None else None
         base = at_ref.get(r.label)
         lines.append(f"| {r.label} | {r.family.split('/', 1)[1]} | {r.measured_us:.0f} | "
                      f"{speed:.2f} | {base.error * 100:+.1f} % | {r.error * 100:+.1f} % |" if speed is not None and base
