@@ -544,7 +544,7 @@ def fit_host_clock(samples: dict[str, list[float]], resamples: int = 1000, seed:
     spread = None
     if len(pooled) >= 3:
         rng = random.Random(seed)
-        meds = sorted(statistics.median([xs[rng.randrange(len(xs))] for xs in samples.values() for _ in xs])
+        meds = sorted(statistics.median([xs[rng.randrange(len(xs))] for _, xs in sorted(samples.items()) for _ in xs])
                       for _ in range(resamples))
         lo, hi = meds[int(0.05 * (resamples - 1))], meds[int(round(0.95 * (resamples - 1)))]
         spread = (round(min(lo, value), 3), round(max(hi, value), 3))
