@@ -322,6 +322,8 @@ BLOCKS: dict[str, Generator] = {
     "host-speed-bands": Generator(lambda: gen_host_speed_bands(), slow=True),  # replays the decode traces twice
     "host-speed-calibrations": Generator(lambda: gen_host_speed_calibrations(), slow=False),
     "host-own-speed": Generator(lambda: gen_host_own_speed(), slow=True),  # kernelsim validate's rows
+    "host-clock-runs": Generator(lambda: gen_host_clock_runs(), slow=True),  # replays the own-speed rows twice
+    "host-levels": Generator(lambda: gen_host_levels(), slow=True),  # reads every decode trace
 }
 
 
@@ -690,22 +692,167 @@ def gen_host_own_speed() -> str:
 
     _, _, mrows, _ = _host_machine_rows()
     hw = load_profile("h200-measured", ROOT, path="hardware")
-    ref = reference_clock(ROOT, hw)
+    ref = reference_clock(hw)
+    clock = measured_profile()["host"].get("clock_us") or {}
     at_ref = {r.label: r for r in mrows if r.family.startswith("host_model/")}
     records = {}
     for rel in HELDOUT_MACHINE_DIRS:
         machine = Path(rel).parent.name.removeprefix("machine_")
         records.update({f"{machine}/{c.config}": c.record for c in host_cases(ROOT / rel)})
-    lines = [f"Reference clock: {ref[0]:.2f} us per op at the reference host speed (median over {ref[1]} calibration "
-             "GPT steps)." if ref else "No reference clock.", "",
+    spread = f", 90 % interval {clock['spread'][0]:.2f}–{clock['spread'][1]:.2f}" if clock.get("spread") else ""
+    lines = [f"Reference clock (the profile's `host.clock_us`): {ref:.2f} us per op at the reference host speed "
+             f"(median over {clock.get('n', '?')} calibration GPT steps{spread})."
+             if ref is not None else "No reference clock (the profile has no `host.clock_us`).", "",
              "| step | kind | sync_us | host speed (its clock) | --host model, reference speed | at its own speed |",
              "| --- | --- | ---: | ---: | ---: | ---: |"]
     for r in own_speed_rows(ROOT, hw):
-        speed = own_speed(records[r.label], ref[0]) if ref else None
+        speed = own_speed(records[r.label], ref) if ref is not None else None
         base = at_ref.get(r.label)
         lines.append(f"| {r.label} | {r.family.split('/', 1)[1]} | {r.measured_us:.0f} | "
                      f"{speed:.2f} | {base.error * 100:+.1f} % | {r.error * 100:+.1f} % |" if speed is not None and base
                      else f"| {r.label} | {r.family} | {r.measured_us:.0f} | — | — | {r.error * 100:+.1f} % |")
+    return "\n".join(lines) + "\n"
+
+
+# Machine K's calibration and host steps (wave 9), kept outside calibration/h200/runs/ so that no fit reads them:
+# the host.clock_us fit is shown with and without them (gen_host_clock_runs).
+OUTSIDE_CLOCK_RUNS = {"K": "calibration/h200/wave9_K/host_cold"}
+CLOCK_SPLIT_US = 4.8  # a tight-loop clock below this is the fast host level (the levels sit near 3.5 and 6.5 us)
+
+
+def gen_host_clock_runs() -> str:
+    """docs/host.md: the samples host.clock_us is fitted from (each clocked eager GPT step of a calibration run: its
+    clock just before its trace over the trace's host speed), the fit with machine K's steps added, the own-speed
+    validation groups at both references, and each clocked inference step's implied reference (the clock at which
+    --host model reproduces it)."""
+    import dataclasses
+    import statistics
+
+    from sim.calibrate.host_fit import FIT_MODELS, fit_host_clock, host_clock_samples
+    from sim.costmodel.trace_host import trace_host_speed
+    from sim.hardware import load_profile
+    from sim.replay import replay
+    from sim.validate.host import host_cases, host_clock_us, own_speed_rows, traced_steps
+
+    hw = load_profile("h200-measured", ROOT, path="hardware")
+    runs = ROOT / "calibration" / "h200" / "runs"
+    folders = [(d.parent.name, d, True) for d in sorted(runs.glob("*/host_cold"))]
+    folders += [(name, ROOT / rel, False) for name, rel in OUTSIDE_CLOCK_RUNS.items()]
+    lines = ["| run | in runs/ | step | clock before (us) | clock after (us) | trace host speed | sample (us) |",
+             "| --- | --- | --- | ---: | ---: | ---: | ---: |"]
+    extra: dict[str, list[float]] = {}
+    for name, folder, inside in folders:
+        for c in host_cases(folder):
+            clock = c.record.get("host_clock") or {}
+            before, after = host_clock_us(clock.get("before", {})), host_clock_us(clock.get("after", {}))
+            if before is None or after is None or c.record.get("model") not in FIT_MODELS or c.record.get("mode") != "eager":
+                continue
+            speed = statistics.median(trace_host_speed(st, hw.trace_clock_us) for st in traced_steps(c.trace))
+            if not inside:
+                extra.setdefault(name, []).append(after / speed)
+            lines.append(f"| {name} | {'yes' if inside else 'no'} | {c.config} | {before:.2f} | {after:.2f} | {speed:.2f} | "
+                         f"{after / speed:.2f} |")
+    samples = host_clock_samples(runs, hw.trace_clock_us)
+    fits = {"runs/ (the profile's)": fit_host_clock(samples), "runs/ + K": fit_host_clock({**samples, **extra})}
+    lines += ["", "| reference | host.clock_us (us) | 90 % interval | steps | own-speed rows, median / max |error|: "
+              "decode_eager | infer_eager | infer_compiled |", "| --- | ---: | --- | ---: | --- | --- | --- |"]
+    for label, fit in fits.items():
+        if fit is None:
+            continue
+        rows = own_speed_rows(ROOT, dataclasses.replace(hw, host_clock_us=fit.value))
+        cells = []
+        for kind in ("decode_eager", "infer_eager", "infer_compiled"):
+            errs = [abs(r.error) for r in rows if r.family.endswith(f"/{kind}")]
+            cells.append(f"{statistics.median(errs) * 100:.1f} / {max(errs) * 100:.1f} %" if errs else "—")
+        spread = f"{fit.spread[0]:.2f}–{fit.spread[1]:.2f}" if fit.spread else "—"
+        lines.append(f"| {label} | {fit.value:.2f} | {spread} | {fit.n} | {' | '.join(cells)} |")
+    # the clock at which --host model reproduces each clocked eager inference step (its host part is linear in
+    # the speed: two replays give the speed s* that matches the measurement; implied reference = clock / s*)
+    lines += ["", "| run | step | host level | its clock (us) | sync_us | speed where --host model = sync_us | "
+              "implied reference (us) |", "| --- | --- | --- | ---: | ---: | ---: | ---: |"]
+    from sim.validate.host import HELDOUT_MACHINE_DIRS
+
+    held = [(f"{Path(rel).parent.name.removeprefix('machine_')} (validation)", ROOT / rel, False) for rel in HELDOUT_MACHINE_DIRS]
+    for name, folder, _ in folders + held:
+        for c in host_cases(folder):
+            clock = c.record.get("host_clock") or {}
+            before, after = host_clock_us(clock.get("before", {})), host_clock_us(clock.get("after", {}))
+            if (before is None or after is None or c.record.get("mode") != "eager"
+                    or c.kind not in ("decode_eager", "infer_eager") or c.record.get("model") not in ("gpt", "gpt_decode")):
+                continue
+            if max(before, after) > CLOCK_SPLIT_US > min(before, after):
+                continue  # the host changed level during the timing
+            mine = (before * after) ** 0.5
+            p = [float(replay(c.trace, hw, "predict", host="model", idle_start=True, imported=traced_steps(c.trace)[0],
+                              host_speed=x)[0]["predicted_time_us"]) for x in (0.5, 1.0)]
+            s = 0.5 + (c.measured_us - p[0]) / (p[1] - p[0]) * 0.5
+            level = "fast" if mine < CLOCK_SPLIT_US else "slow"
+            lines.append(f"| {name} | {c.config} | {level} | {mine:.2f} | {c.measured_us:.0f} | {s:.2f} | {mine / s:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def gen_host_levels() -> str:
+    """docs/host.md: how often each host level occurs in every committed host measurement that can tell: the
+    tight-loop clock beside each clocked step (before and after its timing), the calibrations' tight-loop
+    repetitions, and the eager decode steps' traces; and what a host-bound step costs at each level."""
+    import math
+    import statistics
+
+    from sim.costmodel.trace_host import trace_host_speed
+    from sim.hardware import load_profile
+    from sim.validate.host import HELDOUT_MACHINE_DIRS, host_cases, host_clock_us, traced_steps
+
+    hw = load_profile("h200-measured", ROOT, path="hardware")
+    counts: list[tuple[str, int, int]] = []
+    clocked = [(f"{d.parent.name} (host_cold)", d) for d in sorted((ROOT / "calibration" / "h200" / "runs").glob("*/host_cold"))]
+    clocked += [(f"{k} (host_cold, outside runs/)", ROOT / rel) for k, rel in OUTSIDE_CLOCK_RUNS.items()]
+    clocked += [(f"{Path(rel).parent.name.removeprefix('machine_')} (held-out validation)", ROOT / rel)
+                for rel in HELDOUT_MACHINE_DIRS]
+    for label, folder in clocked:
+        vals = [v for c in host_cases(folder) for k in ("before", "after")
+                if (v := host_clock_us((c.record.get("host_clock") or {}).get(k, {}))) is not None]
+        if vals:
+            counts.append((f"tight-loop clock beside each step, {label}", sum(v < CLOCK_SPLIT_US for v in vals),
+                           sum(v >= CLOCK_SPLIT_US for v in vals)))
+    # the calibrations' host-cost repetitions (as gen_host_speed_calibrations): below 1.5 x the shipped median is fast
+    shipped = ROOT / "calibration" / "h200" / "raw" / "host_costs.json"
+
+    def eager(path: Path) -> dict[int, dict[str, float]]:
+        by: dict[int, dict[str, float]] = {}
+        for r in json.loads(path.read_text())["records"]:
+            if r.get("bench") == "eager_op":
+                by.setdefault(int(r.get("run", 1)), {})[r["op"]] = float(r["host_us_per_op"])
+        return by
+
+    ref_runs = eager(shipped)
+    ref = {op: statistics.median(run[op] for run in ref_runs.values() if op in run) for run in ref_runs.values() for op in run}
+    speeds = []
+    for path in [shipped, *sorted((ROOT / "calibration" / "h200" / "runs").glob("*/raw/host_costs.json"))]:
+        for run in eager(path).values():
+            logs = [math.log(v / ref[op]) for op, v in run.items() if op in ref and v > 0]
+            speeds.append(math.exp(sum(logs) / len(logs)))
+    counts.append(("calibrations' tight-loop repetitions (host_costs.json; fast below 1.5 x shipped)",
+                   sum(x < 1.5 for x in speeds), sum(x >= 1.5 for x in speeds)))
+    decode: dict[str, list[float]] = {"fast": [], "slow": []}
+    n_fast = n_slow = 0
+    for _, folder in host_speed_folders():
+        for c in host_cases(folder):
+            if c.kind != "decode_eager":
+                continue
+            speed = statistics.median(trace_host_speed(st, hw.trace_clock_us) for st in traced_steps(c.trace))
+            level = "fast" if speed < FAST_HOST else "slow"
+            n_fast += level == "fast"
+            n_slow += level == "slow"
+            decode[level].append(c.measured_us)
+    counts.append((f"eager decode steps' traces (fast below trace speed {FAST_HOST})", n_fast, n_slow))
+    lines = ["| measurements | fast level | slow level |", "| --- | ---: | ---: |"]
+    lines += [f"| {label} | {f} | {s} |" for label, f, s in counts]
+    tf, ts = sum(f for _, f, _ in counts), sum(s for _, _, s in counts)
+    med_f, med_s = statistics.median(decode["fast"]), statistics.median(decode["slow"])
+    lines += [f"| all | {tf} | {ts} |", "",
+              f"An eager decode step (B = 1 to 64, the same host work) measured {med_f:.0f} us at the fast level and "
+              f"{med_s:.0f} us at the slow one (medians over {len(decode['fast'])} and {len(decode['slow'])} steps): the "
+              f"fast level takes {med_f / med_s:.2f} of the slow one's time."]
     return "\n".join(lines) + "\n"
 
 

@@ -290,6 +290,9 @@ class Hardware:
     trace_kernel_record_s: dict[str, float] = from_profile("host.trace_profiler.kernel_record_us",
                                                            default_factory=dict)
     trace_clock_us: dict[str, float] = derived(_trace_clock_us, default_factory=dict)
+    # the host clock (us per op of a fixed tight loop) at the reference host speed (host.clock_us; None: not
+    # measured): a step timed beside a clock of c us ran at host speed c / host_clock_us (sim.validate.host)
+    host_clock_us: float | None = derived(lambda f: f.host.clock_us.value if f.host.clock_us else None, default=None)
     # framework op -> (host s per call without autograd recording, with it or None)
     framework_op_table_s: dict[str, tuple[float | None, float | None]] = derived(_framework_op_table_s,
                                                                                  default_factory=dict)

@@ -353,3 +353,30 @@ def test_a_workloads_compiled_forward_with_grad_pays_the_autograd_call(h200: Har
     assert compiled_call_s(op.with_(attrs={"requires_grad": True}), hw) == pytest.approx(70e-6)  # no count: as before
     assert compiled_call_s(op.with_(phase="backward", attrs={"tensors": 17}), hw) == pytest.approx(334e-6)
     assert compiled_call_s(op.with_(phase="backward", attrs={}), hw) == pytest.approx(300e-6)
+
+
+def test_host_clock_fit_is_the_median_with_a_bootstrap_interval() -> None:
+    from sim.calibrate.host_fit import fit_host_clock
+
+    assert fit_host_clock({}) is None
+    fit = fit_host_clock({"Y": [5.0, 6.0, 7.0], "K": [6.5, 8.0]})
+    assert fit is not None and fit.value == pytest.approx(6.5) and fit.n == 5
+    assert fit.per_run == {"K": (7.25, 2), "Y": (6.0, 3)}
+    assert fit.spread is not None and fit.spread[0] <= fit.value <= fit.spread[1]
+    assert 5.0 <= fit.spread[0] and fit.spread[1] <= 8.0 and fit.spread[0] < fit.spread[1]
+    assert fit_host_clock({"Y": [5.0, 6.0, 7.0], "K": [6.5, 8.0]}) == fit  # seeded: the same interval every run
+    assert fit_host_clock({"Y": [6.0, 6.2]}).spread is None  # type: ignore[union-attr]  # too few for an interval
+
+
+@pytest.mark.slow  # reads the calibration runs' GPT traces
+def test_the_profiles_host_clock_is_the_fit_over_the_committed_calibration_runs() -> None:
+    """host.clock_us comes from the calibration runs' own clocked GPT steps (calibration/h200/runs/*/host_cold),
+    never from a held-out machine's validation steps; a run added there without a refit fails here."""
+    from sim.calibrate.host_fit import fit_host_clock, host_clock_samples
+
+    hw = load_profile("h200-measured")
+    samples = host_clock_samples(ROOT / "calibration" / "h200" / "runs", hw.trace_clock_us)
+    assert samples and all(len(v) >= 3 for v in samples.values())
+    fit = fit_host_clock(samples)
+    assert fit is not None and hw.host_clock_us == pytest.approx(fit.value)
+    assert load_profile("h200-sxm").host_clock_us is None  # a profile without clocked host steps has none

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -164,12 +165,13 @@ def test_own_host_speed_explains_machine_y() -> None:
     """Machine Y (validation/h200/machine_Y, wave 8) measured the llama and mlp inference steps with its
     host at the fast level (its host clock about half the reference) and the decode steps at the slow one.
     --host model at the reference speed prices them alike; at each step's own clock (the reference clock
-    from the calibration runs' GPT steps, never machine Y's validation steps) the errors fall."""
+    from the calibration runs' GPT steps, the profile's host.clock_us, never machine Y's validation steps) the
+    errors fall; a profile without that clock prices no step at its own speed."""
     from sim.validate.host import heldout_machine_rows, own_speed_rows, reference_clock
 
     hw = load_profile("h200-measured")
-    ref = reference_clock(ROOT, hw)
-    assert ref is not None and ref[1] >= 3
+    ref = reference_clock(hw)
+    assert ref is not None and ref == hw.host_clock_us
     own = {r.label: r.error for r in own_speed_rows(ROOT, hw) if r.label.startswith("Y/")}
     at_ref = {r.label: r.error for r in heldout_machine_rows(ROOT, hw)[0]
               if r.label.startswith("Y/") and r.family.startswith("host_model/")}
@@ -177,3 +179,6 @@ def test_own_host_speed_explains_machine_y() -> None:
     fast = [k for k in own if "llama_infer_b1" in k or "mlp_infer" in k]
     assert fast and all(abs(own[k]) < abs(at_ref[k]) for k in fast)
     assert sorted(abs(e) for e in own.values())[len(own) // 2] < 0.5 * sorted(abs(e) for e in at_ref.values())[len(at_ref) // 2]
+    assert own_speed_rows(ROOT, replace(hw, host_clock_us=None)) == []
+    slower = {r.label: r.predicted_us for r in own_speed_rows(ROOT, replace(hw, host_clock_us=2 * ref))}
+    assert all(slower[r.label] < r.predicted_us for r in own_speed_rows(ROOT, hw))  # a higher reference: faster host

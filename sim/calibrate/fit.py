@@ -36,6 +36,7 @@ class Fitted:
     used: set[str] = field(default_factory=set)
     n: int | None = None  # records the value comes from (default: len(used))
     spread: tuple[float, float] | None = None  # 90 % bootstrap interval
+    date: str | None = None  # measured (YYYY-MM-DD) where not the raw folder's date (data from other runs)
 
     def __post_init__(self) -> None:
         if self.n is None and self.used:
@@ -1094,6 +1095,15 @@ def _group_date(raw: RawData, raw_file: str, default: str) -> str:
     return default
 
 
+def _optional_key(section: str, key: str) -> bool:
+    """Whether the profile schema's `section` declares `key` (an optional number a base profile may leave out,
+    such as host.clock_us, measured only by a calibration with clocked host steps)."""
+    from sim.schema.hardware import HardwareProfileFile
+
+    model = HardwareProfileFile.model_fields[section].annotation if section in HardwareProfileFile.model_fields else None
+    return key in getattr(model, "model_fields", {})
+
+
 def build_profile(base: HardwareProfileFile, name: str, result: FitResult, raw: RawData, raw_rel: str) -> dict[str, Any]:
     """The profile as a data structure: the base profile with every fitted number (value, provenance,
     spread, n) put in its place; sections the fit owns (power, corrections) replaced whole."""
@@ -1114,9 +1124,9 @@ def build_profile(base: HardwareProfileFile, name: str, result: FitResult, raw: 
                     raise InputError(f"base profile has no section '{part}'", path=f"{f.section}.{f.key}")
                 table[part] = {}
             table = table[part]
-        if len(parts) == 1 and f.key not in table:
+        if len(parts) == 1 and f.key not in table and not _optional_key(parts[0], f.key):
             raise InputError(f"base profile has no key '{f.key}' to replace", path=f"{f.section}.{f.key}")
-        prov = _provenance(f, raw_file, f.fit, device, _group_date(raw, f.raw, date))
+        prov = _provenance(f, raw_file, f.fit, device, f.date or _group_date(raw, f.raw, date))
         if isinstance(f.value, dict):
             # keep the other units of an op cost (e.g. sfu) from the base entry
             old = table.get(f.key) or {}

@@ -473,7 +473,100 @@ def fit_host_context(raw: Any, values: list[Any]) -> list[Any]:
                        f"../{COMPILED_TRAIN_DIR}", _loss_text(name)) for name, entry in fit_loss_ops(compiled, table).items()]
         out += compiled_training_values(compiled, values)
     tp = trace_profiler_values(folder)
-    return out + tp + compiled_call_values([folder] + ([compiled] if compiled.is_dir() else []), values + out + tp)
+    clock = host_clock_values(folder.parent / CLOCK_RUNS, {v.key: float(v.value) for v in tp
+                                                          if v.section == "host.trace_profiler.clock_us"})
+    return (out + tp + clock
+            + compiled_call_values([folder] + ([compiled] if compiled.is_dir() else []), values + out + tp))
+
+
+# The host clock at the reference host speed (host.clock_us). The table's prices hold at the speed of the GPT
+# fit traces (host.trace_profiler.clock_us: their clock ops' median durations); those traces carry no host clock
+# (recorded before wave 8), so the bridge is the calibration runs' own host steps (CLOCK_RUNS/*/CLOCK_RUN_PARTS,
+# sim.calibrate.gpu.host_context --parts steps), recorded since wave 8 with a clock: each eager step of a fit
+# model (the same configs as the table's traces, so the clock ops' cost in the workload cancels) gives its clock
+# just before its trace over that trace's host speed. One number per step; the median over every run's steps.
+CLOCK_RUNS = "runs"
+CLOCK_RUN_PARTS = ("host_cold", "host_warm")
+
+
+@dataclass(frozen=True)
+class HostClockFit:
+    """host.clock_us: the median over the runs' clocked fit-model steps, its 90 % bootstrap interval (steps
+    resampled within each run) and the per-run medians (run -> (median us, steps))."""
+
+    value: float
+    spread: tuple[float, float] | None
+    n: int
+    per_run: dict[str, tuple[float, int]]
+
+
+def host_clock_dates(runs: Path) -> dict[str, str]:
+    """run name -> the date (YYYY-MM-DD) its clocked host steps were measured (CLOCK_RUN_PARTS' meta)."""
+    out: dict[str, str] = {}
+    for part in CLOCK_RUN_PARTS:
+        for folder in sorted(runs.glob(f"*/{part}")):
+            meta = json.loads((folder / "host_context.json").read_text()).get("meta", {})
+            out[folder.parent.name] = str(meta.get("date_utc", ""))[:10]
+    return out
+
+
+def host_clock_samples(runs: Path, trace_clock_us: dict[str, float]) -> dict[str, list[float]]:
+    """run name -> one reference-clock sample per clocked eager step of a fit model in its CLOCK_RUN_PARTS: the
+    host clock just after the step's timing (just before its trace) / the trace's host speed (the median over
+    its traced steps, against `trace_clock_us`)."""
+    from sim.costmodel.trace_host import trace_host_speed
+    from sim.validate.host import host_cases, host_clock_us, traced_steps
+
+    out: dict[str, list[float]] = {}
+    if not trace_clock_us:
+        return out
+    for part in CLOCK_RUN_PARTS:
+        for folder in sorted(runs.glob(f"*/{part}")):
+            for c in host_cases(folder):
+                after = host_clock_us((c.record.get("host_clock") or {}).get("after", {}))
+                if after is None or c.record.get("model") not in FIT_MODELS or c.record.get("mode") not in FIT_MODES:
+                    continue
+                speed = statistics.median(trace_host_speed(st, trace_clock_us) for st in traced_steps(c.trace))
+                out.setdefault(folder.parent.name, []).append(after / speed)
+    return out
+
+
+def fit_host_clock(samples: dict[str, list[float]], resamples: int = 1000, seed: int = 20261201) -> HostClockFit | None:
+    """host.clock_us from host_clock_samples: the median over all samples; its spread the 5th-95th percentile
+    of that median over `resamples` bootstrap copies (each run's samples resampled within the run, so a run
+    with many steps keeps its weight). None without samples; no spread below three."""
+    import random
+
+    pooled = [x for xs in samples.values() for x in xs]
+    if not pooled:
+        return None
+    value = statistics.median(pooled)
+    spread = None
+    if len(pooled) >= 3:
+        rng = random.Random(seed)
+        meds = sorted(statistics.median([xs[rng.randrange(len(xs))] for _, xs in sorted(samples.items()) for _ in xs])
+                      for _ in range(resamples))
+        lo, hi = meds[int(0.05 * (resamples - 1))], meds[int(round(0.95 * (resamples - 1)))]
+        spread = (round(min(lo, value), 3), round(max(hi, value), 3))
+    per_run = {run: (round(statistics.median(xs), 3), len(xs)) for run, xs in sorted(samples.items())}
+    return HostClockFit(round(value, 3), spread, len(pooled), per_run)
+
+
+def host_clock_values(runs: Path, trace_clock_us: dict[str, float]) -> list[Any]:
+    """host.clock_us as a fitted value (fit_host_clock over host_clock_samples); none without clocked steps."""
+    from sim.calibrate.fit import Fitted
+
+    fit = fit_host_clock(host_clock_samples(runs, trace_clock_us))
+    if fit is None:
+        return []
+    dates = host_clock_dates(runs)
+    runs_text = ", ".join(f"{run} ({dates.get(run) or '?'}) {us:g} us ({k})" for run, (us, k) in fit.per_run.items())
+    text = (f"median over {fit.n} eager GPT steps of the calibration runs' host steps ({'|'.join(CLOCK_RUN_PARTS)}) "
+            "of (host clock just before the step's trace: geometric mean of torch.empty / view / 16-element add, "
+            "us per call in a tight loop) / (that trace's host speed against host.trace_profiler.clock_us); "
+            f"per run: {runs_text}; spread: bootstrap of the median, steps resampled within each run")
+    return [Fitted("host", "clock_us", fit.value, f"../{CLOCK_RUNS}", text, n=fit.n, spread=fit.spread,
+                   date=max((dates.get(run) or "" for run in fit.per_run), default="") or None)]
 
 
 def trace_profiler_values(folder: Path) -> list[Any]:

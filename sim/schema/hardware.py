@@ -346,6 +346,12 @@ class HostSection(Strict):
                     "by profiler configuration: plain, record_shapes (shapes), record_shapes + with_stack (stack)")
     ddp: DdpHostCost | None = Field(
         default=None, description="DistributedDataParallel's own host work (measured on a multi-GPU machine)")
+    clock_us: PositiveQuantity | None = Field(
+        default=None,
+        description="the host clock at the reference host speed, the speed every host cost here is priced at: us per "
+                    "call of a fixed tight loop (geometric mean of torch.empty, a view and a 16-element add; "
+                    "sim.calibrate.gpu.host_context.host_clock). A step timed beside a clock of c us ran at host "
+                    "speed c / clock_us (sim.validate.host.own_speed); none: not measured")
     trace_profiler: TraceProfilerCost | None = Field(
         default=None,
         description="the profiler's host cost per recorded event in real models' steps, at a reference host speed, "

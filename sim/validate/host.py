@@ -218,13 +218,11 @@ def heldout_machine_rows(root: Path, hw: Hardware) -> tuple[list[Row], list[Gain
 
 # --host model at the measured step's own host speed (issue 15): records since wave 8 carry a host clock
 # (sim.calibrate.gpu.host_context.host_clock: us per call of a fixed tight loop, just before and just after
-# the step's timing). The clock at the profile's reference host speed comes from calibration-split steps of
-# the same harness: each eager GPT step's clock just before its trace, divided by that trace's host speed
-# (its clock ops against host.trace_profiler.clock_us); the median over them. A step's own speed is then
-# its clock (geometric mean of before and after) over that reference.
+# the step's timing). The clock at the profile's reference host speed is the profile's `host.clock_us`, fitted
+# by the calibration (sim.calibrate.host_fit.fit_host_clock) from calibration-split steps only. A step's own
+# speed is its clock (geometric mean of before and after) over that reference.
 HOST_CLOCK_KEYS = ("empty_us", "view_us", "add_us")
 OWN_SPEED = "host_model_own_speed"
-CLOCK_RUN_PARTS = ("host_cold", "host_warm")
 
 
 def host_clock_us(clock: dict[str, Any]) -> float | None:
@@ -237,23 +235,10 @@ def host_clock_us(clock: dict[str, Any]) -> float | None:
     return math.exp(sum(math.log(v) for v in vals) / len(vals))
 
 
-def reference_clock(root: Path, hw: Hardware) -> tuple[float, int] | None:
-    """(host clock us at the reference host speed, steps it came from): the calibration runs' own host steps
-    (calibration/h200/runs/*/host_cold|host_warm), eager steps of the fit model only."""
-    import statistics
-
-    from sim.costmodel.trace_host import trace_host_speed
-
-    samples = []
-    for part in CLOCK_RUN_PARTS:
-        for folder in sorted((root / "calibration" / "h200" / "runs").glob(f"*/{part}")):
-            for c in host_cases(folder):
-                after = host_clock_us((c.record.get("host_clock") or {}).get("after", {}))
-                if after is None or c.record.get("model") not in FIT_MODELS or c.record.get("mode") != "eager":
-                    continue
-                speed = statistics.median(trace_host_speed(st, hw.trace_clock_us) for st in traced_steps(c.trace))
-                samples.append(after / speed)
-    return (statistics.median(samples), len(samples)) if samples else None
+def reference_clock(hw: Hardware) -> float | None:
+    """The host clock (us per op) at the profile's reference host speed: `host.clock_us`, None when the
+    profile has none (then no step is priced at its own speed)."""
+    return hw.host_clock_us
 
 
 def own_speed(record: dict[str, Any], reference_us: float) -> float | None:
@@ -267,20 +252,20 @@ def own_speed(record: dict[str, Any], reference_us: float) -> float | None:
 
 def own_speed_rows(root: Path, hw: Hardware) -> list[Row]:
     """`host_model_own_speed/<kind>` rows: --host model at each clocked step's own host speed, on the
-    held-out machines' steps (HELDOUT_MACHINE_DIRS) that carry a host clock. Split `unseen` (the configs no
-    fit used: the speed reference is the calibration's) or `calibrated`."""
+    held-out machines' steps (HELDOUT_MACHINE_DIRS) that carry a host clock, against the profile's host.clock_us
+    (none without it). Split `unseen` (the configs no fit used) or `calibrated`."""
     from sim.replay import replay
 
-    key = (hw.name, hw.source_file, f"{OWN_SPEED}:{root.resolve()}")
+    ref = reference_clock(hw)
+    key = (hw.name, hw.source_file, f"{OWN_SPEED}:{ref}:{root.resolve()}")
     if key in _CACHE:
         return list(_CACHE[key][0])
-    ref = reference_clock(root, hw)
     rows: list[Row] = []
     for rel in HELDOUT_MACHINE_DIRS if ref is not None else ():
         folder = root / rel
         machine = folder.parent.name.removeprefix("machine_")
         for c in host_cases(folder):
-            speed = own_speed(c.record, ref[0]) if ref is not None else None
+            speed = own_speed(c.record, ref) if ref is not None else None
             if speed is None:
                 continue
             pred = replay(c.trace, hw, "predict", host="model", idle_start=True, imported=traced_steps(c.trace)[0],
