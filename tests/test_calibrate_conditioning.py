@@ -131,17 +131,17 @@ def test_quick_calibration_measures_a_subset_and_says_what_it_skips() -> None:
     """--quick: every group a full calibration writes is either measured or listed with the reason the
     base profile keeps its numbers; the fits' inputs that vary most between machines are measured."""
     from sim.calibrate.gpu.calibrate_all import (
+        FULL_MICRO_GROUPS,
         QUICK_BUDGET_S,
         QUICK_MICRO_GROUPS,
         QUICK_SKIPS,
         steps,
     )
-    from sim.calibrate.gpu.micro import GROUPS
 
     quick = [" ".join(cmd[2:]) for cmd in steps("OUT", quick=True)]
     full = [cmd[2] for cmd in steps("OUT", quick=False)]
     measured = set(QUICK_MICRO_GROUPS) | {c.split()[0].rsplit(".", 1)[1] for c in quick if "micro" not in c}
-    written_by_full = (set(GROUPS) | {m.rsplit(".", 1)[1] for m in full if not m.endswith(("micro", "fit_groups"))}
+    written_by_full = (set(FULL_MICRO_GROUPS) | {m.rsplit(".", 1)[1] for m in full if not m.endswith(("micro", "fit_groups"))}
                        | {"attention_default", "math_ops", "register_small"})
     assert measured | set(QUICK_SKIPS) == written_by_full and not measured & set(QUICK_SKIPS)
     assert {"host_costs", "kernel_overhead", "copy", "gemm", "stream_gaps", "kernel_configs"} <= measured
@@ -167,3 +167,34 @@ def test_a_quick_calibration_fits_over_the_measured_profile(tmp_path: Path) -> N
     assert default_base(tmp_path, quick=False) == "h200-measured"  # --from-raw of a quick raw folder
     (tmp_path / "calibrate_all.json").write_text(json.dumps({"steps": [], "quick": False}))
     assert default_base(tmp_path, quick=False) == "h200-sxm"
+
+
+def test_what_a_full_calibration_no_longer_measures_is_read_by_no_fit(tmp_path: Path) -> None:
+    """The full plan skips the micro groups in FULL_SKIPS and the sustained copy load (wave 11 trim): the
+    shipped raw folder without them fits to the same numbers (a fit that starts reading them fails this)."""
+    import shutil
+
+    from sim.calibrate.fit import calibrate_from_raw
+    from sim.calibrate.gpu.calibrate_all import FULL_SKIPS, steps
+    from tests.conftest import ROOT
+
+    raw = ROOT / "calibration" / "h200" / "raw"
+    base = ROOT / "hardware_profiles" / "h200-sxm.yaml"
+    full = [" ".join(cmd[2:]) for cmd in steps("OUT", quick=False)]
+    assert "sim.calibrate.gpu.sustained --out OUT --loads gemm" in full
+    assert not any(g in full[0].split("--groups ")[1].split()[0].split(",") for g in FULL_SKIPS)
+    trimmed = tmp_path / "h200" / "raw"  # beside the raw folder's siblings (the host fits read ../host_context)
+    shutil.copytree(raw, trimmed, ignore=shutil.ignore_patterns(*(f"{g}.json" for g in FULL_SKIPS)))
+    for sibling in raw.parent.iterdir():
+        if sibling.name != "raw":
+            (trimmed.parent / sibling.name).symlink_to(sibling)
+    doc = json.loads((trimmed / "sustained.json").read_text())
+    assert len(doc["records"]) > 1
+    doc["records"] = [r for r in doc["records"] if str(r["load"]).startswith("gemm_4096")]
+    (trimmed / "sustained.json").write_text(json.dumps(doc))
+
+    def values(folder: Path) -> list[tuple[str, str, object]]:
+        _, result = calibrate_from_raw(folder, base, tmp_path / "p.yaml", "p", spreads=False)
+        return [(v.section, v.key, v.value) for v in result.values]
+
+    assert values(trimmed) == values(raw)
