@@ -56,6 +56,18 @@ def rounds_beside(units: float, sm_count: int, free_sms: float) -> float:
     return (own + math.ceil((grid - free) * per_cta / free - 1e-9)) / own
 
 
+def _left_out_grid(units: float, sm_count: int, free_sms: float, alone_s: float,
+                   released_after_s: float) -> tuple[int, int, int, float] | None:
+    """A persistent kernel's grid when it starts with CTAs left out: (units, grid, CTAs that found a free
+    SM, one unit's time); None when none is left out or nothing is released later (it runs as alone)."""
+    n_units = max(1, int(round(units)))
+    grid = min(n_units, sm_count)
+    free = min(grid, max(1, math.floor(free_sms + 1e-9)))
+    if free >= grid or released_after_s <= 0:
+        return None
+    return n_units, grid, free, alone_s / math.ceil(n_units / grid - 1e-9)
+
+
 def release_loss(units: float, sm_count: int, free_sms: float, alone_s: float, released_after_s: float,
                  loss_units: float) -> float:
     """How long a persistent kernel of `units` equal work units (a GEMM's output tiles x K splits) that
@@ -70,12 +82,10 @@ def release_loss(units: float, sm_count: int, free_sms: float, alone_s: float, r
     within the free SMs) it costs nothing."""
     if units <= 0 or alone_s <= 0:
         return max(alone_s, 0.0)
-    n_units = max(1, int(round(units)))
-    grid = min(n_units, sm_count)
-    free = min(grid, max(1, math.floor(free_sms + 1e-9)))
-    if free >= grid or released_after_s <= 0:
+    left_out = _left_out_grid(units, sm_count, free_sms, alone_s, released_after_s)
+    if left_out is None:
         return alone_s
-    unit_s = alone_s / math.ceil(n_units / grid - 1e-9)
+    unit_s = left_out[3]
     return alone_s + loss_units * unit_s * min(released_after_s / alone_s, 1.0)
 
 
@@ -93,12 +103,10 @@ def release_beside(units: float, sm_count: int, free_sms: float, alone_s: float,
     DDP's profiled backward steps: GEMMs beside a bucket's all-reduce 0.97-1.92x their time alone)."""
     if units <= 0 or alone_s <= 0:
         return max(alone_s, 0.0)
-    n_units = max(1, int(round(units)))
-    grid = min(n_units, sm_count)
-    free = min(grid, max(1, math.floor(free_sms + 1e-9)))
-    if free >= grid or released_after_s <= 0:
+    left_out = _left_out_grid(units, sm_count, free_sms, alone_s, released_after_s)
+    if left_out is None:
         return alone_s
-    unit_s = alone_s / math.ceil(n_units / grid - 1e-9)
+    n_units, grid, free, unit_s = left_out
     late = grid - free
     ends = [0.0] * free  # when each running CTA takes its next unit (a heap)
     left, last = n_units, 0.0

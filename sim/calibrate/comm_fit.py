@@ -40,15 +40,22 @@ from sim.schema.hardware import BusBwPoint
 MIB = 1 << 20
 
 
-def load_comm(path: Path) -> dict[str, Any]:
-    """Read a raw comm file; anything but `{"group": "comm", "records": [...]}` is an input error."""
+def _load_group(path: Path, group: str, what: str) -> dict[str, Any]:
+    """Read a harness file of `group`; anything but `{"group": group, "records": [...]}` is an input error
+    (`what` names the file kind in the message)."""
     try:
         doc = json.loads(Path(path).read_text())
     except (OSError, json.JSONDecodeError) as exc:
-        raise InputError(f"cannot read raw comm data: {exc}", file=str(path)) from None
-    if not isinstance(doc, dict) or doc.get("group") != "comm" or not isinstance(doc.get("records"), list):
-        raise InputError("not a raw comm file", file=str(path), expected="an object with group 'comm' and a 'records' list")
+        raise InputError(f"cannot read {what} data: {exc}", file=str(path)) from None
+    if not isinstance(doc, dict) or doc.get("group") != group or not isinstance(doc.get("records"), list):
+        raise InputError(f"not a {what} file", file=str(path),
+                         expected=f"an object with group '{group}' and a 'records' list")
     return doc
+
+
+def load_comm(path: Path) -> dict[str, Any]:
+    """Read a raw comm file; anything but `{"group": "comm", "records": [...]}` is an input error."""
+    return _load_group(path, "comm", "raw comm")
 
 
 def _measured_on(meta: dict[str, Any]) -> str:
@@ -251,14 +258,7 @@ def report(doc: dict[str, Any], hw: Any, raw_ref: str, *, all_sizes: bool = Fals
 
 def _load_release(path: Path) -> dict[str, Any]:
     """Read a gemm_release.json (sim.calibrate.gpu.gemm_release); anything else is an input error."""
-    try:
-        doc = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise InputError(f"cannot read gemm_release data: {exc}", file=str(path)) from None
-    if not isinstance(doc, dict) or doc.get("group") != "gemm_release" or not isinstance(doc.get("records"), list):
-        raise InputError("not a gemm_release file", file=str(path),
-                         expected="an object with group 'gemm_release' and a 'records' list")
-    return doc
+    return _load_group(path, "gemm_release", "gemm_release")
 
 
 def main(argv: list[str] | None = None) -> int:
