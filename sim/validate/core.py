@@ -149,6 +149,11 @@ def load_thresholds(path: Path) -> dict[str, Any]:
                          expected=THRESHOLDS_SCHEMA)
     if not isinstance(doc.get("gates"), dict):
         raise InputError("missing gates", file=str(path), path="gates", expected="a mapping of gate name → limits")
+    if not doc["gates"]:
+        # every validated group would lack its gate: say so before minutes of predicting (check() says
+        # the same per group once the groups are known)
+        raise InputError("no gate at all: every validated group would have no gate", file=str(path), path="gates",
+                         value={}, expected="a goal/tripwire or `ungated: reason` for every group")
     return doc
 
 
