@@ -274,6 +274,7 @@ class Hardware:
     gemm_cold_ramp_s: float | None = from_profile("gemm.cold_ramp_us", default=None)
     gemm_misaligned_odd_factor: float | None = from_profile("gemm.misaligned_odd_factor", default=None)
     gemm_tile_choices: tuple[tuple[int, int], ...] = derived(_gemm_tile_choices, default=())
+    spill_l1_partial: bool = derived(lambda f: bool(f.memory.spill_l1_partial), default=False)
     memcpy_clean_fixed_s: float | None = from_profile("kernel.memcpy_clean_fixed_us", default=None)
     reduce_kernel: dict[str, float] = from_profile("reduce_kernel", default_factory=dict)
     # backend -> (tensor-core efficiency, s per score element per SM forward, backward, causal key tile)

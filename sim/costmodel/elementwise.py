@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from sim.costmodel import KernelCost
-from sim.costmodel.memory import spill_bandwidth, stream_time
+from sim.costmodel.memory import spill_time, stream_time
 from sim.errors import KernelsimError
 from sim.graph import DTYPE_BYTES, Graph, LaunchConfig, Op
 from sim.hardware import Hardware, Occupancy, occupancy
@@ -212,11 +212,14 @@ def streaming_cost(
     estimated_spill = occ.spilled_regs_per_thread * 4 * hw.spill_words_per_excess_register
     spill_per_thread = estimated_spill + (launch.spill_bytes_per_thread or 0)
     spill_bytes = spill_per_thread * occ.threads_per_block * grid
-    # Spilled values of every resident thread stay in L1 when they fit; else they go to memory.
+    # Spilled values of every resident thread stay in L1 when they fit; else they go to memory. With
+    # memory.spill_l1_partial, the input lines of each thread's loads in flight share L1 with its spills.
     resident_blocks = resident_warps_per_sm(occ) * hw.warp_size / occ.threads_per_block
-    footprint = (spill_per_thread * occ.threads_per_block + (launch.smem_per_block or 0)) * resident_blocks
-    spill_bw, offchip = spill_bandwidth(hw, occ.active_sms, resident_blocks * occ.threads_per_block, footprint)
-    spill_s = 2 * spill_bytes / spill_bw if spill_bytes > 0 else 0.0
+    l1_per_thread = spill_per_thread + (inflight if hw.spill_l1_partial else 0.0)
+    footprint = (l1_per_thread * occ.threads_per_block + (launch.smem_per_block or 0)) * resident_blocks
+    spill_s, offchip_share = spill_time(hw, spill_bytes, occ.active_sms, resident_blocks * occ.threads_per_block,
+                                        footprint)
+    offchip = offchip_share > 0
     body = max(mem_s, comp_s)
     time = hw.kernel_fixed_s + body + spill_s
     if spill_s > body:
@@ -235,7 +238,7 @@ def streaming_cost(
         fixed_s=hw.kernel_fixed_s,
         limiter=limiter,
         category=cat,
-        hbm_bytes=total + (2 * spill_bytes if offchip else 0.0),
+        hbm_bytes=total + 2 * spill_bytes * offchip_share,
         flops=numel * 2 * fp32,
         bw_demand=min(1.0, (total / time) / hw.hbm_sustained_bps) if time > 0 else 0.0,
         sm_demand=min(1.0, occ.grid / (hw.sm_count * occ.blocks_per_sm)),
@@ -253,6 +256,7 @@ def streaming_cost(
                 "bw_share": round(bw_share, 4),
                 "spill_bytes": spill_bytes,
                 "spill_offchip": offchip,
+                "spill_l1_miss": round(offchip_share, 4),
                 "latency_hiding": round(hide, 4),
             }
         ),

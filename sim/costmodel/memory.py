@@ -11,6 +11,8 @@ least), and tails (a last partial wave) run with fewer SMs.
 
 from __future__ import annotations
 
+import math
+
 from sim.hardware import Hardware, Occupancy
 
 
@@ -82,3 +84,44 @@ def spill_bandwidth(hw: Hardware, active_sms: float, resident_threads_per_sm: fl
         return ceiling, True
     little = active_sms * resident_threads_per_sm * hw.spill_inflight_bytes_per_thread / hw.mem_latency_s
     return smooth_min(little, ceiling, hw.bw_knee_exponent), True
+
+
+def l1_miss_share(hw: Hardware, footprint_per_sm: float) -> float:
+    """Share of spill accesses that miss L1 when the lines an SM's resident threads touch (their spill
+    areas and the input lines of their loads in flight) exceed its L1 capacity: 0 when the footprint F
+    fits in C. Past it, each thread stores its spills and loads them back before it touches them again
+    (a cyclic reuse over F), and each miss evicts a line with no regard to reuse: a line survives the
+    F·m misses between its store and its load with probability exp(-F·m/C), so the miss share m solves
+    1 - m = exp(-(F/C)·m) (m → 0 as F → C, → 1 as F ≫ C; no fitted constant)."""
+    ratio = footprint_per_sm / hw.l1_bytes_per_sm
+    if ratio <= 1.0:
+        return 0.0
+    lo, hi = 1e-12, 1.0  # f(m) = 1 - m - exp(-ratio·m) is > 0 between its roots 0 and the miss share, < 0 after
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        if 1.0 - mid - math.exp(-ratio * mid) > 0:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+def spill_time(hw: Hardware, spill_bytes: float, active_sms: float, resident_threads_per_sm: float,
+               footprint_per_sm: float) -> tuple[float, float]:
+    """(seconds, share of the traffic that leaves the SM) to store and load `spill_bytes` once each.
+
+    With the profile's `memory.spill_l1_partial` on, a footprint past L1 splits the traffic: the share
+    that hits L1 at the L1 spill rate, the misses (l1_miss_share) at the off-chip rate; off, the whole
+    traffic runs at one rate, L1's when the footprint fits, else off-chip (spill_bandwidth)."""
+    if spill_bytes <= 0:
+        return 0.0, 0.0
+    if not hw.spill_l1_partial:
+        bw, offchip = spill_bandwidth(hw, active_sms, resident_threads_per_sm, footprint_per_sm)
+        return 2 * spill_bytes / bw, 1.0 if offchip else 0.0
+    miss = l1_miss_share(hw, footprint_per_sm)
+    l1_bw, _ = spill_bandwidth(hw, active_sms, resident_threads_per_sm, 0.0)
+    t = 2 * spill_bytes * (1.0 - miss) / l1_bw
+    if miss > 0:
+        off_bw, _ = spill_bandwidth(hw, active_sms, resident_threads_per_sm, float("inf"))
+        t += 2 * spill_bytes * miss / off_bw
+    return t, miss

@@ -115,6 +115,11 @@ class MemorySection(Strict):
         default=None, description="spill bytes a thread keeps in flight when its spills overflow L1 (Little's law on "
                                   "the memory latency; absent: no latency limit)")
     l1_bytes_per_sm: PositiveQuantity = Field(description="combined L1/shared-memory capacity per SM")
+    spill_l1_partial: bool = Field(
+        default=False, description="spill traffic past L1 split by capacity: the lines of every resident thread's "
+        "spills and loads in flight compete for l1_bytes_per_sm, a share 1 - C/F of the accesses misses to the "
+        "off-chip rate, the rest stays at spill_gbps (off: all traffic at one rate, L1's when the spills fit, else "
+        "off-chip)")
 
 
 class OpCost(Provenance):

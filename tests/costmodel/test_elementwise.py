@@ -12,7 +12,7 @@ import pytest
 
 from sim.costmodel import kernel_cost
 from sim.costmodel.elementwise import latency_hiding, resident_warps_per_sm
-from sim.costmodel.memory import spill_bandwidth
+from sim.costmodel.memory import l1_miss_share, spill_bandwidth
 from sim.graph import Graph, LaunchConfig, Op, Tensor
 from sim.hardware import Hardware, load_profile, occupancy
 
@@ -235,3 +235,18 @@ def test_unknown_math_op_is_an_error(testgpu: Hardware) -> None:
 
     with pytest.raises(KernelsimError, match="math op 'no_such_op' has no cost"):
         _bf16_copy_like(testgpu, {"no_such_op": 1})
+
+
+def test_the_l1_partial_switch_counts_the_loads_in_flight_and_is_off_in_every_shipped_profile(hw: Hardware) -> None:
+    # 2 blocks of 128 threads per SM (255 registers), 64 bf16 elements per thread: 240 spilled words (960 B) per
+    # thread fill 245,760 B of the 262,144 B L1 alone; the 128 B each thread loads in flight make 278,528 B.
+    launch = LaunchConfig(block=128, elems_per_thread=64, regs_per_thread=255, spill_bytes_per_thread=960)
+    op, graph = one_op(132 * 2 * 128 * 64 * 8, launch, {})
+    off = kernel_cost(op, graph, hw)
+    on = kernel_cost(op, graph, dataclasses.replace(hw, spill_l1_partial=True))
+    assert off.detail["spill_offchip"] is False and off.detail["spill_l1_miss"] == 0.0
+    footprint = (960 + 64 * 2) * 128 * 2
+    assert on.detail["spill_l1_miss"] == pytest.approx(l1_miss_share(hw, footprint), abs=1e-4)
+    assert on.time_s > off.time_s and on.hbm_bytes > off.hbm_bytes
+    for name in ("h200-measured", "h200-sxm", "h100-sxm", "a100-sxm-80gb", "l40s"):
+        assert load_profile(name).spill_l1_partial is False

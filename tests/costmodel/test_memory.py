@@ -3,9 +3,19 @@ last partial wave of a streaming kernel, and where spills go."""
 
 from __future__ import annotations
 
+import dataclasses
+import math
+
 import pytest
 
-from sim.costmodel.memory import bandwidth, smooth_min, spill_bandwidth, stream_time
+from sim.costmodel.memory import (
+    bandwidth,
+    l1_miss_share,
+    smooth_min,
+    spill_bandwidth,
+    spill_time,
+    stream_time,
+)
 from sim.hardware import Hardware, occupancy
 
 # testgpu: 100 SMs, 4000 GB/s sustained, 500 ns latency, per-SM cap 100 GB/s, knee exponent 1000
@@ -55,3 +65,35 @@ def test_spills_stay_in_l1_when_they_fit(testgpu: Hardware) -> None:
     assert spill_bandwidth(testgpu, 50, 1024, 100_000.0) == (pytest.approx(5000e9 * 50 / 100), False)
     # past L1, without a measured off-chip spill rate: the sustained HBM bandwidth
     assert spill_bandwidth(testgpu, 50, 1024, 300_000.0) == (pytest.approx(SUSTAINED), True)
+
+
+def test_l1_miss_share_is_zero_while_the_footprint_fits_then_solves_the_random_replacement_equation(
+        testgpu: Hardware) -> None:
+    c = testgpu.l1_bytes_per_sm
+    assert l1_miss_share(testgpu, 0.5 * c) == 0.0
+    assert l1_miss_share(testgpu, c) == 0.0
+    for ratio in (1.05, 1.2, 2.0, 4.0):
+        m = l1_miss_share(testgpu, ratio * c)
+        assert 1.0 - m == pytest.approx(math.exp(-ratio * m), abs=1e-9)  # 1 - m = exp(-(F/C)·m)
+        assert 0.0 < m < 1.0
+    # by hand: F = 2C gives m = 0.7968 (1 - 0.7968 = 0.2032 = exp(-1.5936))
+    assert l1_miss_share(testgpu, 2 * c) == pytest.approx(0.7968, abs=1e-4)
+    shares = [l1_miss_share(testgpu, r * c) for r in (1.01, 1.1, 1.5, 3.0, 10.0)]
+    assert shares == sorted(shares) and shares[-1] > 0.9999
+
+
+def test_spill_time_off_is_the_single_rate_and_on_splits_the_traffic_by_the_miss_share(testgpu: Hardware) -> None:
+    off = dataclasses.replace(testgpu, spill_l1_partial=False, spill_offchip_bps=1000e9)
+    on = dataclasses.replace(off, spill_l1_partial=True)
+    c = testgpu.l1_bytes_per_sm
+    assert spill_time(off, 0.0, 50, 1024, 2 * c) == (0.0, 0.0)
+    # off: L1's rate when the footprint fits, the off-chip ceiling (no in-flight limit in testgpu) past it
+    l1_bw = spill_bandwidth(off, 50, 1024, 0.0)[0]
+    assert spill_time(off, 1e6, 50, 1024, 0.5 * c) == (pytest.approx(2e6 / l1_bw), 0.0)
+    assert spill_time(off, 1e6, 50, 1024, 1.2 * c) == (pytest.approx(2e6 / 1000e9), 1.0)
+    # on: the same while the footprint fits; past it, the hits at L1's rate and the misses off chip
+    assert spill_time(on, 1e6, 50, 1024, 0.5 * c) == spill_time(off, 1e6, 50, 1024, 0.5 * c)
+    m = l1_miss_share(on, 1.2 * c)
+    t, share = spill_time(on, 1e6, 50, 1024, 1.2 * c)
+    assert share == pytest.approx(m)
+    assert t == pytest.approx(2e6 * ((1 - m) / l1_bw + m / 1000e9))
