@@ -315,6 +315,7 @@ BLOCKS: dict[str, Generator] = {
     "comm-machine-h": Generator(lambda: gen_comm_machine_h(), slow=True),  # the engine replays machine H
     "comm-ddp-breakdown": Generator(lambda: gen_comm_ddp_breakdown(), slow=False),
     "comm-release-loss": Generator(lambda: gen_comm_release_loss(), slow=False),
+    "spill-regimes": Generator(lambda: gen_spill_regimes(), slow=True),  # refits the spill constants
     "host-validation": Generator(lambda: gen_host_validation(), slow=True),  # kernelsim validate (issue 15)
     "host-config-spread": Generator(lambda: gen_host_config_spread(), slow=True),
     "host-optimizer": Generator(lambda: gen_host_optimizer(), slow=True),  # reads nine traces
@@ -1201,6 +1202,15 @@ def gen_comm_machine_h() -> str:
         unit = (lambda v: f"{v:.1f} pp") if name.endswith("(pp)") else (lambda v: f"{v * 100:.1f} %")
         lines.append(f"| {name} | {n} | {unit(med)} | {unit(top)} |")
     return "\n".join(lines) + "\n"
+
+
+def gen_spill_regimes() -> str:
+    """docs/spills.md: the spilling fused configs of the held-out machines and calibration folders by spill
+    regime, memory.spill_l1_partial off and on (sim.validate.spills; scripts/spill_l1_check.py prints it)."""
+    from sim.hardware import load_profile
+    from sim.validate.spills import regime_rows, regime_table
+
+    return regime_table(regime_rows(load_profile("h200-measured"), ROOT))
 
 
 def gen_comm_release_loss() -> str:
