@@ -462,6 +462,12 @@ def _add_calibration_commands(sub: Any) -> None:
                    help="profile whose unmeasured numbers are kept (default: h200-sxm, the datasheet; for a quick "
                    "calibration h200-measured, so that the groups it skips keep measured numbers)")
     c.add_argument("--name", help="profile name (default: the file name)")
+    c.add_argument("--host", choices=("fitted", "reference"), default="fitted",
+                   help="host constants: 'fitted' (default) from this machine's host benchmarks, at its host's speed "
+                   "of the moment; 'reference': keep --host-reference's whole host section (one calibration does not "
+                   "pin host costs on VMs whose host speed flips between levels; what it measured goes into the notes)")
+    c.add_argument("--host-reference", default="h200-measured", metavar="PROFILE",
+                   help="profile whose host section --host reference keeps (default: h200-measured)")
     c.set_defaults(func=cmd_calibrate)
     v = sub.add_parser("validate", help="compare predictions with committed GPU measurements (error tables, thresholds)",
                        description="Offline (default): price every committed calibration record and simulate every "

@@ -96,6 +96,9 @@ def cmd_calibrate(args: Any, console: Console) -> int:
 
     raw_inputs = [args.from_raw] if args.from_raw else []
     out = check_output_path(args.out, "--out", inputs=_input_files(*raw_inputs, args.base))
+    host = getattr(args, "host", "fitted")
+    host_ref = (resolve_profile(args.host_reference, Path.cwd(), path="--host-reference") if host == "reference"
+                else None)  # bad input before measuring
     if args.from_raw:
         raw_dir = Path(args.from_raw)
     else:
@@ -105,7 +108,7 @@ def cmd_calibrate(args: Any, console: Console) -> int:
     base = resolve_profile(args.base or default_base(raw_dir, args.quick), Path.cwd(), path="--base")
     name = args.name or out.stem
     with busy(f"fitting a profile from {raw_dir}"):
-        text, result = calibrate_from_raw(raw_dir, base, out, name)
+        text, result = calibrate_from_raw(raw_dir, base, out, name, host=host, host_reference=host_ref)
     write_text_atomic(out, text)
     rows = [(f.section, f.key, _fitted_value(f.value), f"{f.spread[0]:g}–{f.spread[1]:g}" if f.spread else "",
              str(f.n or ""), f.fit) for f in result.values]

@@ -197,3 +197,36 @@ def test_main_with_every_calibration_reused_fits_nothing(tmp_path: Path, monkeyp
     doc = json.loads(out.read_text())
     assert [c["name"] for c in doc["calibrations"]] == ["a", "b"] and doc["reference"]["measured"] == {"g": {"median_abs": 0.1}}
     assert doc["command"] == "python -m sim.calibrate.repro runs/a/raw runs/b/raw --names a,b"
+
+
+def _fake_one(raw_dir: Path, name: str, *args: object) -> Calibration:
+    """calibrate_one's stand-in (module level: it runs in the pool's processes)."""
+    import os
+
+    cal = Calibration(name, raw_dir, Path(), {"p": float(len(name))})
+    cal.predictions[("step", "f", name, "unseen")] = 100.0 + len(str(raw_dir))
+    cal.violations = [f"pid {os.getpid()}"] if name == "pid" else []
+    return cal
+
+
+def _fake_reference(*args: object) -> dict[str, dict[str, float]]:
+    return {"g": {"median_abs": 0.1}}
+
+
+def test_jobs_run_the_calibrations_in_processes_and_give_the_same_result(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    import os
+
+    import sim.calibrate.repro as repro
+
+    monkeypatch.setattr(repro, "calibrate_one", _fake_one)
+    monkeypatch.setattr(repro, "_reference_measured", _fake_reference)
+    dirs, names = [Path("runs/a/raw"), Path("runs/bb/raw"), Path("x/raw")], ["a", "bb", "pid"]
+    one, ref1 = repro.calibrate_all(dirs, names, "h200-sxm", tmp_path, "", "", "", jobs=1, reference="r")
+    three, ref3 = repro.calibrate_all(dirs, names, "h200-sxm", tmp_path, "", "", "", jobs=3, reference="r")
+    assert [c.name for c in three] == names and ref1 == ref3 == _fake_reference()
+    assert [(c.params, c.predictions) for c in one] == [(c.params, c.predictions) for c in three]
+    assert one[2].violations == [f"pid {os.getpid()}"] and three[2].violations != one[2].violations  # another process
+    assert main(["runs/a/raw", "runs/b/raw", "--jobs", "0"]) == 2
+    assert capsys.readouterr().err.count("error:") == 1

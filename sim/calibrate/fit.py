@@ -50,6 +50,7 @@ class FitResult:
     notes: list[str]
     gemm_tiles: list[tuple[int, int]] = field(default_factory=list)
     gemm_tiles_used: set[str] = field(default_factory=set)
+    host_section: dict[str, Any] | None = None  # --host reference: the profile's whole host section (keep_reference_host)
 
     def used_ids(self) -> set[str]:
         out: set[str] = set()
@@ -1112,6 +1113,9 @@ def build_profile(base: HardwareProfileFile, name: str, result: FitResult, raw: 
     doc: dict[str, Any] = _value_first(base.model_dump(mode="json", by_alias=True, exclude_none=True))
     doc["name"] = name
     doc["description"] = f"Measured on {device}; unmeasured numbers keep their source."
+    if result.host_section is not None:
+        doc["host"] = result.host_section
+        doc["description"] += " Host constants: the reference profile's (kernelsim calibrate --host reference)."
     for f in result.values:
         if f.section in ("corrections", "power"):
             continue
@@ -1214,10 +1218,89 @@ def check_device(raw: RawData, base: HardwareProfileFile, base_name: str) -> Non
                              value=gpu, expected=base.gpu)
 
 
+
+# --host reference (issue 16): the host constants a calibration measures (host_costs, kernel_overhead,
+# profiler_overhead) are the host's speed at that moment, not a property of the GPU. On the lent VMs that speed
+# flips between two levels within seconds (issue 15: the same eager op 24.3, 14.7, 13.8 us in three rounds of one
+# calibration; eager_op_us 10.8-21.3 us over the committed calibrations), and the calibration has no traces of real
+# models (host_context), so its host model is the by-kind one. One calibration cannot pin them: with --host
+# reference the profile keeps a reference profile's whole host section (fitted from many VMs' real-model traces,
+# at the reference host speed host.clock_us) and writes what this calibration measured, and its eager-op speed
+# against the reference, into the notes of the entries it replaces.
+HOST_MODES = ("fitted", "reference")
+HOST_SPEED_KEYS = (("host", "eager_op_us"), ("host", "framework_op_us"))  # + every host.eager_op_us_by_kind kind
+
+
+def _is_host(f: Fitted) -> bool:
+    return f.section == "host" or f.section.startswith("host.")
+
+
+def host_speed_ratios(values: list[Fitted], ref_doc: dict[str, Any]) -> dict[str, float]:
+    """This calibration's eager-op host costs over the reference profile's, per key (host.eager_op_us,
+    host.framework_op_us, host.eager_op_us_by_kind.<kind>): its host speed against the reference's."""
+    host = ref_doc.get("host") or {}
+    out: dict[str, float] = {}
+    for f in values:
+        if (f.section, f.key) in HOST_SPEED_KEYS:
+            ref = host.get(f.key)
+        elif f.section == "host.eager_op_us_by_kind":
+            ref = (host.get("eager_op_us_by_kind") or {}).get(f.key)
+        else:
+            continue
+        v = _scalar(f.value)
+        if isinstance(ref, dict) and ref.get("value") and v is not None:
+            out[f"{f.section}.{f.key}"] = v / float(ref["value"])
+    return out
+
+
+def keep_reference_host(result: FitResult, ref_path: Path, out: Path) -> None:
+    """--host reference: drop the fitted host numbers from `result` and set its host section to the reference
+    profile's (raw paths re-relativised to `out`), each replaced entry noting this calibration's own value."""
+    import os
+
+    ref = load_yaml_model(ref_path, HardwareProfileFile)
+    ref_doc: dict[str, Any] = _value_first(ref.model_dump(mode="json", by_alias=True, exclude_none=True))
+    fitted = [f for f in result.values if _is_host(f)]
+    ratios = host_speed_ratios(fitted, ref_doc)
+    if ratios:
+        rs = sorted(ratios.values())
+        speed = (f"this calibration's eager ops cost {statistics.median(rs):.2f}x the reference's (median over "
+                 f"{len(rs)} eager-op numbers, range {rs[0]:.2f}-{rs[-1]:.2f}x)")
+    else:
+        speed = "this calibration measured no eager-op host costs to compare"
+    section = ref_doc.get("host") or {}
+
+    def fix_raw(node: Any) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("raw"), str) and node.get("source") == "measured":
+                node["raw"] = os.path.relpath((ref_path.parent / node["raw"]).resolve(), out.parent.resolve())
+            for v in node.values():
+                fix_raw(v)
+
+    fix_raw(section)
+    for f in fitted:
+        table: Any = section
+        for part in f.section.split(".")[1:]:
+            table = table.get(part) if isinstance(table, dict) else None
+        entry = table.get(f.key) if isinstance(table, dict) else None
+        if not isinstance(entry, dict):
+            continue
+        v = _scalar(f.value)
+        own = f"{v:g}" if v is not None else "a table"
+        entry["note"] = (f"kept from {ref_path.stem} (--host reference): host constants are the host's speed at the "
+                         f"moment, which on these VMs flips between levels within seconds (issue 15), so one "
+                         f"calibration does not pin them; this calibration measured {own} here; {speed}")
+    result.values = [f for f in result.values if not _is_host(f)]
+    result.host_section = section
+    result.notes.append(f"host constants kept from {ref_path.stem} (--host reference); {speed}")
+
+
 def calibrate_from_raw(raw_dir: Path, base_profile: Path, out: Path, name: str,
-                       spreads: bool = True) -> tuple[str, FitResult]:
+                       spreads: bool = True, host: str = "fitted",
+                       host_reference: Path | None = None) -> tuple[str, FitResult]:
     """Fit, write nothing; returns the profile text and the fit (the CLI writes atomically).
-    `spreads` adds each number's bootstrap interval (a few seconds more)."""
+    `spreads` adds each number's bootstrap interval (a few seconds more). `host`: "fitted" (the host
+    constants this raw folder measures) or "reference" (`host_reference`'s whole host section, keep_reference_host)."""
     from sim.hardware import Hardware
 
     if not re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", name):
@@ -1226,11 +1309,19 @@ def calibrate_from_raw(raw_dir: Path, base_profile: Path, out: Path, name: str,
     raw = load_raw_checked(raw_dir)
     base = load_yaml_model(base_profile, HardwareProfileFile)
     check_device(raw, base, base_profile.stem)
+    if host not in HOST_MODES:
+        raise InputError("unknown host mode", path="--host", value=host, expected=" or ".join(HOST_MODES))
+    if host == "reference":
+        if host_reference is None:
+            raise InputError("--host reference needs a reference profile", path="--host-reference", value=None)
+        check_device(raw, load_yaml_model(host_reference, HardwareProfileFile), host_reference.stem)
     result = fit_all(raw, base)
     if GEMM_TILE_CHOICE:
         result.gemm_tiles, result.gemm_tiles_used = fit_gemm_tiles(raw, int(base.gemm.tile_m.value))
     if spreads:
         add_bootstrap_spreads(result, raw, base)
+    if host == "reference" and host_reference is not None:
+        keep_reference_host(result, host_reference, out)
     raw_rel = _relative(raw_dir, out.parent)
 
     def stage_hw() -> Any:

@@ -104,33 +104,67 @@ def reused_calibrations(doc: dict[str, Any]) -> dict[tuple[str, str], Calibratio
     return out
 
 
-def calibrate_all(raw_dirs: list[Path], names: list[str], base: str, work: Path, validation_raw: str, cases: str,
-                  thresholds: str, reuse: dict[tuple[str, str], Calibration] | None = None) -> list[Calibration]:
+def calibrate_one(raw_dir: Path, name: str, base: str, work: Path, validation_raw: str, cases: str,
+                  thresholds: str, host: str = "fitted", host_reference: str = "h200-measured") -> Calibration:
+    """Fit one raw folder over the base profile (as `kernelsim calibrate --from-raw`), validate the profile."""
     from sim.calibrate.fit import calibrate_from_raw
     from sim.hardware import resolve_profile
 
     base_path = resolve_profile(base, Path.cwd(), path="--base")
-    cals = []
-    for raw_dir, name in zip(raw_dirs, names, strict=True):
-        if reuse and (name, str(raw_dir)) in reuse:
-            cals.append(reuse[(name, str(raw_dir))])
-            continue
-        out = work / f"{name}.yaml"
-        profile_name = "repro-" + re.sub(r"[^a-z0-9_.-]", "-", name.lower())
-        text, _ = calibrate_from_raw(raw_dir, base_path, out, profile_name, spreads=False)
-        out.write_text(text)
-        cal = Calibration(name, raw_dir, out, measured_params(yaml.safe_load(text)))
-        doc, cal.measured = _validate(out, base, validation_raw, cases, thresholds, work / f"{name}.validation.json")
-        seen: dict[tuple[str, str, str, str], int] = {}
-        for row in doc["rows"]:
-            key = (row["table"], row["family"], row["label"], row["split"])
-            seen[key] = seen.get(key, 0) + 1
-            if seen[key] > 1:
-                key = (key[0], key[1], f"{key[2]} #{seen[key]}", key[3])
-            cal.predictions[key] = float(row["predicted_us"])
-        cal.violations = list(doc["violations"])
-        cals.append(cal)
-    return cals
+    out = work / f"{name}.yaml"
+    profile_name = "repro-" + re.sub(r"[^a-z0-9_.-]", "-", name.lower())
+    ref_path = resolve_profile(host_reference, Path.cwd(), path="--host-reference") if host == "reference" else None
+    text, _ = calibrate_from_raw(raw_dir, base_path, out, profile_name, spreads=False, host=host,
+                                 host_reference=ref_path)
+    out.write_text(text)
+    cal = Calibration(name, raw_dir, out, measured_params(yaml.safe_load(text)))
+    doc, cal.measured = _validate(out, base, validation_raw, cases, thresholds, work / f"{name}.validation.json")
+    seen: dict[tuple[str, str, str, str], int] = {}
+    for row in doc["rows"]:
+        key = (row["table"], row["family"], row["label"], row["split"])
+        seen[key] = seen.get(key, 0) + 1
+        if seen[key] > 1:
+            key = (key[0], key[1], f"{key[2]} #{seen[key]}", key[3])
+        cal.predictions[key] = float(row["predicted_us"])
+    cal.violations = list(doc["violations"])
+    return cal
+
+
+def _reference_measured(reference: str, base: str, validation_raw: str, cases: str, thresholds: str,
+                        work: Path) -> dict[str, dict[str, float]]:
+    return _validate(reference, base, validation_raw, cases, thresholds, work / "reference.validation.json")[1]
+
+
+def calibrate_all(raw_dirs: list[Path], names: list[str], base: str, work: Path, validation_raw: str, cases: str,
+                  thresholds: str, reuse: dict[tuple[str, str], Calibration] | None = None, jobs: int = 1,
+                  reference: str | None = None, host: str = "fitted") -> tuple[list[Calibration], dict[str, dict[str, float]] | None]:
+    """Every calibration (fitted and validated, or taken from `reuse`), in the order given, and with `reference`
+    the reference profile's validate quantities. With jobs > 1 the fits and validations run in that many
+    processes (each is deterministic on its own, so the result does not depend on `jobs`)."""
+    from sim.hardware import resolve_profile
+
+    resolve_profile(base, Path.cwd(), path="--base")  # bad input: one error before any work starts
+    todo = [(r, n) for r, n in zip(raw_dirs, names, strict=True) if not (reuse and (n, str(r)) in reuse)]
+    done: dict[str, Calibration] = {}
+    ref: dict[str, dict[str, float]] | None = None
+    if jobs <= 1:
+        for raw_dir, name in todo:
+            done[name] = calibrate_one(raw_dir, name, base, work, validation_raw, cases, thresholds, host)
+        if reference is not None:
+            ref = _reference_measured(reference, base, validation_raw, cases, thresholds, work)
+    else:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            ref_job = (pool.submit(_reference_measured, reference, base, validation_raw, cases, thresholds, work)
+                       if reference is not None else None)
+            futures = {name: pool.submit(calibrate_one, raw_dir, name, base, work, validation_raw, cases, thresholds, host)
+                       for raw_dir, name in todo}
+            done = {name: f.result() for name, f in futures.items()}
+            ref = ref_job.result() if ref_job is not None else None
+    cals = [reuse[(n, str(r))] if reuse and (n, str(r)) in reuse else done[n]
+            for r, n in zip(raw_dirs, names, strict=True)]
+    return cals, ref
 
 
 def _leaves(doc: dict[str, Any], prefix: tuple[str, ...] = ()) -> dict[tuple[str, ...], dict[str, Any]]:
@@ -565,8 +599,14 @@ def main(argv: list[str] | None = None) -> int:
                     "this earlier --json document instead of fitting and validating them again (a cache for adding a "
                     "calibration: FILE must come from the same code and data; the document records the command "
                     "without --reuse; may be given more than once)")
+    ap.add_argument("--host", choices=("fitted", "reference"), default="fitted",
+                    help="host constants of each fitted profile, as `kernelsim calibrate --host` (default: fitted)")
+    ap.add_argument("--jobs", type=int, default=1, metavar="N",
+                    help="fit and validate the calibrations in N processes (default 1; the result does not depend on N)")
     ns = ap.parse_args(argv)
     try:
+        if ns.jobs < 1:
+            raise InputError("--jobs must be 1 or more", path="--jobs", value=ns.jobs, expected="an integer >= 1")
         raw_dirs = [Path(r) for r in ns.raw]
         if len(raw_dirs) < 2:
             raise InputError("a reproducibility report needs two or more raw folders", value=ns.raw)
@@ -591,12 +631,10 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="kernelsim-repro-") as tmp:
             work = Path(ns.profiles_out) if ns.profiles_out else Path(tmp)
             work.mkdir(parents=True, exist_ok=True)
-            cals = calibrate_all(raw_dirs, names, ns.base, work, ns.validation_raw, ns.cases, ns.thresholds, reuse)
-            if reused_reference is not None:
-                reference = reused_reference
-            else:
-                _, reference = _validate(ns.reference, ns.base, ns.validation_raw, ns.cases, ns.thresholds,
-                                         work / "reference.validation.json")
+            cals, fresh_ref = calibrate_all(raw_dirs, names, ns.base, work, ns.validation_raw, ns.cases,
+                                            ns.thresholds, reuse, ns.jobs,
+                                            None if reused_reference is not None else ns.reference, ns.host)
+            reference = reused_reference if reused_reference is not None else fresh_ref or {}
             driver_lines = None
             if ns.drivers:
                 a, b = widest_pair(cals)
@@ -606,7 +644,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     cases = case_spreads(cals)
     command = ("python -m sim.calibrate.repro " + " ".join(ns.raw) + (f" --names {ns.names}" if ns.names else "")
-               + (" --drivers" if ns.drivers else ""))
+               + (" --drivers" if ns.drivers else "") + (f" --host {ns.host}" if ns.host != "fitted" else ""))
     doc = repro_document(cals, command, ns.note, ns.reference, reference, driver_lines)
     if ns.json:
         if ns.check:
