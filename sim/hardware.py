@@ -145,6 +145,11 @@ def _framework_op_table_s(f: HardwareProfileFile) -> dict[str, tuple[float | Non
             for name, c in f.host.framework_ops.items()}
 
 
+def _missing_framework_op_scale(f: HardwareProfileFile) -> float:
+    m = f.host.missing_framework_ops
+    return m.ratio if m is not None and m.apply else 1.0
+
+
 def _framework_op_per_tensor_s(f: HardwareProfileFile) -> dict[str, tuple[int, float]]:
     return {name: (c.tensors, c.per_tensor_us * UNIT_SCALE["us"]) for name, c in f.host.framework_ops.items()
             if c.tensors is not None and c.per_tensor_us is not None}
@@ -297,6 +302,9 @@ class Hardware:
     # framework op -> (host s per call without autograd recording, with it or None)
     framework_op_table_s: dict[str, tuple[float | None, float | None]] = derived(_framework_op_table_s,
                                                                                  default_factory=dict)
+    # a framework op the table lacks costs its tight-loop price times this (host.missing_framework_ops.ratio where
+    # that section says apply, else 1.0: the tight-loop price)
+    missing_framework_op_scale: float = derived(_missing_framework_op_scale, default=1.0)
     # foreach op -> (tensors per call the table's cost was measured at, host s per tensor)
     framework_op_per_tensor_s: dict[str, tuple[int, float]] = derived(_framework_op_per_tensor_s,
                                                                       default_factory=dict)

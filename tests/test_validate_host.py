@@ -149,6 +149,29 @@ def test_heldout_machine_rows_have_their_own_splits(folder: Path, tmp_path: Path
     assert heldout_machine_rows(tmp_path / "nothing", load_profile("h200-measured")) == ([], [])
 
 
+def test_later_machines_validate_in_splits_of_their_own(folder: Path, tmp_path: Path) -> None:
+    """Machines L and M (validation/h200/machine_{L,M}) are read as held-out machines, each under splits of its
+    own, own-speed rows included (pooled, they would move the groups whose tripwires came from F and Y)."""
+    from sim.validate.host import (
+        HELDOUT_MACHINE_DIRS,
+        heldout_machine_rows,
+        machine_split,
+        own_speed_split,
+    )
+
+    assert {"validation/h200/machine_L/host_context", "validation/h200/machine_M/host_context"} <= set(HELDOUT_MACHINE_DIRS)
+    assert all((ROOT / rel / "host_context.json").is_file() for rel in HELDOUT_MACHINE_DIRS)
+    assert machine_split("L", False) == "heldout_machine_l" and machine_split("M", True) == "heldout_machine_m_fitcfg"
+    assert own_speed_split("Y", False) == "unseen" and own_speed_split("F", True) == "calibrated"
+    assert own_speed_split("L", False) == "heldout_machine_l" and own_speed_split("M", False) == "heldout_machine_m"
+    shutil.copytree(folder, tmp_path / "validation" / "h200" / "machine_L" / "host_context")
+    rows, gains = heldout_machine_rows(tmp_path, load_profile("h200-measured"))
+    splits = {r.label: r.split for r in rows}
+    assert splits["L/decode_b8_nograd"] == "heldout_machine_l"
+    assert splits["L/gpt_train_b4_s1024"] == "heldout_machine_l_fitcfg"
+    assert gains and {g.split for g in gains} == {"heldout_machine_l"}
+
+
 def test_host_clock_is_the_geometric_mean_of_its_ops() -> None:
     from sim.validate.host import host_clock_us, own_speed
 

@@ -47,6 +47,18 @@ def framework_op_s(name: str, hw: Hardware, requires_grad: bool = False, tensors
     return cost
 
 
+def is_missing_framework_op(name: str, hw: Hardware) -> bool:
+    """Whether `name` is an ATen framework op the profile's in-context table lacks (with or without autograd
+    recording): priced at its tight-loop cost times host.missing_framework_ops.ratio where that applies."""
+    return name.startswith("aten::") and op_key(name) not in hw.framework_op_table_s
+
+
+def missing_op_s(name: str, tight_loop_s: float, hw: Hardware) -> float:
+    """Host time of one call of framework op `name` whose tight-loop price is `tight_loop_s`: that price times
+    the profile's in-context ratio when the table lacks the op and the profile applies the ratio."""
+    return tight_loop_s * hw.missing_framework_op_scale if is_missing_framework_op(name, hw) else tight_loop_s
+
+
 def _tensors(op: Op) -> int | None:
     """The tensors per list of an op's foreach framework op (`tensors:` in a workload), if it says."""
     n = op.attrs.get("tensors")
@@ -57,7 +69,8 @@ def eager_dispatch_s(op: Op, hw: Hardware) -> float:
     """Framework time of one eager op before its driver launch (host.launch_us is separate).
 
     An op that names its `framework_op` found in the profile's table costs that call's measured
-    in-context host time (launch included, so host.launch_us is taken off). Otherwise autograd's
+    in-context host time (launch included, so host.launch_us is taken off); one the table lacks costs its
+    kind's tight-loop price, times host.missing_framework_ops.ratio where the profile applies it. Autograd's
     per-node cost is not added here: a backward node may launch several kernels (MmBackward
     launches two GEMMs), so workloads declare nodes with `host` ops.
     The second and later kernels of one op that launches several (`launches: N`) pay none."""
@@ -70,16 +83,21 @@ def eager_dispatch_s(op: Op, hw: Hardware) -> float:
         if measured is not None:
             return measured
     name = op.attrs.get("framework_op")
+    tight = hw.eager_op_by_kind_s.get(op.kind, hw.eager_op_s)
     if name:
         call = framework_op_s(str(name), hw, bool(op.attrs.get("requires_grad")), _tensors(op))
         if call is not None:
             return max(0.0, call - hw.launch_s)
-    return hw.eager_op_by_kind_s.get(op.kind, hw.eager_op_s)
+        if hw.missing_framework_op_scale != 1.0 and is_missing_framework_op(str(name), hw):
+            # a framework op the table lacks: its tight-loop price (launch included) in context
+            return max(0.0, missing_op_s(str(name), tight + hw.launch_s, hw) - hw.launch_s)
+    return tight
 
 
 def host_op_s(op: Op, hw: Hardware) -> float:
     """A `host` op: an explicit duration, `framework_ops` kernel-less framework ops (each at the
-    table's cost of its `framework_op` when the profile has it),
+    table's cost of its `framework_op` when the profile has it, else framework_op_us, times
+    host.missing_framework_ops.ratio for a named op where the profile applies it),
     `backward_calls` starts of the autograd engine, `autograd_nodes` backward nodes and
     `function_calls` torch.autograd.Function calls, `module_calls` nn.Module calls, `ddp_steps` DDP
     steps' own host work and `ddp_hooks` DDP reducer hooks (a profile without DDP's measured costs
@@ -87,7 +105,9 @@ def host_op_s(op: Op, hw: Hardware) -> float:
     seconds = float(op.attrs.get("duration_us", 0.0)) * 1e-6
     name = op.attrs.get("framework_op")
     call = framework_op_s(str(name), hw, bool(op.attrs.get("requires_grad")), _tensors(op)) if name else None
-    seconds += float(op.attrs.get("framework_ops", 0.0)) * (hw.framework_op_s if call is None else call)
+    if call is None:
+        call = missing_op_s(str(name), hw.framework_op_s, hw) if name else hw.framework_op_s
+    seconds += float(op.attrs.get("framework_ops", 0.0)) * call
     seconds += float(op.attrs.get("backward_calls", 0.0)) * hw.backward_call_s
     seconds += float(op.attrs.get("autograd_nodes", 0.0)) * hw.autograd_node_s
     seconds += float(op.attrs.get("function_calls", 0.0)) * hw.python_function_s

@@ -37,6 +37,8 @@ from sim.costmodel.host import (
     eager_dispatch_s,
     framework_op_s,
     host_op_s,
+    is_missing_framework_op,
+    missing_op_s,
 )
 from sim.graph import Graph
 from sim.hardware import Hardware
@@ -194,25 +196,35 @@ def model_host(graph: Graph, step: ImportedStep, hw: Hardware, keep_profiler: bo
       `host.framework_ops` table, once per call (all its launches, autograd recording in a
       training step's forward, a backward node's engine cost included; a foreach op's by the
       length of its tensor lists, `foreach_tensors`); for an op the table does
-      not know: eager dispatch once per launching op, Triton launcher, graph replay, an autograd
+      not know: eager dispatch once per launching op (an ATen op's times host.missing_framework_ops.ratio
+      where the profile applies it), Triton launcher, graph replay, an autograd
       node's cost when a backward node launched it; a torch.compile region's call (forward or
       backward) once per call;
     - the kernel-less top-level ops the trace shows before it: framework ops and autograd
-      nodes at the table's cost, or the profile's flat `framework_op_us` / `autograd_node_us`;
+      nodes at the table's cost, or the profile's flat `framework_op_us` (an ATen op's times that ratio
+      where applied) / `autograd_node_us`;
       one that runs longer than KERNELLESS_WORK_US (and any slow non-launch runtime call:
       cudaMalloc, cudaFree, initialisation) does work of its own and keeps its measured time
       (carried);
     - with `keep_profiler`, what the profiler added to record the events in that interval (the
       trace was recorded with it; the profile's host costs were measured without).
     Python between ops longer than GAP_MIN_US is a `host` op and keeps its measured time (carried),
-    unless it is shorter than GAP_CAP_US and the ops after it are priced from the table (their
-    in-context costs include the Python before them). Every priced cost is at the profile's reference
+    unless it is shorter than GAP_CAP_US and the ops after it are priced in context (from the table, or
+    by the in-context ratio: their costs include the Python before them). Every priced cost is at the profile's reference
     host speed times `host_speed` (how slow the host runs against it; the carried times are the
     trace's own)."""
     prof = profiler_cost(step, hw) if keep_profiler else ProfilerCost()
     ops, carried, priced = [], [], []
     n = len(step.ops)
     table_top = False  # the current top-level op was priced whole from the table
+    # an op the table lacks, priced in context (its tight-loop price x host.missing_framework_ops.ratio)
+    scale = hw.missing_framework_op_scale
+    missing_top = False  # the current top-level op is such an op
+
+    def in_context(name: str) -> bool:
+        """Whether op `name` is priced in context (its cost includes the Python just before it)."""
+        return (framework_op_s(name, hw) is not None or framework_op_s(name, hw, True) is not None
+                or (scale != 1.0 and is_missing_framework_op(name, hw)))
     call: float | None = None
     extern_kind = _extern_kinds(graph, step)
     tensors = foreach_tensors(step.events)  # a foreach call's list length (the table prices it per tensor)
@@ -220,14 +232,15 @@ def model_host(graph: Graph, step: ImportedStep, hw: Hardware, keep_profiler: bo
     for k, (op, imp) in enumerate(zip(graph.ops, step.ops, strict=True)):
         if op.kind == "host" and imp.doc["name"].endswith("_gap") and float(imp.doc["duration_us"]) < GAP_CAP_US:
             nxt = next((step.ops[j] for j in range(k + 1, n) if step.ops[j].family is not None), None)
-            if nxt is not None and any(framework_op_s(name, hw) is not None or framework_op_s(name, hw, True) is not None
-                                       for name in (nxt.top_op, *nxt.kernelless_ops) if name):
+            if nxt is not None and any(in_context(name) for name in (nxt.top_op, *nxt.kernelless_ops) if name):
                 op = op.with_(host_s=0.0)  # the Python before a table-priced op is part of its in-context cost
         if op.is_kernel and imp.family not in (None, PRIOR_FAMILY):
             grad = step.training and op.phase == "forward"
             if imp.first_of_cpu_op:
                 call = framework_op_s(imp.top_op, hw, grad, tensors) if imp.top_op else None
                 table_top = call is not None and imp.launch_api not in GRAPH_CALLS and not imp.compiled_call
+                missing_top = (scale != 1.0 and not imp.top_is_autograd_node and not imp.compiled_call
+                               and is_missing_framework_op(imp.top_op, hw))
             if table_top:
                 host = call if imp.first_of_cpu_op and call is not None else 0.0
             elif imp.launch_api in GRAPH_CALLS:
@@ -240,12 +253,14 @@ def model_host(graph: Graph, step: ImportedStep, hw: Hardware, keep_profiler: bo
                 host = hw.triton_launch_s
             else:  # one framework dispatch per launching op; a backward node's engine cost once per node
                 host = (eager_dispatch_s(op, hw) if imp.first_of_launching_op else 0.0) + hw.launch_s
+                if missing_top:  # every dispatch of a framework op the table lacks, in context
+                    host *= scale
                 if imp.top_is_autograd_node and imp.first_of_cpu_op:
                     host += hw.autograd_node_s
             for name in imp.kernelless_ops:
                 node = name.startswith(AUTOGRAD_NODE_PREFIX)
                 fixed = framework_op_s(name, hw, grad and not node, tensors)
-                host += fixed if fixed is not None else (hw.autograd_node_s if node else hw.framework_op_s)
+                host += fixed if fixed is not None else (hw.autograd_node_s if node else missing_op_s(name, hw.framework_op_s, hw))
             call, grad_call, backward_call = hw.compiled_in_context_s or (
                 hw.compiled_call_s, hw.compiled_grad_call_s, hw.compiled_backward_call_s)
             if imp.compiled_call == "forward":

@@ -268,6 +268,17 @@ class FrameworkOpCost(Provenance):
         return self
 
 
+class MissingFrameworkOpCost(Provenance):
+    """Framework ops the in-context table (`framework_ops`) lacks, as real models' steps pay them: their
+    tight-loop cost (eager_op_us_by_kind with the driver launch, framework_op_us for one that launches no kernel)
+    times `ratio`, the measured in-context / tight-loop ratio over the ops the table and the tight loop share
+    (sim.calibrate.host_fit.fit_in_context_ratio). Applied only where `apply` is true (a replayed trace under
+    --host model, a workload op naming a `framework_op` the table does not have); false: the tight-loop cost."""
+
+    ratio: float = Field(gt=0, allow_inf_nan=False, description="in-context / tight-loop host time per call")
+    apply: bool = Field(default=False, description="price the table's missing framework ops at ratio x tight loop")
+
+
 class TraceProfilerCost(Strict):
     """What torch.profiler adds per recorded event in real models' steps (sim.calibrate.host_fit): the
     cost at a reference host speed by profiler configuration, and the reference speed itself as each
@@ -366,6 +377,10 @@ class HostSection(Strict):
         default_factory=dict,
         description="host cost per call by framework op (aten::addmm, aten::view, MmBackward0), measured in real "
                     "models; an op not in the table falls back to eager_op_us_by_kind / framework_op_us")
+    missing_framework_ops: MissingFrameworkOpCost | None = Field(
+        default=None,
+        description="the measured in-context / tight-loop ratio for framework ops the table lacks, and whether it "
+                    "prices them (none: their tight-loop cost)")
 
 
 class LinksSection(Strict):

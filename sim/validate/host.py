@@ -31,13 +31,18 @@ REFERENCE = "sync_us"
 # correction or threshold before validation v10 saw (validation/h200/machine_<X>/host_context).
 # Their rows get their own splits: a config no fit used ("unseen" on the fitted machines) is
 # HELDOUT_MACHINE; a config the fits used on the other machines is HELDOUT_MACHINE_FIT_CONFIG.
-HELDOUT_MACHINE_DIRS = ("validation/h200/machine_F/host_context", "validation/h200/machine_Y/host_context")
+HELDOUT_MACHINE_DIRS = ("validation/h200/machine_F/host_context", "validation/h200/machine_Y/host_context",
+                        "validation/h200/machine_L/host_context", "validation/h200/machine_M/host_context")
 HELDOUT_MACHINE = "heldout_machine"
 HELDOUT_MACHINE_FIT_CONFIG = "heldout_machine_fitcfg"
 # Machines held out after the groups above had their tripwires get groups of their own (their rows would
 # move machine F's): the split names the machine. Machine Y (wave 8, issue 15): compiled inference pairs of
-# models no fit reads (llama, mlp) and decode steps, every record with a host clock.
-MACHINE_SPLITS = {"Y": "heldout_machine_y"}
+# models no fit reads (llama, mlp) and decode steps, every record with a host clock. Machines L (wave 11) and M
+# (wave 12, issue 15): the same configs as Y, each on a fresh H200 right after its calibration.
+MACHINE_SPLITS = {"Y": "heldout_machine_y", "L": "heldout_machine_l", "M": "heldout_machine_m"}
+# The machines whose own-speed rows (own_speed_rows) pool into `unseen` / `calibrated`, the groups whose
+# tripwires came from them; a later machine's own-speed rows take its machine split (they would move those).
+OWN_SPEED_POOLED = frozenset({"F", "Y"})
 
 
 def machine_split(machine: str, fit_config: bool) -> str:
@@ -241,6 +246,14 @@ def reference_clock(hw: Hardware) -> float | None:
     return hw.host_clock_us
 
 
+def own_speed_split(machine: str, fit_config: bool) -> str:
+    """The split of a held-out machine's own-speed row: `calibrated` / `unseen` for the machines those groups
+    were gated on (OWN_SPEED_POOLED), the machine's own split (machine_split) for any later one."""
+    if machine in OWN_SPEED_POOLED:
+        return "calibrated" if fit_config else "unseen"
+    return machine_split(machine, fit_config)
+
+
 def own_speed(record: dict[str, Any], reference_us: float) -> float | None:
     """The step's host speed against the reference, from its clock before and after its timing."""
     clock = record.get("host_clock") or {}
@@ -253,7 +266,8 @@ def own_speed(record: dict[str, Any], reference_us: float) -> float | None:
 def own_speed_rows(root: Path, hw: Hardware) -> list[Row]:
     """`host_model_own_speed/<kind>` rows: --host model at each clocked step's own host speed, on the
     held-out machines' steps (HELDOUT_MACHINE_DIRS) that carry a host clock, against the profile's host.clock_us
-    (none without it). Split `unseen` (the configs no fit used) or `calibrated`."""
+    (none without it). Split by own_speed_split: `unseen` (the configs no fit used) or `calibrated` on the
+    pooled machines, the machine's own split on a later one."""
     from sim.replay import replay
 
     ref = reference_clock(hw)
@@ -271,7 +285,7 @@ def own_speed_rows(root: Path, hw: Hardware) -> list[Row]:
             pred = replay(c.trace, hw, "predict", host="model", idle_start=True, imported=traced_steps(c.trace)[0],
                           host_speed=speed)[0]["predicted_time_us"]
             rows.append(Row(HOST_TABLE, f"{OWN_SPEED}/{c.kind}", f"{machine}/{c.config}",
-                            "calibrated" if c.split == "fit" else "unseen", c.measured_us, float(pred)))
+                            own_speed_split(machine, c.split == "fit"), c.measured_us, float(pred)))
     _CACHE[key] = (rows, [])
     return list(rows)
 
