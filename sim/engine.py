@@ -223,12 +223,28 @@ class FluidGPU(ProcessorSharing):
                 remaining = j.remaining_s = 0.0
             if remaining <= _EPS * (now if now > 1.0 else 1.0):
                 del jobs[jid]
-                j.done.succeed()
                 self._wakeup = None
+                succeed_in_turn(self.env, j.done)
                 return None
             break
         self._settle()
         return None
+
+
+def succeed_in_turn(env: simpy.Environment, event: simpy.Event) -> None:
+    """`event.succeed()`, called last in the last callback of the event being processed: where no
+    other event is scheduled for now, simpy would process this one next, so its callbacks run at
+    once instead of through the queue (a push and a pop less; the order of everything is simpy's).
+    A kernel ending alone on the GPU resumes its stream this way (about one event in four)."""
+    queue = env._queue
+    if queue and queue[0][0] <= env._now:  # another event is due now: it goes first, as in simpy
+        event.succeed()
+        return
+    event._ok = True
+    event._value = None
+    callbacks, event.callbacks = event.callbacks, None  # type: ignore[assignment]  # as simpy's step
+    for callback in callbacks:
+        callback(event)
 
 
 def run_to_end(env: simpy.Environment) -> None:
