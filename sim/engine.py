@@ -82,7 +82,7 @@ class ProcessorSharing:
 
     def _advance(self) -> None:
         """Progress every job at its rate from the last change to now."""
-        now = self.env.now
+        now = self.env._now
         dt = now - self._last
         if dt > 0:
             for j in self.jobs.values():
@@ -115,7 +115,7 @@ class ProcessorSharing:
 
     def _settle(self) -> None:
         jobs = self.jobs
-        limit = _EPS * max(1.0, self.env.now)
+        limit = _EPS * max(1.0, self.env._now)
         for jid in [jid for jid, j in jobs.items() if j.remaining_s <= limit]:
             self._done(jid)
         self._after_done()
@@ -159,7 +159,7 @@ class FluidGPU(ProcessorSharing):
         return 1.0 / max(1.0, bw, sm)
 
     def _advance(self) -> None:
-        now = self.env.now
+        now = self.env._now
         dt = now - self._last
         if dt > 0 and self.jobs:
             progress = dt * self.rate
@@ -184,7 +184,7 @@ class FluidGPU(ProcessorSharing):
             # The generic path below for a kernel starting on an idle GPU, written out: the same
             # float operations, in the same order.
             # (max() written as comparisons that pick the same operand max() would.)
-            now = self._last = env.now
+            now = self._last = env._now
             remaining = 0.0 if 0.0 > work_s else work_s
             if remaining <= _EPS * (now if now > 1.0 else 1.0):
                 self._next_id += 1
@@ -212,7 +212,7 @@ class FluidGPU(ProcessorSharing):
         jobs = self.jobs
         if event is not self._wakeup or len(jobs) != 1 or type(self) is not FluidGPU:
             return super()._wake(event)
-        now = self.env.now
+        now = self.env._now
         dt = now - self._last
         self._last = now
         for jid, j in jobs.items():
@@ -363,7 +363,7 @@ class Simulation:
 
     # -- host -------------------------------------------------------------------------
     def _host_interval(self, name: str, cat: str, start: float, op: int = -1) -> None:
-        now = self.env.now
+        now = self.env._now
         if now > start:
             self._records.add(start, now, HOST_TRACK, name, cat, op, _NO_ARGS)
 
@@ -379,6 +379,7 @@ class Simulation:
         record, queues, outstanding = self._records.add, self.queues, self.outstanding
         launch_s = hc.launch_s
         dispatch_price = hc.eager_dispatch_s
+        dispatch_prices: dict[tuple[int, str, str], float] = {}  # the graph holds every attrs object: ids stay
         recs = self._records  # Records.add_pair, written out below
         r_start, r_end, r_track, r_name = recs.start.extend, recs.end.extend, recs.track.extend, recs.name.extend
         r_cat, r_op, r_args = recs.cat.extend, recs.op.extend, recs.args.extend
@@ -389,11 +390,11 @@ class Simulation:
             op = ops[i]
             kind = op.kind
             if kind == "sync":
-                start = env.now
+                start = env._now
                 yield from self._wait_idle()
                 self._host_interval(f"sync: {op.name}", "sync", start, i)
                 if hc.sync_s > 0:
-                    start = env.now
+                    start = env._now
                     yield Timeout(env, hc.sync_s)
                     self._host_interval(op.name, "sync", start, i)
                 self._finish(i)
@@ -402,7 +403,7 @@ class Simulation:
             if kind == "host":
                 seconds = op.host_s if op.host_s is not None else hc.host_op_s(op)
                 if seconds > 0:
-                    start = env.now
+                    start = env._now
                     yield Timeout(env, seconds)
                     self._host_interval(op.name, "host", start, i)
                 self._finish(i)
@@ -416,18 +417,18 @@ class Simulation:
                 if op.mode == "compiled":
                     call_s = hc.compiled_call_s(op)
                     if call_s > 0:
-                        start = env.now
+                        start = env._now
                         yield Timeout(env, call_s)
                         self._host_interval(f"compiled call: {label}", "compiled_call", start, i)
                     for k in range(i, j):
                         if hc.compiled_kernel_s > 0:
-                            start = env.now
+                            start = env._now
                             yield Timeout(env, hc.compiled_kernel_s)
                             self._host_interval(ops[k].name, "launch", start, k)
                         yield from self._enqueue(k, False)
                 else:
                     if hc.graph_launch_s > 0:
-                        start = env.now
+                        start = env._now
                         yield Timeout(env, hc.graph_launch_s)
                         self._host_interval(f"graph replay: {label}", "graph_launch", start, i)
                     for k in range(i, j):
@@ -436,12 +437,17 @@ class Simulation:
                 continue
             if op.host_s is not None:
                 if op.host_s > 0:
-                    start = env.now
+                    start = env._now
                     yield Timeout(env, op.host_s)
                     self._host_interval(op.name, "dispatch", start, i)
             else:
-                start = env.now
-                dispatch_s = dispatch_price(op)
+                start = env._now
+                # A pure function of the op's kind, library and attrs (sim.costmodel.host): priced once
+                # per declaration, whose copies (a repeat block's iterations) share one attrs object.
+                price_key = (id(op.attrs), kind, op.library)
+                dispatch_s = dispatch_prices.get(price_key)
+                if dispatch_s is None:
+                    dispatch_s = dispatch_prices[price_key] = dispatch_price(op)
                 dispatched = start + dispatch_s
                 launched = dispatched + launch_s
                 if dispatch_s > 0 and launch_s > 0 and start + (launched - start) == launched:
@@ -465,16 +471,16 @@ class Simulation:
                 else:
                     if dispatch_s > 0:
                         yield Timeout(env, dispatch_s)
-                        if env.now > start:
-                            record(start, env.now, HOST_TRACK, op.name, "dispatch", i, _NO_ARGS)
+                        if env._now > start:
+                            record(start, env._now, HOST_TRACK, op.name, "dispatch", i, _NO_ARGS)
                     if hc.launch_s > 0:
-                        start = env.now
+                        start = env._now
                         yield Timeout(env, hc.launch_s)
-                        if env.now > start:
-                            record(start, env.now, HOST_TRACK, op.name, "launch", i, _NO_ARGS)
+                        if env._now > start:
+                            record(start, env._now, HOST_TRACK, op.name, "launch", i, _NO_ARGS)
             # _enqueue inlined (the hot path of eager mode). A put that fits is done at once and the
             # host goes on; the stream still receives it when simpy processes the put.
-            start = env.now
+            start = env._now
             stream = op.stream
             outstanding[stream] += 1
             queue = queues[stream]
@@ -491,7 +497,7 @@ class Simulation:
 
     def _enqueue(self, i: int, graph_member: bool):
         op = self.graph.ops[i]
-        start = self.env.now
+        start = self.env._now
         self.outstanding[op.stream] += 1
         queue = self.queues[op.stream]
         if queue.full():
@@ -540,10 +546,10 @@ class Simulation:
             else:
                 work = cost.time_s
                 earliest = issued_s + latency
-            now = env.now
+            now = env._now
             if earliest > now:
                 yield Timeout(env, earliest - now)
-                now = env.now
+                now = env._now
             if i in collective_ops:
                 assert meet is not None
                 args = yield from meet.collective(self, i, cost)
@@ -555,7 +561,7 @@ class Simulation:
                 args = args_by_cost.get(id(cost))
                 if args is None:
                     args = args_by_cost[id(cost)] = MappingProxyType({"limiter": cost.limiter, "alone_us": cost.time_s * 1e6})
-            busy_until = env.now
+            busy_until = env._now
             r_start(now)
             r_end(busy_until)
             r_track(track)
@@ -579,7 +585,7 @@ class Simulation:
         self._stop_streams()
         if not host.triggered or any(self.outstanding.values()):
             raise RuntimeError(f"simulation of '{self.graph.name}' deadlocked (a wait on an op that never ran)")
-        return self._trace(max(self._records.last_end(), self.env.now))
+        return self._trace(max(self._records.last_end(), self.env._now))
 
     def _start(self) -> simpy.Process:
         host = self.env.process(self.host())
