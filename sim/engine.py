@@ -51,7 +51,7 @@ from typing import Any
 import simpy
 from simpy.events import Timeout
 
-from sim.costmodel.host import HostCosts
+from sim.costmodel.host import HostCosts, eager_dispatch_key
 from sim.gcpause import paused_gc
 from sim.graph import Graph
 from sim.kernelcost import KernelCost, release_beside, release_loss, rounds_beside
@@ -381,7 +381,7 @@ class Simulation:
         record, queues, outstanding = self._records.add, self.queues, self.outstanding
         launch_s = hc.launch_s
         dispatch_price = hc.eager_dispatch_s
-        dispatch_prices: dict[tuple[int, str, str], float] = {}  # the graph holds every attrs object: ids stay
+        dispatch_prices: dict[tuple[int, str, str], float] = {}  # eager_dispatch_key -> price
         recs = self._records  # Records.add_pair, written out below
         r_start, r_end, r_track, r_name = recs.start.extend, recs.end.extend, recs.track.extend, recs.name.extend
         r_cat, r_op, r_args = recs.cat.extend, recs.op.extend, recs.args.extend
@@ -444,9 +444,9 @@ class Simulation:
                     self._host_interval(op.name, "dispatch", start, i)
             else:
                 start = env._now
-                # A pure function of the op's kind, library and attrs (sim.costmodel.host): priced once
-                # per declaration, whose copies (a repeat block's iterations) share one attrs object.
-                price_key = (id(op.attrs), kind, op.library)
+                # Priced once per declaration: its copies (a repeat block's iterations) share the fields
+                # the price reads (sim.costmodel.host.eager_dispatch_key).
+                price_key = eager_dispatch_key(op)
                 dispatch_s = dispatch_prices.get(price_key)
                 if dispatch_s is None:
                     dispatch_s = dispatch_prices[price_key] = dispatch_price(op)
