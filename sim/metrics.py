@@ -44,7 +44,33 @@ class StepMetrics:
 EXACT_SUM_MAX_KERNELS = 8
 
 
-_CHUNK = 1 << 16  # time points turned into Python floats at a time
+_CHUNK = 1 << 14  # time points (or host intervals) turned into Python floats at a time
+
+
+def _distinct_sorted(values: np.ndarray) -> np.ndarray:
+    """np.unique(values) for a fresh 1-d float array, sorted in place: numpy's own unique sorts a
+    copy (the same sort and the same mask of first occurrences, one array less at the peak)."""
+    values.sort()
+    if len(values) < 2:
+        return values
+    first = np.empty(len(values), dtype=np.bool_)
+    first[0] = True
+    np.not_equal(values[1:], values[:-1], out=first[1:])
+    return values[first]
+
+
+def _union_length(starts: np.ndarray, ends: np.ndarray) -> float:
+    """The length of the union of intervals (starts[k], ends[k]) given in trace order, summed in start
+    order (ties in trace order) as issue 15 sums the host's busy time."""
+    by_start = np.argsort(starts, kind="stable")  # the order a stable sort by start gives
+    busy = covered = 0.0
+    for c0 in range(0, len(by_start), _CHUNK):  # Python floats for one chunk at a time (peak memory)
+        chunk = by_start[c0:c0 + _CHUNK]
+        for start_s, end_s in zip(starts[chunk].tolist(), ends[chunk].tolist(), strict=True):
+            if end_s > covered:
+                busy += end_s - (covered if covered > start_s else start_s)  # max(start_s, covered), without the call
+                covered = end_s
+    return busy
 
 
 def step_metrics(trace: Trace) -> StepMetrics:
@@ -96,6 +122,8 @@ def _step_metrics(trace: Trace) -> StepMetrics:
     h_end_trace = np.frombuffer(r_end, dtype=np.float64)[host_busy] if n_r else np.zeros(0)
     h_start = np.sort(h_start_trace)
     h_end = np.sort(h_end_trace)
+    host_busy_s = _union_length(h_start_trace, h_end_trace)
+    del h_start_trace, h_end_trace, host_busy
     k_end_np = np.frombuffer(k_end, dtype=np.float64) if n_k else np.zeros(0)
     by_end_np = np.argsort(k_end_np, kind="stable")  # the order a stable sort by end gives
     k_end_sorted = k_end_np[by_end_np]
@@ -104,7 +132,7 @@ def _step_metrics(trace: Trace) -> StepMetrics:
     k_start_np = np.frombuffer(k_start, dtype=np.float64) if n_k else np.zeros(0)
     # Every distinct time point, sorted; per point (a chunk at a time, below), how many kernels have
     # started and ended and whether the host is busy (counts of starts and ends at or before it).
-    times = np.unique(np.concatenate((np.array([0.0, end]), k_start_np, k_end_sorted, h_start, h_end)))
+    times = _distinct_sorted(np.concatenate((np.array([0.0, end]), k_start_np, k_end_sorted, h_start, h_end)))
     acc = [0.0] * len(TERMS)
     active: dict[int, None] = {}  # running kernels, in start order (insertion order)
     groups: dict[tuple[int, float], int] = {}  # (term, fixed fraction) -> running kernels
@@ -156,13 +184,6 @@ def _step_metrics(trace: Trace) -> StepMetrics:
     breakdown = dict(zip(TERMS, acc, strict=True))
     dominant = max(TERMS, key=lambda t: (breakdown[t], -TERMS.index(t)))
     priced = [c for c in costs if c is not None]
-    # union of the host's busy intervals, in start order (ties in trace order), as issue 15 sums it
-    by_start = np.argsort(h_start_trace, kind="stable")  # the order a stable sort by start gives
-    busy = covered = 0.0
-    for start_s, end_s in zip(h_start_trace[by_start].tolist(), h_end_trace[by_start].tolist(), strict=True):
-        if end_s > covered:
-            busy += end_s - (covered if covered > start_s else start_s)  # max(start_s, covered), without the call
-            covered = end_s
     return StepMetrics(
         time_s=end,
         breakdown_s=breakdown,
@@ -170,7 +191,7 @@ def _step_metrics(trace: Trace) -> StepMetrics:
         kernels=n_k,
         hbm_bytes=sum(c.hbm_bytes for c in priced),
         kernel_time_s=sum(c.time_s for c in priced),
-        host_busy_s=busy,
+        host_busy_s=host_busy_s,
     )
 
 

@@ -161,3 +161,37 @@ def test_kernel_cost_rejects_unknown_kind(testgpu: Hardware) -> None:
     with pytest.raises(UncostedOpError, match="no cost function"):
         kernel_cost(op, graph_of([op], {}), testgpu)
     assert isinstance(KernelCost, type)
+
+
+def test_succeed_in_turn_keeps_simpy_order() -> None:
+    """An event succeeded in turn runs its callbacks at once only where simpy would process it next."""
+    import simpy
+
+    from sim.engine import Environment, run_to_end, succeed_in_turn
+
+    env = Environment()
+    seen: list[str] = []
+
+    def fire_both(_: simpy.Event) -> None:
+        # `due` is already scheduled for now: `late` must wait behind it, as with a plain succeed().
+        late = simpy.Event(env)
+        late.callbacks.append(lambda _: seen.append("late"))
+        succeed_in_turn(env, late)
+        seen.append("after succeed")
+
+    due = simpy.Event(env)
+    due.callbacks.append(lambda _: seen.append("due"))
+    first = simpy.Timeout(env, 1.0)
+    first.callbacks.append(fire_both)
+    second = simpy.Timeout(env, 1.0)
+    second.callbacks.append(lambda _: due.succeed())
+    run_to_end(env)
+    # `late` was queued behind `second` (due at 1.0 too), which then queued `due` behind `late`.
+    assert seen == ["after succeed", "late", "due"]
+
+    env = Environment()
+    seen.clear()
+    alone = simpy.Timeout(env, 2.0)
+    alone.callbacks.append(fire_both)
+    run_to_end(env)
+    assert seen == ["late", "after succeed"]  # nothing else due: its callbacks ran at once

@@ -94,6 +94,14 @@ def eager_dispatch_s(op: Op, hw: Hardware) -> float:
     return tight
 
 
+def eager_dispatch_key(op: Op) -> tuple[int, str, str]:
+    """The op fields eager_dispatch_s reads (its attrs object, kind and library): ops with equal keys
+    have one price on one profile. A repeat block's copies share their declaration's attrs object, so
+    the engine prices each declaration once (tests/costmodel/test_host.py fails if the price reads
+    another field). The key holds the attrs' id: valid while the ops live (a simulation's graph)."""
+    return (id(op.attrs), op.kind, op.library)
+
+
 def host_op_s(op: Op, hw: Hardware) -> float:
     """A `host` op: an explicit duration, `framework_ops` kernel-less framework ops (each at the
     table's cost of its `framework_op` when the profile has it, else framework_op_us, times

@@ -8,7 +8,14 @@ from types import MappingProxyType
 
 import pytest
 
-from sim.costmodel.host import compiled_call_s, eager_dispatch_s, host_costs, host_op_s, op_key
+from sim.costmodel.host import (
+    compiled_call_s,
+    eager_dispatch_key,
+    eager_dispatch_s,
+    host_costs,
+    host_op_s,
+    op_key,
+)
 from sim.graph import Op
 from sim.hardware import Hardware
 
@@ -48,6 +55,29 @@ def test_eager_dispatch(hw: Hardware) -> None:
     # measured only without autograd recording: that figure stands for both
     assert eager_dispatch_s(op("gemm", framework_op="MmBackward0", requires_grad=True), hw) == pytest.approx(13e-6)
     assert op_key("autograd::engine::evaluate_function: MmBackward0") == "MmBackward0"
+
+
+def test_eager_dispatch_reads_only_what_its_key_holds(hw: Hardware) -> None:
+    """The engine prices one eager dispatch per eager_dispatch_key (attrs object, kind, library): a
+    price that read another field of the op would be shared wrongly, so this fails first."""
+    key_fields = {"attrs", "kind", "library"}
+
+    class Reading:
+        def __init__(self, op: Op) -> None:
+            self.op, self.read = op, set()
+
+        def __getattr__(self, name: str) -> object:
+            self.read.add(name)
+            return getattr(self.op, name)
+
+    ops = [op("elementwise"), op("gemm"), op("gemm", library="triton"), op("elementwise", follow_on=True),
+           op("gemm", framework_op="aten::addmm", requires_grad=True, tensors=3), op("collective", collective="all_reduce"),
+           op("gemm", framework_op="not_in_the_table", phase="backward")]
+    for o in ops:
+        reading = Reading(o)
+        eager_dispatch_s(reading, hw)  # type: ignore[arg-type]
+        assert reading.read <= key_fields, (o, reading.read - key_fields)
+    assert eager_dispatch_key(ops[0]) == (id(ops[0].attrs), "elementwise", "torch")
 
 
 def test_host_op_adds_its_parts(hw: Hardware) -> None:
