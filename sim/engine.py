@@ -51,7 +51,7 @@ from typing import Any
 import simpy
 from simpy.events import Timeout
 
-from sim.costmodel.host import HostCosts, eager_dispatch_key
+from sim.costmodel.host import EagerDispatchPrices, HostCosts
 from sim.gcpause import paused_gc
 from sim.graph import Graph
 from sim.kernelcost import KernelCost, release_beside, release_loss, rounds_beside
@@ -380,8 +380,9 @@ class Simulation:
         hc, ops, env = self.host_costs, self.graph.ops, self.env
         record, queues, outstanding = self._records.add, self.queues, self.outstanding
         launch_s = hc.launch_s
-        dispatch_price = hc.eager_dispatch_s
-        dispatch_prices: dict[tuple[int, str, str], float] = {}  # eager_dispatch_key -> price
+        # Eager dispatch priced once per eager_dispatch_key (by content); its lookup by attrs object inline.
+        dispatch_prices = EagerDispatchPrices(hc.eager_dispatch_s)
+        dispatch_by_object, dispatch_miss = dispatch_prices.by_object.get, dispatch_prices.miss
         recs = self._records  # Records.add_pair, written out below
         r_start, r_end, r_track, r_name = recs.start.extend, recs.end.extend, recs.track.extend, recs.name.extend
         r_cat, r_op, r_args = recs.cat.extend, recs.op.extend, recs.args.extend
@@ -444,12 +445,11 @@ class Simulation:
                     self._host_interval(op.name, "dispatch", start, i)
             else:
                 start = env._now
-                # Priced once per declaration: its copies (a repeat block's iterations) share the fields
-                # the price reads (sim.costmodel.host.eager_dispatch_key).
-                price_key = eager_dispatch_key(op)
-                dispatch_s = dispatch_prices.get(price_key)
-                if dispatch_s is None:
-                    dispatch_s = dispatch_prices[price_key] = dispatch_price(op)
+                # EagerDispatchPrices.__call__, written out: a repeat block's copies share their
+                # declaration's attrs object, found here; other ops go by content (eager_dispatch_key).
+                attrs = op.attrs
+                hit = dispatch_by_object((id(attrs), kind, op.library))
+                dispatch_s = hit[1] if hit is not None and hit[0] is attrs else dispatch_miss(op)
                 dispatched = start + dispatch_s
                 launched = dispatched + launch_s
                 if dispatch_s > 0 and launch_s > 0 and start + (launched - start) == launched:

@@ -10,7 +10,9 @@ numbers so that the engine schedules without reading the profile.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from sim.errors import InputError
 from sim.graph import Op
@@ -94,12 +96,52 @@ def eager_dispatch_s(op: Op, hw: Hardware) -> float:
     return tight
 
 
-def eager_dispatch_key(op: Op) -> tuple[int, str, str]:
-    """The op fields eager_dispatch_s reads (its attrs object, kind and library): ops with equal keys
-    have one price on one profile. A repeat block's copies share their declaration's attrs object, so
-    the engine prices each declaration once (tests/costmodel/test_host.py fails if the price reads
-    another field). The key holds the attrs' id: valid while the ops live (a simulation's graph)."""
-    return (id(op.attrs), op.kind, op.library)
+#: The attributes eager_dispatch_s reads; with the op's kind and library, all it reads (eager_dispatch_key).
+EAGER_DISPATCH_ATTRS = ("follow_on", "collective", "framework_op", "requires_grad", "tensors")
+
+
+def eager_dispatch_key(op: Op) -> tuple[Any, ...]:
+    """What eager_dispatch_s reads of the op, by value: its kind, library and the values (and their
+    types) of EAGER_DISPATCH_ATTRS. Ops with equal keys have one price on one profile, whatever their
+    objects' lifetimes (tests/costmodel/test_host.py fails if the price reads another field). The types
+    keep 1, 1.0 and True apart: they compare equal, but str() (a framework op's name) tells them apart.
+    An attribute value that cannot be hashed makes the key unhashable (EagerDispatchPrices then
+    prices that op each time)."""
+    values = tuple(map(op.attrs.get, EAGER_DISPATCH_ATTRS))
+    return (op.kind, op.library, values, tuple(map(type, values)))
+
+
+class EagerDispatchPrices:
+    """A price function of ops (eager_dispatch_s on one profile) memoized by content: one price per
+    eager_dispatch_key. A repeat block's copies share their declaration's attrs object, so a lookup by
+    that object comes first and spares computing the key per copy; each of its entries holds the
+    object it was made for, so an entry never answers for another object that took a freed one's id."""
+
+    def __init__(self, price: Callable[[Op], float]) -> None:
+        self._price = price
+        self.by_content: dict[tuple[Any, ...], float] = {}
+        # (id(attrs), kind, library) -> (that attrs object, its price): the engine reads it inline
+        self.by_object: dict[tuple[int, str, str], tuple[Mapping[str, Any], float]] = {}
+
+    def __call__(self, op: Op) -> float:
+        attrs = op.attrs
+        hit = self.by_object.get((id(attrs), op.kind, op.library))
+        if hit is not None and hit[0] is attrs:
+            return hit[1]
+        return self.miss(op)
+
+    def miss(self, op: Op) -> float:
+        """The price by content (computed on the first op with this key), then kept by attrs object."""
+        key = eager_dispatch_key(op)
+        try:
+            hash(key)
+        except TypeError:  # an attribute value that cannot be hashed: priced each time
+            return self._price(op)
+        seconds = self.by_content.get(key)
+        if seconds is None:
+            seconds = self.by_content[key] = self._price(op)
+        self.by_object[(id(op.attrs), op.kind, op.library)] = (op.attrs, seconds)
+        return seconds
 
 
 def host_op_s(op: Op, hw: Hardware) -> float:

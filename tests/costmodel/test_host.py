@@ -4,11 +4,14 @@ eager, host-op and compiled-call prices, on the test profile with round host num
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator, Mapping
 from types import MappingProxyType
 
 import pytest
 
 from sim.costmodel.host import (
+    EAGER_DISPATCH_ATTRS,
+    EagerDispatchPrices,
     compiled_call_s,
     eager_dispatch_key,
     eager_dispatch_s,
@@ -58,13 +61,30 @@ def test_eager_dispatch(hw: Hardware) -> None:
 
 
 def test_eager_dispatch_reads_only_what_its_key_holds(hw: Hardware) -> None:
-    """The engine prices one eager dispatch per eager_dispatch_key (attrs object, kind, library): a
-    price that read another field of the op would be shared wrongly, so this fails first."""
+    """The engine prices one eager dispatch per eager_dispatch_key (kind, library and the attributes
+    EAGER_DISPATCH_ATTRS names): a price that read another field of the op, or another attribute,
+    would be shared wrongly, so this fails first."""
     key_fields = {"attrs", "kind", "library"}
+
+    class ReadingAttrs(Mapping[str, object]):
+        def __init__(self, attrs: Mapping[str, object]) -> None:
+            self.attrs, self.read = attrs, set[str]()
+
+        def __getitem__(self, name: str) -> object:
+            self.read.add(name)
+            return self.attrs[name]
+
+        def __iter__(self) -> Iterator[str]:
+            self.read.add("<every attribute>")
+            return iter(self.attrs)
+
+        def __len__(self) -> int:
+            return len(self.attrs)
 
     class Reading:
         def __init__(self, op: Op) -> None:
-            self.op, self.read = op, set()
+            self.op, self.read = op, set[str]()
+            self.attrs = ReadingAttrs(op.attrs)
 
         def __getattr__(self, name: str) -> object:
             self.read.add(name)
@@ -72,12 +92,40 @@ def test_eager_dispatch_reads_only_what_its_key_holds(hw: Hardware) -> None:
 
     ops = [op("elementwise"), op("gemm"), op("gemm", library="triton"), op("elementwise", follow_on=True),
            op("gemm", framework_op="aten::addmm", requires_grad=True, tensors=3), op("collective", collective="all_reduce"),
-           op("gemm", framework_op="not_in_the_table", phase="backward")]
+           op("gemm", framework_op="not_in_the_table", phase="backward"), op("elementwise", framework_op="aten::mul")]
     for o in ops:
         reading = Reading(o)
         eager_dispatch_s(reading, hw)  # type: ignore[arg-type]
         assert reading.read <= key_fields, (o, reading.read - key_fields)
-    assert eager_dispatch_key(ops[0]) == (id(ops[0].attrs), "elementwise", "torch")
+        assert reading.attrs.read <= set(EAGER_DISPATCH_ATTRS), (o, reading.attrs.read - set(EAGER_DISPATCH_ATTRS))
+    assert eager_dispatch_key(ops[0]) == ("elementwise", "torch", (None,) * 5, (type(None),) * 5)
+
+
+def test_eager_dispatch_prices_go_by_content_not_by_object() -> None:
+    """EagerDispatchPrices outlives the ops it prices: each op gets its own content's price even where
+    a freed attrs object's id is taken by the next op's (the memo keyed by id(op.attrs) alone that it
+    replaced gave the first op's price again there); equal contents in other objects are priced once;
+    values that compare equal across types (1, 1.0, True) are not shared; unhashable values are priced."""
+    calls: list[object] = []
+
+    def price(o: Op) -> float:
+        calls.append(o.attrs.get("framework_op"))
+        return float(len(str(o.attrs.get("framework_op"))))
+
+    memo = EagerDispatchPrices(price)
+    for i in range(300):  # each op and its attrs freed before the next is made: CPython reuses the ids
+        o = op("elementwise", framework_op="x" * i)
+        assert memo(o) == float(i)
+        del o
+    assert len(calls) == 300
+    calls.clear()
+    for _ in range(3):  # the same contents in new objects: no new price
+        assert memo(op("elementwise", framework_op="x" * 7)) == 7.0
+    assert memo(op("gemm", framework_op="x" * 7)) == 7.0  # another kind: its own price
+    assert calls == ["x" * 7]
+    assert [memo(op("elementwise", framework_op=v)) for v in (1, 1.0, True)] == [1.0, 3.0, 4.0]
+    assert memo(op("elementwise", framework_op=["unhashable"])) == memo(op("elementwise", framework_op=["unhashable"]))
+    assert calls[-2:] == [["unhashable"], ["unhashable"]]
 
 
 def test_host_op_adds_its_parts(hw: Hardware) -> None:
