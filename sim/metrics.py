@@ -10,12 +10,14 @@ time goes to launch; otherwise it is idle.
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_right
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from sim.gcpause import paused_gc
-from sim.trace import HOST_TRACK, Trace
+from sim.trace import HOST_TRACK, Records, Trace
 
 TERMS = ("compute", "memory", "launch", "comm", "layout", "idle")
 _HOST_BUSY = {"dispatch", "launch", "compiled_call", "graph_launch", "host"}
@@ -59,6 +61,15 @@ def _distinct_sorted(values: np.ndarray) -> np.ndarray:
     return values[first]
 
 
+#: Traces of at most this many records are measured in Python lists, larger ones in numpy arrays. Both
+#: give the same time points in the same order and the same counts per point (numpy's stable argsort and
+#: searchsorted(side="right") are Python's stable sort and bisect_right on floats), and both feed the
+#: one summing loop (_sum_points): the same floats, bit for bit (tests/test_metrics.py). Numpy's fixed
+#: cost per call weighs on a small trace's metrics (a sweep point's steps have tens of kernels); lists
+#: would take more memory than arrays on a large one.
+SMALL_TRACE_RECORDS = 2048
+
+
 def _union_length(starts: np.ndarray, ends: np.ndarray) -> float:
     """The length of the union of intervals (starts[k], ends[k]) given in trace order, summed in start
     order (ties in trace order) as issue 15 sums the host's busy time."""
@@ -66,22 +77,33 @@ def _union_length(starts: np.ndarray, ends: np.ndarray) -> float:
     busy = covered = 0.0
     for c0 in range(0, len(by_start), _CHUNK):  # Python floats for one chunk at a time (peak memory)
         chunk = by_start[c0:c0 + _CHUNK]
-        for start_s, end_s in zip(starts[chunk].tolist(), ends[chunk].tolist(), strict=True):
-            if end_s > covered:
-                busy += end_s - (covered if covered > start_s else start_s)  # max(start_s, covered), without the call
-                covered = end_s
+        busy, covered = _union_add(starts[chunk].tolist(), ends[chunk].tolist(), busy, covered)
     return busy
+
+
+def _union_add(starts: list[float], ends: list[float], busy: float, covered: float) -> tuple[float, float]:
+    """_union_length's sum over intervals given in start order, from (busy, covered) so far."""
+    for start_s, end_s in zip(starts, ends, strict=True):
+        if end_s > covered:
+            busy += end_s - (covered if covered > start_s else start_s)  # max(start_s, covered), without the call
+            covered = end_s
+    return busy, covered
 
 
 def step_metrics(trace: Trace) -> StepMetrics:
     """Step time, breakdown and dominant term in one pass over the trace's time points.
 
-    Cost: sorting the interval ends (numpy: the distinct time points and, per point, how many
-    kernels have started and ended) plus O(1) per time point and per kernel start or end (the set
-    of running kernels is kept incrementally, never rescanned).
+    Cost: sorting the interval ends (the distinct time points and, per point, how many kernels have
+    started and ended) plus O(1) per time point and per kernel start or end (the set of running
+    kernels is kept incrementally, never rescanned).
     """
     with paused_gc():
         return _step_metrics(trace)
+
+
+# Per chunk of time points: the points, and at each how many kernels have started (in start order),
+# how many have ended (in end order), and whether the host is busy.
+_Chunk = tuple[list[float], list[int], list[int], list[bool]]
 
 
 def _step_metrics(trace: Trace) -> StepMetrics:
@@ -111,15 +133,44 @@ def _step_metrics(trace: Trace) -> StepMetrics:
         k_fixed.append(fr[0])
         k_rest.append(fr[1])
     del order
-    r_track = recs.track
+    if len(recs) <= SMALL_TRACE_RECORDS:
+        host_busy_s, by_end, chunks = _points_in_lists(recs, end, k_start, k_end)
+    else:
+        host_busy_s, by_end, chunks = _points_in_arrays(recs, end, k_start, k_end)
+    acc = [0.0] * len(TERMS)
+    active: dict[int, None] = {}  # running kernels, in start order (insertion order)
+    groups: dict[tuple[int, float], int] = {}  # (term, fixed fraction) -> running kernels
+    ki = ei = 0
+    for chunk in chunks:
+        ki, ei = _sum_points(chunk, ki, ei, acc, active, groups, k_term, k_fixed, k_rest, by_end, launch_i, idle_i)
+    breakdown = dict(zip(TERMS, acc, strict=True))
+    dominant = max(TERMS, key=lambda t: (breakdown[t], -TERMS.index(t)))
+    priced = [c for c in costs if c is not None]
+    return StepMetrics(
+        time_s=end,
+        breakdown_s=breakdown,
+        dominant=dominant,
+        kernels=n_k,
+        hbm_bytes=sum(c.hbm_bytes for c in priced),
+        kernel_time_s=sum(c.time_s for c in priced),
+        host_busy_s=host_busy_s,
+    )
+
+
+def _points_in_arrays(recs: Records, end: float, k_start: array[float],
+                      k_end: array[float]) -> tuple[float, Sequence[int], Iterator[_Chunk]]:
+    """The host's busy time, the kernels in end order (stable) and the time points in chunks, through
+    numpy (a large trace: no Python object per interval or per point beyond one chunk)."""
+    r_track, r_cat = recs.track, recs.cat
     n_r = len(recs)
+    n_k = len(k_start)
     # The host's busy intervals in trace order, in float arrays (no Python object per interval).
     # One pass over the records picks them (a mask); numpy takes their times from the columns' buffers.
     busy_cats = _HOST_BUSY
     host_busy = np.fromiter((track == HOST_TRACK and cat in busy_cats for track, cat in zip(r_track, r_cat, strict=True)),
                             dtype=np.bool_, count=n_r)
-    h_start_trace = np.frombuffer(r_start, dtype=np.float64)[host_busy] if n_r else np.zeros(0)
-    h_end_trace = np.frombuffer(r_end, dtype=np.float64)[host_busy] if n_r else np.zeros(0)
+    h_start_trace = np.frombuffer(recs.start, dtype=np.float64)[host_busy] if n_r else np.zeros(0)
+    h_end_trace = np.frombuffer(recs.end, dtype=np.float64)[host_busy] if n_r else np.zeros(0)
     h_start = np.sort(h_start_trace)
     h_end = np.sort(h_end_trace)
     host_busy_s = _union_length(h_start_trace, h_end_trace)
@@ -133,66 +184,84 @@ def _step_metrics(trace: Trace) -> StepMetrics:
     # Every distinct time point, sorted; per point (a chunk at a time, below), how many kernels have
     # started and ended and whether the host is busy (counts of starts and ends at or before it).
     times = _distinct_sorted(np.concatenate((np.array([0.0, end]), k_start_np, k_end_sorted, h_start, h_end)))
-    acc = [0.0] * len(TERMS)
-    active: dict[int, None] = {}  # running kernels, in start order (insertion order)
-    groups: dict[tuple[int, float], int] = {}  # (term, fixed fraction) -> running kernels
-    ki = ei = 0
-    n_t = len(times)
-    # In chunks of points, so that Python floats and ints exist for one chunk at a time (peak memory).
-    for c0 in range(0, n_t - 1, _CHUNK):
-        c1 = min(n_t, c0 + _CHUNK + 1)
-        points = times[c0:c1]
-        t_chunk = points.tolist()
-        s_chunk = np.searchsorted(k_start_np, points, side="right").tolist()
-        e_chunk = np.searchsorted(k_end_sorted, points, side="right").tolist()
-        h_chunk = (np.searchsorted(h_start, points, side="right") > np.searchsorted(h_end, points, side="right")).tolist()
-        for p in range(len(t_chunk) - 1):
-            a = t_chunk[p]
-            target = s_chunk[p]
-            while ki < target:
-                active[ki] = None
-                g = (k_term[ki], k_fixed[ki])
-                groups[g] = groups.get(g, 0) + 1
-                ki += 1
-            target = e_chunk[p]
-            while ei < target:
-                k = by_end[ei]
-                del active[k]
-                g = (k_term[k], k_fixed[k])
-                left = groups[g] - 1
-                if left:
-                    groups[g] = left
-                else:
-                    del groups[g]
-                ei += 1
-            dt = t_chunk[p + 1] - a
-            n = len(active)
-            if n:
-                share = dt / n
-                if n <= EXACT_SUM_MAX_KERNELS:
-                    for k in active:
-                        acc[launch_i] += share * k_fixed[k]
-                        acc[k_term[k]] += share * k_rest[k]
-                else:
-                    for (term, fixed_frac), count in groups.items():
-                        acc[launch_i] += share * fixed_frac * count
-                        acc[term] += share * (1.0 - fixed_frac) * count
-            elif h_chunk[p]:
-                acc[launch_i] += dt
+
+    def chunks() -> Iterator[_Chunk]:
+        n_t = len(times)
+        # In chunks of points, so that Python floats and ints exist for one chunk at a time (peak memory).
+        for c0 in range(0, n_t - 1, _CHUNK):
+            c1 = min(n_t, c0 + _CHUNK + 1)
+            points = times[c0:c1]
+            yield (points.tolist(), np.searchsorted(k_start_np, points, side="right").tolist(),
+                   np.searchsorted(k_end_sorted, points, side="right").tolist(),
+                   (np.searchsorted(h_start, points, side="right") > np.searchsorted(h_end, points, side="right")).tolist())
+
+    return host_busy_s, by_end, chunks()
+
+
+def _points_in_lists(recs: Records, end: float, k_start: array[float],
+                     k_end: array[float]) -> tuple[float, Sequence[int], Iterator[_Chunk]]:
+    """_points_in_arrays in Python lists, all points in one chunk (a small trace)."""
+    r_track, r_cat, r_start, r_end = recs.track, recs.cat, recs.start, recs.end
+    busy_cats = _HOST_BUSY
+    host = [k for k, (track, cat) in enumerate(zip(r_track, r_cat, strict=True)) if track == HOST_TRACK and cat in busy_cats]
+    h_start_trace = [r_start[k] for k in host]
+    h_end_trace = [r_end[k] for k in host]
+    by_start = sorted(range(len(host)), key=h_start_trace.__getitem__)  # stable, as numpy's stable argsort
+    host_busy_s = _union_add([h_start_trace[k] for k in by_start], [h_end_trace[k] for k in by_start], 0.0, 0.0)[0]
+    h_start = sorted(h_start_trace)
+    h_end = sorted(h_end_trace)
+    by_end = sorted(range(len(k_end)), key=k_end.__getitem__)
+    k_end_sorted = [k_end[k] for k in by_end]
+    times = sorted({0.0, end, *k_start, *k_end_sorted, *h_start, *h_end})
+    if len(times) < 2:
+        return host_busy_s, by_end, iter(())
+    chunk = (times, [bisect_right(k_start, t) for t in times], [bisect_right(k_end_sorted, t) for t in times],
+             [bisect_right(h_start, t) > bisect_right(h_end, t) for t in times])
+    return host_busy_s, by_end, iter((chunk,))
+
+
+def _sum_points(chunk: _Chunk, ki: int, ei: int, acc: list[float], active: dict[int, None],
+                groups: dict[tuple[int, float], int], k_term: array[int], k_fixed: list[float], k_rest: list[float],
+                by_end: Sequence[int], launch_i: int, idle_i: int) -> tuple[int, int]:
+    """Add the time from each point of the chunk to the next (the last point only ends a span) to the
+    breakdown `acc`, kernels started and ended as the counts say; returns the counts reached."""
+    t_chunk, s_chunk, e_chunk, h_chunk = chunk
+    for p in range(len(t_chunk) - 1):
+        a = t_chunk[p]
+        target = s_chunk[p]
+        while ki < target:
+            active[ki] = None
+            g = (k_term[ki], k_fixed[ki])
+            groups[g] = groups.get(g, 0) + 1
+            ki += 1
+        target = e_chunk[p]
+        while ei < target:
+            k = by_end[ei]
+            del active[k]
+            g = (k_term[k], k_fixed[k])
+            left = groups[g] - 1
+            if left:
+                groups[g] = left
             else:
-                acc[idle_i] += dt
-    breakdown = dict(zip(TERMS, acc, strict=True))
-    dominant = max(TERMS, key=lambda t: (breakdown[t], -TERMS.index(t)))
-    priced = [c for c in costs if c is not None]
-    return StepMetrics(
-        time_s=end,
-        breakdown_s=breakdown,
-        dominant=dominant,
-        kernels=n_k,
-        hbm_bytes=sum(c.hbm_bytes for c in priced),
-        kernel_time_s=sum(c.time_s for c in priced),
-        host_busy_s=host_busy_s,
-    )
+                del groups[g]
+            ei += 1
+        dt = t_chunk[p + 1] - a
+        n = len(active)
+        if n:
+            share = dt / n
+            if n <= EXACT_SUM_MAX_KERNELS:
+                for k in active:
+                    acc[launch_i] += share * k_fixed[k]
+                    acc[k_term[k]] += share * k_rest[k]
+            else:
+                for (term, fixed_frac), count in groups.items():
+                    acc[launch_i] += share * fixed_frac * count
+                    acc[term] += share * (1.0 - fixed_frac) * count
+        elif h_chunk[p]:
+            acc[launch_i] += dt
+        else:
+            acc[idle_i] += dt
+    return ki, ei
 
 
 @dataclass(frozen=True)

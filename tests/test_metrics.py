@@ -1,10 +1,14 @@
-"""sim.metrics' array helpers against the plain computations they replace (bit for bit)."""
+"""sim.metrics' array helpers against the plain computations they replace, and its list and array paths
+against each other (bit for bit)."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from sim.metrics import _distinct_sorted, _union_length
+from sim import metrics
+from sim.metrics import _distinct_sorted, _union_length, step_metrics
+from tests.test_engine_outputs import cases
 
 
 def test_distinct_sorted_is_numpy_unique() -> None:
@@ -33,3 +37,18 @@ def test_union_length_sums_in_start_order_across_chunks() -> None:
             covered = e
     assert _union_length(starts, ends) == busy
     assert _union_length(np.zeros(0), np.zeros(0)) == 0.0
+
+
+@pytest.mark.parametrize("name", ["streams_16", "synthetic_2000", "queue_depth_1_free_host", "compiled_and_cuda_graph",
+                                  "ranks_4"])
+def test_small_and_large_traces_measure_alike(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """step_metrics gives the same floats, bit for bit, whether a trace is measured in Python lists (small
+    traces) or in numpy arrays, in one chunk of points or in many (the engine's output cases: many
+    streams, eager, compiled and graph regions, four ranks with collectives)."""
+    traces = cases()[name]()
+    got = {}
+    for path, small_max, chunk in (("lists", 10**9, metrics._CHUNK), ("arrays", 0, metrics._CHUNK), ("chunks", 0, 7)):
+        monkeypatch.setattr(metrics, "SMALL_TRACE_RECORDS", small_max)
+        monkeypatch.setattr(metrics, "_CHUNK", chunk)
+        got[path] = [repr(step_metrics(t)) for t in traces]
+    assert got["lists"] == got["arrays"] == got["chunks"]
