@@ -51,7 +51,7 @@ from typing import Any
 import simpy
 from simpy.events import Timeout
 
-from sim.costmodel.host import EagerDispatchPrices, HostCosts
+from sim.costmodel.host import HostCosts
 from sim.gcpause import paused_gc
 from sim.graph import Graph
 from sim.kernelcost import KernelCost, release_beside, release_loss, rounds_beside
@@ -381,7 +381,7 @@ class Simulation:
         record, queues, outstanding = self._records.add, self.queues, self.outstanding
         launch_s = hc.launch_s
         # Eager dispatch priced once per eager_dispatch_key (by content); its lookup by attrs object inline.
-        dispatch_prices = EagerDispatchPrices(hc.eager_dispatch_s)
+        dispatch_prices = hc.dispatch_prices
         dispatch_by_object, dispatch_miss = dispatch_prices.by_object.get, dispatch_prices.miss
         recs = self._records  # Records.add_pair, written out below
         r_start, r_end, r_track, r_name = recs.start.extend, recs.end.extend, recs.track.extend, recs.name.extend

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from sim.costmodel import KernelCost, kernel_cost
+from sim.costmodel.host import HostCosts, host_costs
 from sim.graph import Graph, Op
 from sim.hardware import Hardware
 
@@ -37,12 +38,23 @@ class CostCache:
         self.max_entries = max_entries
         self._costs: dict[tuple[str, tuple[Any, ...]], KernelCost] = {}
         self._hw_keys: dict[int, tuple[Hardware, str]] = {}
+        self._host: dict[int, tuple[Hardware, HostCosts]] = {}  # per profile (held: its id is not reused)
         # Per graph (held, so its id is not reused): op identity -> cost_signature, for a graph
         # priced on several profiles (a run's hardware list, sweep points sharing a GraphCache).
         self._signatures: dict[int, tuple[Graph, dict[tuple[Any, ...], tuple[Any, ...]]]] = {}
 
     def __len__(self) -> int:
         return len(self._costs)
+
+    def host_costs(self, hw: Hardware) -> HostCosts:
+        """host_costs(hw), one object per profile: its eager-dispatch memo (HostCosts.dispatch_prices)
+        serves every simulation on that profile (the same declarations, in other buckets and points)."""
+        entry = self._host.get(id(hw))
+        if entry is None or entry[0] is not hw:
+            if len(self._host) >= 256:
+                self._host.clear()
+            entry = self._host[id(hw)] = (hw, host_costs(hw))
+        return entry[1]
 
     def hardware_key(self, hw: Hardware) -> str:
         entry = self._hw_keys.get(id(hw))

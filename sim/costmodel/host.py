@@ -10,6 +10,7 @@ numbers so that the engine schedules without reading the profile.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -115,10 +116,13 @@ class EagerDispatchPrices:
     """A price function of ops (eager_dispatch_s on one profile) memoized by content: one price per
     eager_dispatch_key. A repeat block's copies share their declaration's attrs object, so a lookup by
     that object comes first and spares computing the key per copy; each of its entries holds the
-    object it was made for, so an entry never answers for another object that took a freed one's id."""
+    object it was made for, so an entry never answers for another object that took a freed one's id.
+    A HostCosts owns one (shared by the simulations it prices: a sweep worker's, through CostCache);
+    past `max_entries` objects it starts afresh."""
 
-    def __init__(self, price: Callable[[Op], float]) -> None:
+    def __init__(self, price: Callable[[Op], float], max_entries: int = 1 << 16) -> None:
         self._price = price
+        self.max_entries = max_entries
         self.by_content: dict[tuple[Any, ...], float] = {}
         # (id(attrs), kind, library) -> (that attrs object, its price): the engine reads it inline
         self.by_object: dict[tuple[int, str, str], tuple[Mapping[str, Any], float]] = {}
@@ -140,6 +144,9 @@ class EagerDispatchPrices:
         seconds = self.by_content.get(key)
         if seconds is None:
             seconds = self.by_content[key] = self._price(op)
+        if len(self.by_object) >= self.max_entries:
+            self.by_object.clear()
+            self.by_content.clear()
         self.by_object[(id(op.attrs), op.kind, op.library)] = (op.attrs, seconds)
         return seconds
 
@@ -201,6 +208,12 @@ class HostCosts:
     graph_launch_s: float  # one CUDA graph replay call
     graph_kernel_s: float  # a graph member's per-kernel fixed cost (replaces its stream launch's)
     hardware: Hardware = field(repr=False, compare=False)  # the per-op prices' profile
+    # eager_dispatch_s on this profile, memoized by content for every simulation these prices serve
+    dispatch_prices: EagerDispatchPrices = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # The memo's price function holds the profile, not this object (no reference cycle).
+        object.__setattr__(self, "dispatch_prices", EagerDispatchPrices(functools.partial(eager_dispatch_s, hw=self.hardware)))
 
     def eager_dispatch_s(self, op: Op) -> float:
         return eager_dispatch_s(op, self.hardware)

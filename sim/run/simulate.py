@@ -35,7 +35,7 @@ def simulate_bucket(workload: Workload, graph: Graph, costs: tuple[KernelCost | 
     """
     plan = rank_plan(workload.spec.parallel, params, workload.file)
     if plan is None or plan.ranks == 1:
-        trace = simulate(graph, costs, host_costs(hw))
+        trace = simulate(graph, costs, cache.host_costs(hw) if cache is not None else host_costs(hw))
         has_comm = any(o.kind == "collective" for o in graph.ops)
         return trace, step_metrics(trace), comm_result([trace], 0) if has_comm else None
     rank_traces = simulate_parallel(graph, hw, plan, functools.partial(price, cache=cache), workload.file)

@@ -4,11 +4,14 @@ eager, host-op and compiled-call prices, on the test profile with round host num
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from types import MappingProxyType
 
 import pytest
 
+from sim.costmodel.cache import CostCache
 from sim.costmodel.host import (
     EAGER_DISPATCH_ATTRS,
     EagerDispatchPrices,
@@ -19,8 +22,13 @@ from sim.costmodel.host import (
     host_op_s,
     op_key,
 )
+from sim.costmodel.pricing import price
+from sim.engine import simulate
 from sim.graph import Op
 from sim.hardware import Hardware
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+from bench_engine import synthetic_graph  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -140,3 +148,29 @@ def test_host_op_adds_its_parts(hw: Hardware) -> None:
 def test_compiled_call_backward_costs_more(hw: Hardware) -> None:
     assert compiled_call_s(op("elementwise"), hw) == pytest.approx(20e-6)
     assert compiled_call_s(op("elementwise", phase="backward"), hw) == pytest.approx(30e-6)
+
+
+def test_a_profiles_host_costs_share_their_dispatch_memo(hw: Hardware, testgpu: Hardware) -> None:
+    """CostCache keeps one HostCosts per profile, so its dispatch memo serves every simulation on that
+    profile; another profile, or a HostCosts made by replace(), starts its own memo."""
+    cache = CostCache()
+    mine, other = cache.host_costs(hw), cache.host_costs(testgpu)
+    assert cache.host_costs(hw) is mine and other is not mine
+    g = op("gemm")
+    assert mine.dispatch_prices(g) == eager_dispatch_s(g, hw) == 7e-6
+    assert other.dispatch_prices(g) == eager_dispatch_s(g, testgpu) != 7e-6
+    changed = dataclasses.replace(mine, hardware=testgpu)
+    assert changed.dispatch_prices is not mine.dispatch_prices
+    assert changed.dispatch_prices(g) == eager_dispatch_s(g, testgpu)
+
+
+def test_simulations_sharing_host_costs_give_the_same_traces(h200: Hardware) -> None:
+    """Graphs of equal declarations in other objects (two builds) simulated with one HostCosts (its
+    memo by content hits across them) give the traces fresh HostCosts give."""
+    shared = host_costs(h200)
+    for kernels in (200, 300, 200):
+        g = synthetic_graph(kernels)
+        costs = price(g, h200)
+        a, b = simulate(g, costs, shared), simulate(g, costs, host_costs(h200))
+        assert [repr(iv) for iv in a.intervals] == [repr(iv) for iv in b.intervals]
+    assert shared.dispatch_prices.by_content
