@@ -369,7 +369,7 @@ def test_pool_workers_die_with_the_sweep_process(when: str, tmp_path: Path) -> N
         if __name__ == "__main__":
             pool = ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn"), initializer=die_with_parent,
                                        initargs=(os.getpid(),))
-            futs = [pool.submit(time.sleep, 60) for _ in range(2)]
+            futs = [pool.submit(time.sleep, 600) for _ in range(2)]
             time.sleep(0.5)
             print(" ".join(str(p) for p in pool._processes), flush=True)
             time.sleep(120)
@@ -386,10 +386,15 @@ def test_pool_workers_die_with_the_sweep_process(when: str, tmp_path: Path) -> N
             time.sleep(0.1)
     proc.kill()
     proc.wait()
-    deadline = time.time() + 10
+    # a worker that outlived its parent would sleep 600 s; a worker killed while still importing needs that import
+    # to finish before its initializer sees the parent gone (6.6-7.8 s wall on a loaded 2-core VM), hence 45 s
+    deadline = time.time() + 45
     while time.time() < deadline and any(_alive(p) for p in pids):
         time.sleep(0.1)
-    assert not any(_alive(p) for p in pids)
+    survivors = [p for p in pids if _alive(p)]
+    for p in survivors:
+        os.kill(p, signal.SIGKILL)
+    assert not survivors
 
 
 def _threads(pid: int) -> int:
