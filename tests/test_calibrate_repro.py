@@ -230,3 +230,64 @@ def test_jobs_run_the_calibrations_in_processes_and_give_the_same_result(tmp_pat
     assert one[2].violations == [f"pid {os.getpid()}"] and three[2].violations != one[2].violations  # another process
     assert main(["runs/a/raw", "runs/b/raw", "--jobs", "0"]) == 2
     assert capsys.readouterr().err.count("error:") == 1
+
+
+# A repro run whose calibrations never end: each worker records its pid, then writes its profile and is caught
+# in the middle of it (the temporary file exists, the rename has not happened) until a signal stops it.
+_STUCK_RUN = '''
+import os, signal, sys, time
+from pathlib import Path
+import sim.calibrate.repro as repro
+import sim.outputs as outputs
+
+def stuck_rename(temps):
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])  # the signal reaches the worker while the file is unfinished
+    Path(str(temps[0][1]) + ".ready").write_text(str(os.getpid()))
+    time.sleep(120)
+
+def stuck_one(raw_dir, name, base, work, *args):
+    outputs._rename_all = stuck_rename
+    outputs.write_text_atomic(work / f"{name}.yaml", "profile: " + name)
+    raise AssertionError("not stopped")
+
+repro.calibrate_one = stuck_one
+repro._reference_measured = lambda *args: {"g": {"median_abs": 0.1}}
+sys.exit(repro.main(sys.argv[1:]))
+'''
+
+
+@pytest.mark.parametrize("signum", ["SIGTERM", "SIGINT"])
+def test_a_signal_to_the_parent_stops_the_workers_and_leaves_nothing_half_written(tmp_path: Path, signum: str) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "stuck_run.py"
+    script.write_text(_STUCK_RUN)
+    work, out = tmp_path / "profiles", tmp_path / "repro.json"
+    proc = subprocess.Popen([sys.executable, str(script), "runs/a/raw", "runs/b/raw", "--names", "a,b", "--jobs", "2",
+                             "--profiles-out", str(work), "--json", str(out)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        ready = [work / "a.yaml.ready", work / "b.yaml.ready"]
+        deadline = time.monotonic() + 60
+        while not all(p.is_file() and p.read_text() for p in ready):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
+            time.sleep(0.05)
+        workers = [int(p.read_text()) for p in ready]
+        assert len(list(work.glob(".*.tmp"))) == 2  # both profiles half-written when the signal comes
+        proc.send_signal(getattr(signal, signum))
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 128 + getattr(signal, signum)
+    assert err.count("\n") == 1 and err.startswith(f"interrupted by {signum}:") and "Traceback" not in err
+    for pid in workers:  # terminated and joined by the parent before it exited
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    assert not out.exists()
+    assert sorted(p.name for p in work.iterdir()) == ["a.yaml.ready", "b.yaml.ready"]  # no temporary file, no profile

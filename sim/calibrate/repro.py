@@ -19,11 +19,15 @@ Exit 0 when every limit holds, 3 when one does not, 2 on bad input.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
+import signal
 import statistics
 import sys
 import tempfile
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +42,50 @@ KERNEL_LIMIT = 0.05  # ... on a kernel case: within 5 %
 BEGIN = "<!-- BEGIN generated: python -m sim.calibrate.repro -->"
 END = "<!-- END generated: python -m sim.calibrate.repro -->"
 REPRO_EXIT = 3
+
+
+class Interrupted(BaseException):
+    """SIGTERM or SIGHUP in the parent of a repro run (SIGINT raises KeyboardInterrupt): a BaseException, so
+    that no `except Exception` on the way swallows it, and the pool's `with` block stops its workers."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[None]:
+    """Within the block, in the main thread: SIGTERM and SIGHUP raise Interrupted, SIGINT KeyboardInterrupt, and
+    every later one of the three is ignored while the first unwinds (elsewhere: nothing changes)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def raise_interrupted(signum: int, frame: object) -> None:
+        for s in caught:  # a second signal must not cut short the cleanup this one starts
+            signal.signal(s, signal.SIG_IGN)
+        raise KeyboardInterrupt if signum == signal.SIGINT else Interrupted(signum)
+
+    caught = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    old = {s: signal.signal(s, raise_interrupted) for s in caught}
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+
+
+def _worker_exit(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _worker_signals() -> None:
+    """A pool worker: SIGINT (a terminal's Ctrl-C reaches the whole process group) is left to the parent,
+    which stops the pool; SIGTERM (how the pool stops a worker) exits through SystemExit, so a file the
+    worker is writing (write_text_atomic) is removed, not left half-written."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _worker_exit)
+    signal.signal(signal.SIGHUP, _worker_exit)
 
 
 @dataclass
@@ -116,7 +164,7 @@ def calibrate_one(raw_dir: Path, name: str, base: str, work: Path, validation_ra
     ref_path = resolve_profile(host_reference, Path.cwd(), path="--host-reference") if host == "reference" else None
     text, _ = calibrate_from_raw(raw_dir, base_path, out, profile_name, spreads=False, host=host,
                                  host_reference=ref_path)
-    out.write_text(text)
+    write_text_atomic(out, text)  # an interrupted run leaves whole profiles or none
     cal = Calibration(name, raw_dir, out, measured_params(yaml.safe_load(text)))
     doc, cal.measured = _validate(out, base, validation_raw, cases, thresholds, work / f"{name}.validation.json")
     seen: dict[tuple[str, str, str, str], int] = {}
@@ -153,15 +201,19 @@ def calibrate_all(raw_dirs: list[Path], names: list[str], base: str, work: Path,
         if reference is not None:
             ref = _reference_measured(reference, base, validation_raw, cases, thresholds, work)
     else:
-        from concurrent.futures import ProcessPoolExecutor
+        import multiprocessing
 
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            ref_job = (pool.submit(_reference_measured, reference, base, validation_raw, cases, thresholds, work)
+        # multiprocessing.Pool, not concurrent.futures: leaving its `with` block by any exception (a worker's
+        # error, KeyboardInterrupt, the Interrupted that `stop_on_signals` raises for SIGTERM) terminates the
+        # workers and joins them, so an interrupted run leaves no process behind
+        with multiprocessing.get_context("fork").Pool(jobs, initializer=_worker_signals) as pool:
+            ref_job = (pool.apply_async(_reference_measured, (reference, base, validation_raw, cases, thresholds, work))
                        if reference is not None else None)
-            futures = {name: pool.submit(calibrate_one, raw_dir, name, base, work, validation_raw, cases, thresholds, host)
+            jobs_of = {name: pool.apply_async(calibrate_one, (raw_dir, name, base, work, validation_raw, cases,
+                                                              thresholds, host))
                        for raw_dir, name in todo}
-            done = {name: f.result() for name, f in futures.items()}
-            ref = ref_job.result() if ref_job is not None else None
+            done = {name: j.get() for name, j in jobs_of.items()}
+            ref = ref_job.get() if ref_job is not None else None
     cals = [reuse[(n, str(r))] if reuse and (n, str(r)) in reuse else done[n]
             for r, n in zip(raw_dirs, names, strict=True)]
     return cals, ref
@@ -225,7 +277,7 @@ def drivers(a: Calibration, b: Calibration, cases: str, work: Path) -> list[Driv
         node[path[-1]] = copy.deepcopy(lb[path]["points"] if path in (("gemm", "correction"), ("host", "framework_ops"))
                                        else lb[path])
         swapped = work / "drivers-swap.yaml"
-        swapped.write_text(yaml.safe_dump(doc, sort_keys=False))
+        write_text_atomic(swapped, yaml.safe_dump(doc, sort_keys=False))
         pred = step_predictions(swapped, cases)
         changes = [abs(pred[k] / v - 1) for k, v in base.items() if k in pred and v > 0]
         if changes:
@@ -577,6 +629,20 @@ def replace_generated_section(path: Path, section: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command. SIGINT, SIGTERM or SIGHUP stop it: the pool's workers are terminated and joined, the
+    temporary folder removed, files being written removed (every output is written whole or not at all),
+    one line on stderr, exit 128 + the signal's number."""
+    with stop_on_signals():
+        try:
+            return _main(argv)
+        except (KeyboardInterrupt, Interrupted) as exc:
+            signum = exc.signum if isinstance(exc, Interrupted) else int(signal.SIGINT)
+            print(f"interrupted by {signal.Signals(signum).name}: worker processes stopped; no output is left "
+                  "half-written (outputs finished before are whole)", file=sys.stderr)
+            return 128 + signum
+
+
+def _main(argv: list[str] | None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sim.calibrate.repro", description=__doc__.splitlines()[0])
     ap.add_argument("raw", nargs="+", metavar="RAW_DIR", help="raw calibration folders (two or more)")
     ap.add_argument("--names", help="comma-separated names of the calibrations (default: the folders' parents)")
