@@ -307,6 +307,26 @@ def _host_speed(value: str | None, host: str, mode: str) -> float | str:
     return speed
 
 
+def _clock_speed(clock_us: float, host_speed: str | None, host: str, mode: str, hw: Any) -> float:
+    """--host-clock: the host speed of a host whose clock reads `clock_us` (sim.costmodel.host.speed_at_clock);
+    only with --mode predict --host model, not with --host-speed, on a profile with a reference clock."""
+    from sim.costmodel.host import speed_at_clock
+
+    if host != "model" or mode != "predict":
+        raise InputError("--host-clock prices the host model's costs", path="--host-clock", value=clock_us,
+                         expected="--mode predict --host model with it")
+    if host_speed is not None:
+        raise InputError("--host-clock and --host-speed both set the host speed", path="--host-clock", value=clock_us,
+                         expected="one of them")
+    if not 0 < clock_us < float("inf"):
+        raise InputError("--host-clock is not a host clock", path="--host-clock", value=clock_us, expected="us per call > 0")
+    speed = speed_at_clock(clock_us, hw)
+    if speed is None:
+        raise InputError("the profile has no reference host clock", path="host.clock_us", value=None,
+                         expected="a profile fitted from clocked host steps (e.g. h200-measured)")
+    return speed
+
+
 def cmd_replay(args: argparse.Namespace, console: Console) -> int:
     from sim.hardware import load_profile
     from sim.outputs import dumps, write_files_atomic
@@ -320,6 +340,8 @@ def cmd_replay(args: argparse.Namespace, console: Console) -> int:
         raise InputError("--unprofiled-us is not a step time", value=args.unprofiled_us,
                          expected="microseconds > 0")
     host_speed = _host_speed(args.host_speed, args.host, args.mode)
+    if args.host_clock is not None:
+        host_speed = _clock_speed(args.host_clock, args.host_speed, args.host, args.mode, hw)
     with _busy(f"replaying {escape(args.trace)}"):
         result, sim_trace = replay(Path(args.trace), hw, args.mode, args.step, host=args.host,
                                    keep_profiler=args.keep_profiler_cost, unprofiled_us=args.unprofiled_us,
@@ -365,6 +387,10 @@ def _add_trace_commands(sub: argparse._SubParsersAction) -> None:
                    help="with --host model: how slow the host runs against the profile's reference host speed "
                         "(1, the default: the speed its host table was fitted at; 1.5 = every priced host cost "
                         "x 1.5); trace: the trace's own, from its clock ops (aten::empty, cudaLaunchKernel)")
+    r.add_argument("--host-clock", type=float, metavar="US",
+                   help="with --host model, instead of --host-speed: the host clock measured beside the step (us "
+                        "per call of sim.calibrate.gpu.host_context.host_clock's tight loop); its host speed is the "
+                        "profile's host.clock_level relation where applied, else US / host.clock_us")
     r.add_argument("--keep-profiler-cost", action="store_true",
                    help="with --host trace: keep the profiler's cost (predict the step as it was recorded)")
     r.add_argument("--unprofiled-us", type=float, metavar="US",

@@ -139,6 +139,11 @@ def _trace_clock_us(f: HardwareProfileFile) -> dict[str, float]:  # kept in µs 
     return {name: q.value for name, q in (tp.clock_us.items() if tp else ())}
 
 
+def _host_clock_level(f: HardwareProfileFile) -> tuple[float, float] | None:
+    lvl = f.host.clock_level
+    return (lvl.exponent, lvl.reference_us) if lvl is not None and lvl.apply else None
+
+
 def _framework_op_table_s(f: HardwareProfileFile) -> dict[str, tuple[float | None, float | None]]:
     us = UNIT_SCALE["us"]
     return {name: (None if c.us is None else c.us * us, None if c.grad_us is None else c.grad_us * us)
@@ -299,6 +304,9 @@ class Hardware:
     # the host clock (us per op of a fixed tight loop) at the reference host speed (host.clock_us; None: not
     # measured): a step timed beside a clock of c us ran at host speed c / host_clock_us (sim.validate.host)
     host_clock_us: float | None = derived(lambda f: f.host.clock_us.value if f.host.clock_us else None, default=None)
+    # the level-aware relation (host.clock_level, applied): a clock of c us is host speed (c / reference) ** exponent;
+    # None: c / host_clock_us (sim.costmodel.host.speed_at_clock)
+    host_clock_level: tuple[float, float] | None = derived(_host_clock_level, default=None)
     # framework op -> (host s per call without autograd recording, with it or None)
     framework_op_table_s: dict[str, tuple[float | None, float | None]] = derived(_framework_op_table_s,
                                                                                  default_factory=dict)

@@ -382,6 +382,49 @@ def test_the_profiles_host_clock_is_the_fit_over_the_committed_calibration_runs(
     assert load_profile("h200-sxm").host_clock_us is None  # a profile without clocked host steps has none
 
 
+def test_clock_level_fit_recovers_a_known_power_law() -> None:
+    """host.clock_level: speed = (clock / reference) ** exponent, a line in logs over steps at both host levels;
+    seeded bootstrap intervals around the values; no fit from one level's clock alone or a falling relation."""
+    from sim.calibrate.host_fit import fit_clock_level
+
+    def speed(c: float) -> float:
+        return (c / 7.5) ** 0.8
+
+    samples = {"Y": [(3.5, speed(3.5) * 1.02), (6.2, speed(6.2) * 0.98), (3.4, speed(3.4))],
+               "K": [(6.4, speed(6.4) * 1.01), (3.6, speed(3.6) * 0.99), (6.0, speed(6.0))]}
+    fit = fit_clock_level(samples)
+    assert fit is not None and fit.n == 6 and fit.per_run == {"K": 3, "Y": 3}
+    assert fit.exponent == pytest.approx(0.8, abs=0.05) and fit.reference_us == pytest.approx(7.5, rel=0.05)
+    assert fit.exponent_spread is not None and fit.exponent_spread[0] <= fit.exponent <= fit.exponent_spread[1]
+    assert fit.reference_spread is not None and fit.reference_spread[0] <= fit.reference_us <= fit.reference_spread[1]
+    assert fit_clock_level(samples) == fit  # seeded
+    exact = fit_clock_level({"Y": [(c, speed(c)) for c in (3.4, 3.6, 6.1, 6.5)]})
+    assert exact is not None and exact.exponent == pytest.approx(0.8, abs=1e-3) and exact.reference_us == pytest.approx(7.5, abs=1e-3)
+    assert fit_clock_level({"Y": [(6.0, 0.9), (6.0, 1.0), (6.0, 0.95)]}) is None  # one clock: nothing to fit
+    assert fit_clock_level({"Y": [(3.5, 1.0), (6.0, 0.8), (6.2, 0.7)]}) is None  # speed falling with the clock
+    assert fit_clock_level({"Y": [(3.5, 0.5), (6.0, 0.9)]}) is None  # too few
+
+
+@pytest.mark.slow  # reads the calibration runs' traces
+def test_the_profiles_clock_level_is_fitted_on_calibration_runs_at_both_levels() -> None:
+    """host.clock_level comes from the calibration runs' clocked eager forward steps (never a held-out machine's
+    validation steps), with steps at both host levels; the shipped profile carries it off (apply: false)."""
+    from sim.calibrate.host_fit import clock_level_samples, fit_clock_level
+    from sim.schema.hardware import HardwareProfileFile
+    from sim.schema.loader import load_yaml_model
+
+    hw = load_profile("h200-measured")
+    samples = clock_level_samples(ROOT / "calibration" / "h200", hw.trace_clock_us)
+    clocks = sorted(c for ps in samples.values() for c, _ in ps)
+    assert len(samples) >= 5 and clocks[0] < 4.0 and clocks[-1] > 6.0  # both levels
+    fit = fit_clock_level(samples)
+    doc = load_yaml_model(ROOT / "hardware_profiles" / "h200-measured.yaml", HardwareProfileFile)
+    lvl = doc.host.clock_level
+    assert fit is not None and lvl is not None and not lvl.apply and hw.host_clock_level is None
+    assert lvl.exponent == pytest.approx(fit.exponent) and lvl.reference_us == pytest.approx(fit.reference_us)
+    assert lvl.spread is not None and lvl.spread[0] <= lvl.exponent <= lvl.spread[1] and lvl.n == fit.n
+
+
 def test_in_context_ratio_is_the_median_over_ops_the_table_and_the_tight_loop_share() -> None:
     """host.missing_framework_ops.ratio: per op the table and the tight loop both measure, in-context `us` over the
     tight loop's median over runs; the median over those ops, with a seeded bootstrap interval; ops only one side

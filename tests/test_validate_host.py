@@ -182,7 +182,23 @@ def test_host_clock_is_the_geometric_mean_of_its_ops() -> None:
     rec = {"host_clock": {"before": {"empty_us": 2.0, "view_us": 1.0, "add_us": 4.0},
                           "after": {"empty_us": 8.0, "view_us": 4.0, "add_us": 16.0}}}
     assert own_speed(rec, 2.0) == pytest.approx(2.0)  # sqrt(2 x 8) / 2
+    assert own_speed(rec, 2.0, 0.5) == pytest.approx(2.0 ** 0.5)  # the level-aware relation: (4 / 2) ** 0.5
     assert own_speed({}, 2.0) is None
+
+
+def test_speed_at_clock_follows_the_profiles_relation() -> None:
+    """Linear against host.clock_us while host.clock_level is not applied (the shipped profile); the fitted power
+    law once applied; none on a profile with neither."""
+    from sim.costmodel.host import speed_at_clock
+    from sim.validate.host import reference_clock, reference_exponent
+
+    hw = load_profile("h200-measured")
+    assert hw.host_clock_level is None and reference_exponent(hw) == 1.0  # shipped: off
+    assert speed_at_clock(2 * hw.host_clock_us, hw) == pytest.approx(2.0)
+    on = replace(hw, host_clock_level=(0.75, 8.0))
+    assert speed_at_clock(8.0, on) == pytest.approx(1.0) and speed_at_clock(4.0, on) == pytest.approx(0.5 ** 0.75)
+    assert reference_clock(on) == 8.0 and reference_exponent(on) == 0.75
+    assert speed_at_clock(5.0, load_profile("h200-sxm")) is None
 
 
 @pytest.mark.slow  # replays machine F's and Y's traces (validate gates the same rows)

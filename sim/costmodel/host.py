@@ -62,6 +62,19 @@ def missing_op_s(name: str, tight_loop_s: float, hw: Hardware) -> float:
     return tight_loop_s * hw.missing_framework_op_scale if is_missing_framework_op(name, hw) else tight_loop_s
 
 
+def speed_at_clock(clock_us: float, hw: Hardware) -> float | None:
+    """The host speed (how slow against the profile's reference; the factor --host model's costs are scaled by)
+    of a host whose clock (sim.calibrate.gpu.host_context.host_clock: geometric mean us per call of a fixed tight
+    loop) reads `clock_us`: (clock_us / reference) ** exponent where the profile applies its level-aware relation
+    (host.clock_level), else clock_us / host.clock_us; None when the profile has neither."""
+    if hw.host_clock_level is not None:
+        exponent, reference = hw.host_clock_level
+        return float((clock_us / reference) ** exponent)
+    if hw.host_clock_us is None:
+        return None
+    return float(clock_us / hw.host_clock_us)
+
+
 def _tensors(op: Op) -> int | None:
     """The tensors per list of an op's foreach framework op (`tensors:` in a workload), if it says."""
     n = op.attrs.get("tensors")

@@ -279,6 +279,22 @@ class MissingFrameworkOpCost(Provenance):
     apply: bool = Field(default=False, description="price the table's missing framework ops at ratio x tight loop")
 
 
+class HostClockLevel(Provenance):
+    """The level-aware relation between the host clock and the host speed the host costs are priced at
+    (issue 15): a host whose clock (sim.calibrate.gpu.host_context.host_clock, us per call) reads c runs at
+    speed (c / reference_us) ** exponent, where speed is the trace host speed the framework-op table is
+    normalised by (sim.costmodel.trace_host.trace_host_speed). Fitted by the calibration from clocked eager
+    forward steps at both host levels (sim.calibrate.host_fit.fit_clock_level); `spread` is the exponent's 90 %
+    bootstrap interval, `reference_spread` the reference clock's. Used where `apply` is true (own-speed rows,
+    replay --host-clock); false: speed = c / host.clock_us."""
+
+    exponent: float = Field(gt=0, allow_inf_nan=False, description="speed = (clock / reference_us) ** exponent")
+    reference_us: float = Field(gt=0, allow_inf_nan=False, description="the clock (us per call) at speed 1")
+    reference_spread: list[float] | None = Field(
+        default=None, description="90 % bootstrap interval [low, high] of reference_us")
+    apply: bool = Field(default=False, description="price own-speed steps by this relation (false: c / clock_us)")
+
+
 class TraceProfilerCost(Strict):
     """What torch.profiler adds per recorded event in real models' steps (sim.calibrate.host_fit): the
     cost at a reference host speed by profiler configuration, and the reference speed itself as each
@@ -368,6 +384,10 @@ class HostSection(Strict):
                     "call of a fixed tight loop (geometric mean of torch.empty, a view and a 16-element add; "
                     "sim.calibrate.gpu.host_context.host_clock). A step timed beside a clock of c us ran at host "
                     "speed c / clock_us (sim.validate.host.own_speed); none: not measured")
+    clock_level: HostClockLevel | None = Field(
+        default=None,
+        description="the level-aware clock -> host speed relation, fitted at both host levels, and whether it "
+                    "replaces c / clock_us (none: not fitted)")
     trace_profiler: TraceProfilerCost | None = Field(
         default=None,
         description="the profiler's host cost per recorded event in real models' steps, at a reference host speed, "

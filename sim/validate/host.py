@@ -228,7 +228,8 @@ def heldout_machine_rows(root: Path, hw: Hardware) -> tuple[list[Row], list[Gain
 # (sim.calibrate.gpu.host_context.host_clock: us per call of a fixed tight loop, just before and just after
 # the step's timing). The clock at the profile's reference host speed is the profile's `host.clock_us`, fitted
 # by the calibration (sim.calibrate.host_fit.fit_host_clock) from calibration-split steps only. A step's own
-# speed is its clock (geometric mean of before and after) over that reference.
+# speed is its clock (geometric mean of before and after) over that reference; where the profile applies the
+# level-aware relation (host.clock_level, sim.calibrate.host_fit.fit_clock_level), that ratio to its exponent.
 HOST_CLOCK_KEYS = ("empty_us", "view_us", "add_us")
 OWN_SPEED = "host_model_own_speed"
 
@@ -244,9 +245,15 @@ def host_clock_us(clock: dict[str, Any]) -> float | None:
 
 
 def reference_clock(hw: Hardware) -> float | None:
-    """The host clock (us per op) at the profile's reference host speed: `host.clock_us`, None when the
-    profile has none (then no step is priced at its own speed)."""
-    return hw.host_clock_us
+    """The host clock (us per op) at the profile's reference host speed: host.clock_level's reference where the
+    profile applies that relation, else `host.clock_us`; None when the profile has neither (then no step is
+    priced at its own speed)."""
+    return hw.host_clock_level[1] if hw.host_clock_level is not None else hw.host_clock_us
+
+
+def reference_exponent(hw: Hardware) -> float:
+    """How the host speed follows the clock: host.clock_level's exponent where applied, else 1 (linear)."""
+    return hw.host_clock_level[0] if hw.host_clock_level is not None else 1.0
 
 
 def own_speed_split(machine: str, fit_config: bool) -> str:
@@ -257,13 +264,14 @@ def own_speed_split(machine: str, fit_config: bool) -> str:
     return machine_split(machine, fit_config)
 
 
-def own_speed(record: dict[str, Any], reference_us: float) -> float | None:
-    """The step's host speed against the reference, from its clock before and after its timing."""
+def own_speed(record: dict[str, Any], reference_us: float, exponent: float = 1.0) -> float | None:
+    """The step's host speed against the reference, from its clock before and after its timing (their
+    geometric mean c): (c / reference_us) ** exponent (sim.costmodel.host.speed_at_clock)."""
     clock = record.get("host_clock") or {}
     before, after = host_clock_us(clock.get("before", {})), host_clock_us(clock.get("after", {}))
     if before is None or after is None:
         return None
-    return float((before * after) ** 0.5 / reference_us)
+    return float(((before * after) ** 0.5 / reference_us) ** exponent)
 
 
 def own_speed_rows(root: Path, hw: Hardware) -> list[Row]:
@@ -273,8 +281,8 @@ def own_speed_rows(root: Path, hw: Hardware) -> list[Row]:
     pooled machines, the machine's own split on a later one."""
     from sim.replay import replay
 
-    ref = reference_clock(hw)
-    key = (hw.name, hw.source_file, f"{OWN_SPEED}:{ref}:{root.resolve()}")
+    ref, exponent = reference_clock(hw), reference_exponent(hw)
+    key = (hw.name, hw.source_file, f"{OWN_SPEED}:{ref}:{exponent}:{root.resolve()}")
     if key in _CACHE:
         return list(_CACHE[key][0])
     rows: list[Row] = []
@@ -282,7 +290,7 @@ def own_speed_rows(root: Path, hw: Hardware) -> list[Row]:
         folder = root / rel
         machine = folder.parent.name.removeprefix("machine_")
         for c in host_cases(folder):
-            speed = own_speed(c.record, ref) if ref is not None else None
+            speed = own_speed(c.record, ref, exponent) if ref is not None else None
             if speed is None:
                 continue
             pred = replay(c.trace, hw, "predict", host="model", idle_start=True, imported=traced_steps(c.trace)[0],

@@ -100,3 +100,29 @@ def test_replay_host_speed(synth_gz: Path, tmp_path: Path, capsys: pytest.Captur
         assert main(["replay", str(synth_gz), "--hardware", "h200-sxm", "--mode", "predict", *bad]) == 2
         err = capsys.readouterr().err
         assert "error: --host-speed" in err and "Traceback" not in err
+
+
+def test_replay_host_clock(synth_gz: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--host-clock US: the host speed of a host whose clock reads US, by the profile's relation (h200-measured:
+    host.clock_level where applied, else US / host.clock_us); errors are one line, exit 2."""
+    from sim.costmodel.host import speed_at_clock
+    from sim.hardware import load_profile
+
+    hw = load_profile("h200-measured")
+    clock = 2 * hw.host_clock_us
+    out = tmp_path / "clock.json"
+    assert main(["replay", str(synth_gz), "--hardware", "h200-measured", "--mode", "predict", "--host", "model",
+                 "--host-clock", str(clock), "--json", str(out), "--quiet"]) == 0
+    speed = speed_at_clock(clock, hw)
+    assert speed is not None and json.loads(out.read_text())["host_speed"] == pytest.approx(speed, abs=1e-4)
+    capsys.readouterr()
+    for bad in (["--host", "model", "--host-clock", "0"], ["--host-clock", "5"],
+                ["--host", "model", "--host-clock", "5", "--host-speed", "2"]):
+        assert main(["replay", str(synth_gz), "--hardware", "h200-measured", "--mode", "predict", *bad]) == 2
+        err = capsys.readouterr().err
+        assert "error: --host-clock" in err and "Traceback" not in err
+    # a profile without a reference clock (the datasheet profile) cannot turn a clock into a speed
+    assert main(["replay", str(synth_gz), "--hardware", "h200-sxm", "--mode", "predict", "--host", "model",
+                 "--host-clock", "5"]) == 2
+    err = capsys.readouterr().err
+    assert "error:" in err and "host.clock_us" in err and "Traceback" not in err
