@@ -183,6 +183,12 @@ def _compiled_in_context_s(f: HardwareProfileFile) -> tuple[float, float, float]
     return None if c is None else (c.call_us.value * us, c.grad_call_us.value * us, c.backward_call_us.value * us)
 
 
+def _compiled_kernel_in_context_s(f: HardwareProfileFile) -> float | None:
+    c = f.host.compiled_in_context
+    k = c.kernel_us if c is not None else None
+    return k.value * UNIT_SCALE["us"] if k is not None and k.apply else None
+
+
 def _corrections(f: HardwareProfileFile) -> dict[str, tuple[tuple[tuple[float, ...], float], ...]]:
     return {name: tuple((tuple(p.x), p.ratio) for p in t.points) for name, t in f.corrections.items()}
 
@@ -323,6 +329,9 @@ class Hardware:
     compiled_backward_input_s: float = derived(lambda f: _compiled_training_s(f, "backward_input_us"), default=0.0)
     # compiled calls in real steps (host.compiled_in_context): forward, its autograd extra, backward; None without
     compiled_in_context_s: tuple[float, float, float] | None = derived(_compiled_in_context_s, default=None)
+    # host s per kernel a compiled no-grad forward launches in a real step (host.compiled_in_context.kernel_us,
+    # applied); None: the tight-loop prices
+    compiled_kernel_in_context_s: float | None = derived(_compiled_kernel_in_context_s, default=None)
     corrections: dict[str, tuple[tuple[tuple[float, ...], float], ...]] = derived(_corrections, default_factory=dict)
     sustained_clock_hz: float | None = from_profile("power.sustained_clock_mhz", default=None)
     source_file: str = ""

@@ -79,11 +79,12 @@ def test_profile_trace_profiler_is_the_fit_of_committed_data() -> None:
 def test_compiled_graphs_extern_ops_pay_their_dispatch() -> None:
     """A compiled graph's wrapper calls cuBLAS GEMMs and SDPA as framework ops (aten::addmm, the cuDNN
     attention op): each pays its dispatch besides the wrapper's line, not a Triton launch. Before, the
-    GPT forward compiled at 1x128 was priced 55 % short on --host model."""
+    GPT forward compiled at 1x128 was priced 55 % short on --host model. (The tight-loop prices: a profile
+    without host.compiled_in_context.kernel_us applied.)"""
     from sim.costmodel.trace_host import model_host
     from sim.replay import step_graph
 
-    hw = load_profile("h200-measured")
+    hw = replace(load_profile("h200-measured"), compiled_kernel_in_context_s=None)
     path = _trace("B", "gpt_infer_b1_s128_compiled")
     step = import_trace(path)
     externs = {o.extern_op for o in step.ops if o.extern_op}
@@ -96,6 +97,42 @@ def test_compiled_graphs_extern_ops_pay_their_dispatch() -> None:
     triton = [i for i, o in enumerate(step.ops) if o.launch_api == "cuLaunchKernel" and not o.extern_op
               and not o.compiled_call]
     assert triton and all(timeline.graph.ops[i].host_s == pytest.approx(hw.triton_launch_s) for i in triton)
+
+
+def test_a_compiled_no_grad_forwards_kernels_cost_their_in_context_price() -> None:
+    """With host.compiled_in_context.kernel_us applied (off in the shipped profile: a copy with it on), every kernel a
+    compiled forward without autograd recording launches (Triton or extern, its memsets too) costs that in-context
+    price, the region's first one the call on top; a compiled training step's regions keep the tight-loop prices;
+    the GPT forward's priced host grows by (kernel_us - the tight-loop prices) over its launches."""
+    from sim.costmodel.trace_host import model_host
+    from sim.replay import step_graph
+    from sim.schema.hardware import HardwareProfileFile
+    from sim.schema.loader import load_yaml_model
+
+    shipped = load_profile("h200-measured")
+    doc = load_yaml_model(ROOT / "hardware_profiles" / "h200-measured.yaml", HardwareProfileFile)
+    entry = doc.host.compiled_in_context.kernel_us if doc.host.compiled_in_context else None
+    assert entry is not None and not entry.apply and shipped.compiled_kernel_in_context_s is None  # shipped: off
+    k = entry.value * 1e-6
+    hw = replace(shipped, compiled_kernel_in_context_s=k)
+    assert hw.triton_launch_s < k < 4 * hw.triton_launch_s
+    path = _trace("B", "gpt_infer_b1_s128_compiled")
+    step = import_trace(path)
+    graph = step_graph(step, path)
+    on = model_host(graph, step, hw, keep_profiler=False)
+    off = model_host(graph, step, replace(hw, compiled_kernel_in_context_s=None), keep_profiler=False)
+    region = [i for i, o in enumerate(step.ops) if graph.ops[i].is_kernel and not o.compiled_call
+              and (o.extern_op or o.launch_api == "cuLaunchKernel")]
+    assert len(region) >= 34
+    assert all(on.graph.ops[i].host_s == pytest.approx(k) for i in region)  # Triton and extern alike
+    triton = [i for i in region if not step.ops[i].extern_op]
+    assert triton and all(off.graph.ops[i].host_s == pytest.approx(hw.triton_launch_s) for i in triton)
+    assert sum(on.priced_s) > sum(off.priced_s) + 0.2e-3  # the GPT forward: ~0.5 ms more at the reference speed
+    train = _trace("B", "mlp_train_t128_compiled")
+    tstep = import_trace(train)
+    tgraph = step_graph(tstep, train)
+    assert (model_host(tgraph, tstep, hw, keep_profiler=False).priced_s
+            == model_host(tgraph, tstep, replace(hw, compiled_kernel_in_context_s=None), keep_profiler=False).priced_s)
 
 
 def test_host_speed_scales_what_the_model_priced_only() -> None:

@@ -505,3 +505,24 @@ def test_a_replayed_decode_steps_missing_ops_are_priced_in_context() -> None:
     expected = 3.0 * (launching * copy + kernelless * hw.framework_op_s)
     assert sum(on.priced_s) - sum(off.priced_s) == pytest.approx(expected, rel=1e-6)
     assert sum(on.carried_s) == pytest.approx(sum(off.carried_s))
+
+
+@pytest.mark.slow  # reads the fit traces
+def test_the_profiles_compiled_kernel_cost_is_the_fit_of_the_committed_traces() -> None:
+    """host.compiled_in_context.kernel_us comes from the fit model's compiled no-grad forwards (GPT, the
+    host_context machines A-C): in context a launch there costs more than the tight loop's empty Triton launch."""
+    from sim.calibrate.host_fit import fit_compiled_kernel
+
+    hw = load_profile("h200-measured")
+    ctx = ROOT / "calibration" / "h200"
+    fit = fit_compiled_kernel([ctx / "host_context", ctx / "host_compiled_train"], hw.trace_profiler_event_s["shapes"] * 1e6,
+                              hw.trace_kernel_record_s["shapes"] * 1e6, hw.trace_clock_us)
+    from sim.schema.hardware import HardwareProfileFile
+    from sim.schema.loader import load_yaml_model
+
+    assert fit is not None and fit[2] == 3  # one GPT compiled forward config per machine
+    doc = load_yaml_model(ROOT / "hardware_profiles" / "h200-measured.yaml", HardwareProfileFile)
+    entry = doc.host.compiled_in_context.kernel_us if doc.host.compiled_in_context else None
+    assert entry is not None and entry.value == pytest.approx(fit[0]) and entry.n == fit[1]
+    assert not entry.apply and hw.compiled_kernel_in_context_s is None  # off in the shipped profile
+    assert fit[0] > 2 * hw.triton_launch_s * 1e6

@@ -199,7 +199,8 @@ def model_host(graph: Graph, step: ImportedStep, hw: Hardware, keep_profiler: bo
       not know: eager dispatch once per launching op (an ATen op's times host.missing_framework_ops.ratio
       where the profile applies it), Triton launcher, graph replay, an autograd
       node's cost when a backward node launched it; a torch.compile region's call (forward or
-      backward) once per call;
+      backward) once per call; each kernel of a compiled forward region without autograd recording at
+      the profile's in-context cost per such kernel where it applies it (host.compiled_in_context.kernel_us);
     - the kernel-less top-level ops the trace shows before it: framework ops and autograd
       nodes at the table's cost, or the profile's flat `framework_op_us` (an ATen op's times that ratio
       where applied) / `autograd_node_us`;
@@ -229,6 +230,9 @@ def model_host(graph: Graph, step: ImportedStep, hw: Hardware, keep_profiler: bo
     extern_kind = _extern_kinds(graph, step)
     tensors = foreach_tensors(step.events)  # a foreach call's list length (the table prices it per tensor)
     compiled_inputs = 0  # the tensors the last compiled forward called with autograd took (its backward's)
+    # a kernel of a compiled forward region without autograd recording, in context (compiled_kernel_in_context_s)
+    region_kernel = hw.compiled_kernel_in_context_s
+    in_region = False  # the kernels since a compiled no-grad forward call are its region's (Triton or extern)
     for k, (op, imp) in enumerate(zip(graph.ops, step.ops, strict=True)):
         if op.kind == "host" and imp.doc["name"].endswith("_gap") and float(imp.doc["duration_us"]) < GAP_CAP_US:
             nxt = next((step.ops[j] for j in range(k + 1, n) if step.ops[j].family is not None), None)
@@ -236,12 +240,18 @@ def model_host(graph: Graph, step: ImportedStep, hw: Hardware, keep_profiler: bo
                 op = op.with_(host_s=0.0)  # the Python before a table-priced op is part of its in-context cost
         if op.is_kernel and imp.family not in (None, PRIOR_FAMILY):
             grad = step.training and op.phase == "forward"
+            if imp.compiled_call:
+                in_region = imp.compiled_call == "forward" and not imp.compiled_inputs
+            elif not (imp.extern_op or imp.launch_api in TRITON_CALLS):
+                in_region = False
             if imp.first_of_cpu_op:
                 call = framework_op_s(imp.top_op, hw, grad, tensors) if imp.top_op else None
                 table_top = call is not None and imp.launch_api not in GRAPH_CALLS and not imp.compiled_call
                 missing_top = (scale != 1.0 and not imp.top_is_autograd_node and not imp.compiled_call
                                and is_missing_framework_op(imp.top_op, hw))
-            if table_top:
+            if region_kernel is not None and in_region:  # the compiled wrapper's line for it, in context
+                host = region_kernel
+            elif table_top:
                 host = call if imp.first_of_cpu_op and call is not None else 0.0
             elif imp.launch_api in GRAPH_CALLS:
                 host = hw.graph_launch_s if imp.doc["host_us"] > 0 or imp.first_of_cpu_op else 0.0

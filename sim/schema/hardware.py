@@ -334,6 +334,19 @@ class CompiledInContextCost(Strict):
         description="a compiled forward call with autograd recording, in a real step, beyond call_us and "
                     "compiled_training.grad_input_us per tensor")
     backward_call_us: Quantity = Field(description="a compiled backward graph call, in a real step")
+    kernel_us: CompiledKernelCost | None = Field(
+        default=None, description="each kernel a compiled forward without autograd recording launches, in a real "
+                                  "step (none: compiled_kernel_us / triton_launch_us and the extern op's dispatch)")
+
+
+class CompiledKernelCost(Quantity):
+    """Host time per kernel launched inside a compiled forward region without autograd recording, as real models'
+    steps pay it (the wrapper's Python between launches, the Triton launcher's argument handling, an extern op's
+    dispatch), at the reference host speed: sim.calibrate.host_fit.fit_compiled_kernel. Used by --host model
+    where `apply` is true; false: the tight-loop prices (compiled_kernel_us / triton_launch_us, the extern op's
+    eager dispatch)."""
+
+    apply: bool = Field(default=False, description="price a compiled no-grad region's kernels at this cost")
 
 
 class DdpHostCost(Strict):
