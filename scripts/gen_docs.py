@@ -1207,11 +1207,12 @@ def gen_comm_machine_h() -> str:
 
 def gen_spill_regimes() -> str:
     """docs/spills.md: the spilling fused configs of the held-out machines and calibration folders by spill
-    regime, memory.spill_l1_partial off and on (sim.validate.spills; scripts/spill_l1_check.py prints it)."""
+    regime under the three spill rules (sim.validate.spills; scripts/spill_l1_check.py prints it)."""
     from sim.hardware import load_profile
-    from sim.validate.spills import regime_rows, regime_table
+    from sim.validate.spills import regime_rows, regime_table, shipped_rule
 
-    return regime_table(regime_rows(load_profile("h200-measured"), ROOT))
+    hw = load_profile("h200-measured")
+    return regime_table(regime_rows(hw, ROOT), shipped_rule(hw))
 
 
 def gen_comm_release_loss() -> str:

@@ -57,10 +57,10 @@ _LOCAL = re.compile(r"\b(LDL|STL)((?:\.[A-Z0-9]+)*)\b")
 _WIDTH = {"64": 8, "128": 16, "U8": 1, "S8": 1, "U16": 2, "S16": 2}  # bytes per access; plain = 4
 
 
-def recorded_configs(root: Path) -> dict[tuple[str, int, int], set[tuple[int, int]]]:
+def recorded_configs(root: Path, extra: tuple[str, ...] = ()) -> dict[tuple[str, int, int], set[tuple[int, int]]]:
     """(kernel, BLOCK, num_warps) -> the (n_regs, n_spills) pairs the device recorded for it."""
     out: dict[tuple[str, int, int], set[tuple[int, int]]] = {}
-    for rel in SOURCES:
+    for rel in SOURCES + extra:
         path = root / rel
         if not path.is_file():
             continue
@@ -128,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=ROOT / "calibration/h200/spill_traffic/triton-3.6.0.json")
     ap.add_argument("--only-spilling", action="store_true", help="compile only configs the device saw spill")
+    ap.add_argument("--records", nargs="*", default=[], metavar="FILE",
+                    help="more harness record files (relative to the repository) whose configs to compile")
     args = ap.parse_args(argv)
     try:
         import triton  # noqa: F401
@@ -136,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
               "pip install triton==3.6.0 in a separate virtual environment)", file=sys.stderr)
         return 2
     K = _kernels_module()
-    recorded = recorded_configs(ROOT)
+    recorded = recorded_configs(ROOT, tuple(args.records))
     rows = []
     for key in sorted(recorded):
         if args.only_spilling and not any(s for _, s in recorded[key]):
@@ -159,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
                     "triton": _t.__version__, "ptxas": ptxas_version.strip().splitlines()[-1],
                     "python": platform.python_version(), "host": "CPU VM (no GPU)",
                     "kernel_source": "sim/calibrate/gpu/triton_kernels.py",
-                    "sources": list(SOURCES)},
+                    "sources": list(SOURCES) + list(args.records)},
            "records": rows}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=1) + "\n")
