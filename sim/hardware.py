@@ -282,6 +282,7 @@ class Hardware:
     spill_l1_partial: bool = derived(lambda f: bool(f.memory.spill_l1_partial), default=False)
     spill_traffic_from_accesses: bool = derived(lambda f: bool(f.memory.spill_traffic_from_accesses), default=False)
     spill_offchip_traffic_ratio: float | None = from_profile("memory.spill_offchip_traffic_ratio", default=None)
+    l2_dirty_writeback_bps: float | None = from_profile("memory.l2_dirty_writeback_gbps", default=None)
     memcpy_clean_fixed_s: float | None = from_profile("kernel.memcpy_clean_fixed_us", default=None)
     reduce_kernel: dict[str, float] = from_profile("reduce_kernel", default_factory=dict)
     # backend -> (tensor-core efficiency, s per score element per SM forward, backward, causal key tile)

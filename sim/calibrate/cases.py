@@ -367,6 +367,8 @@ def _gemm(rec: dict[str, Any]) -> Case:
         attrs["layout"] = str(rec["layout"])
     if rec.get("l2_state") in ("clean", "dirty"):  # profiled after an L2 flush: operands from HBM
         attrs["l2"] = "cold"
+    if rec.get("l2_state") == "dirty":  # after a flush that wrote: an L2 full of dirty lines to write back
+        attrs["l2_dirty"] = True
     op = Op(name="gemm", kind="gemm", attrs=MappingProxyType(attrs))
     label = f"gemm {dt} {rec.get('layout', 'nn')} {m}x{n}x{k}"
     profiled = bool(rec.get("kernels")) and all("duration_us" in x for x in rec["kernels"])

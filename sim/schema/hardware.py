@@ -124,6 +124,10 @@ class MemorySection(Strict):
         default=False, description="spill traffic counted from the kernel's local-memory accesses (a launch's "
         "spill_traffic_bytes_per_thread: ptxas -v spill stores + spill loads) where it gives them (off: every "
         "spill area stored once and loaded once, 2 × spill_bytes_per_thread)")
+    l2_dirty_writeback_gbps: PositiveQuantity | None = Field(
+        default=None, description="a GEMM whose operands stream from HBM through an L2 full of dirty lines (a written "
+        "flush just before it: op attribute l2_dirty, set by the measurement cases) first writes back the lines it "
+        "evicts: min(its HBM bytes, l2_bytes) at this rate, added to its memory term (absent: not priced)")
     spill_offchip_traffic_ratio: PositiveQuantity | None = Field(
         default=None, description="with spill_traffic_from_accesses, a launch that gives no accesses and whose spills "
         "overflow L1: its local loads + stores per 2 bytes of spill area (1: stored once, loaded once; a compiler "
