@@ -319,7 +319,8 @@ def fit_units(raw: RawData, hw: Hardware) -> list[Fitted]:
     out += lat + rng
     spills = fit_spills(raw, hw)
     scale = {"spill_gbps": ("spill_bps", 1e9), "spill_offchip_gbps": ("spill_offchip_bps", 1e9),
-             "spill_inflight_bytes_per_thread": ("spill_inflight_bytes_per_thread", 1.0)}
+             "spill_inflight_bytes_per_thread": ("spill_inflight_bytes_per_thread", 1.0),
+             "spill_offchip_traffic_ratio": ("spill_offchip_traffic_ratio", 1.0)}
     for v in spills:
         attr, mult = scale[v.key]
         hw = dataclasses.replace(hw, **{attr: float(v.value) * mult})  # type: ignore[arg-type]

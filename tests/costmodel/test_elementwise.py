@@ -260,8 +260,9 @@ def test_spill_traffic_counts_the_kernels_accesses_only_with_the_switch(hw: Hard
     counted = dataclasses.replace(plain, spill_traffic_bytes_per_thread=12_672 + 18_192)
     numel = 132 * 16 * 128 * 128
     on = dataclasses.replace(hw, spill_traffic_from_accesses=True)
-    off_plain = kernel_cost(*one_op(numel, plain, {}), hw)
-    off_counted = kernel_cost(*one_op(numel, counted, {}), hw)
+    off = dataclasses.replace(hw, spill_traffic_from_accesses=False)
+    off_plain = kernel_cost(*one_op(numel, plain, {}), off)
+    off_counted = kernel_cost(*one_op(numel, counted, {}), off)
     on_counted = kernel_cost(*one_op(numel, counted, {}), on)
     threads = numel / 128
     # off: the accesses are not read; the area is stored once and loaded once
