@@ -316,6 +316,7 @@ BLOCKS: dict[str, Generator] = {
     "comm-ddp-breakdown": Generator(lambda: gen_comm_ddp_breakdown(), slow=False),
     "comm-release-loss": Generator(lambda: gen_comm_release_loss(), slow=False),
     "spill-regimes": Generator(lambda: gen_spill_regimes(), slow=True),  # refits the spill constants
+    "spill-traffic": Generator(lambda: gen_spill_traffic(), slow=False),
     "host-validation": Generator(lambda: gen_host_validation(), slow=True),  # kernelsim validate (issue 15)
     "host-config-spread": Generator(lambda: gen_host_config_spread(), slow=True),
     "host-optimizer": Generator(lambda: gen_host_optimizer(), slow=True),  # reads nine traces
@@ -1207,11 +1208,30 @@ def gen_comm_machine_h() -> str:
 
 def gen_spill_regimes() -> str:
     """docs/spills.md: the spilling fused configs of the held-out machines and calibration folders by spill
-    regime, memory.spill_l1_partial off and on (sim.validate.spills; scripts/spill_l1_check.py prints it)."""
+    regime under the three spill rules (sim.validate.spills; scripts/spill_l1_check.py prints it)."""
     from sim.hardware import load_profile
-    from sim.validate.spills import regime_rows, regime_table
+    from sim.validate.spills import regime_rows, regime_table, shipped_rule
 
-    return regime_table(regime_rows(load_profile("h200-measured"), ROOT))
+    hw = load_profile("h200-measured")
+    return regime_table(regime_rows(hw, ROOT), shipped_rule(hw))
+
+
+def gen_spill_traffic() -> str:
+    """docs/spills.md: the spilling configs' local-memory traffic per thread, compiled offline
+    (calibration/h200/spill_traffic, scripts/spill_traffic.py)."""
+    from sim.calibrate.spill_traffic import TABLE
+    from sim.resources import shipped
+
+    rows = json.loads(shipped(TABLE).read_text())["records"]
+    lines = ["| kernel | BLOCK × warps | elements per thread | registers | local size (words) | loads + stores (B) |"
+             " loads + stores / (2 × local size) |", "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        if r["n_spills"]:
+            moved = r["spill_store_bytes"] + r["spill_load_bytes"]
+            lines.append(f"| {r['kernel'].rsplit('_', 1)[-1]} | {r['BLOCK']} × {r['num_warps']} | "
+                         f"{r['elements_per_thread']:g} | {r['n_regs']} | {r['n_spills']} | {moved} | "
+                         f"{moved / (8 * r['n_spills']):.2f} |")
+    return "\n".join(lines) + "\n"
 
 
 def gen_comm_release_loss() -> str:

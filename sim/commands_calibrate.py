@@ -170,7 +170,7 @@ def cmd_validate(args: Any, console: Console) -> int:
     gain_lines += host_gain_lines(v.host_gains)
     gain_lines += [line.replace('host gains ', 'host gains (held-out machine) ', 1) for line in host_gain_lines(v.machine_gains)]
     gain_lines += contention_lines(v.slowdowns)
-    gain_lines += config_lines(v.config_gains, v.config_ranks)
+    gain_lines += config_lines(v.config_gains, v.config_ranks, v.config_excluded)
     for line in gain_lines:
         console.print(escape(line))
     for key, c in coverage.items():

@@ -61,6 +61,9 @@ class LaunchConfig:
     elems_per_thread: int | None = None
     regs_per_thread: int | None = None
     spill_bytes_per_thread: int | None = None
+    # local-memory bytes a thread stores and loads (ptxas -v: spill stores + spill loads); None: its spill
+    # area stored once and loaded once (2 × spill_bytes_per_thread)
+    spill_traffic_bytes_per_thread: int | None = None
     smem_per_block: int | None = None
     # Row-wise reductions: threads that share one row, and rows one block covers (block = both multiplied).
     threads_per_row: int | None = None

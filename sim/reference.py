@@ -101,6 +101,7 @@ KEY_NOTES: dict[tuple[str, str], str] = {
     ("Launch", "elems_per_thread"): "elements each thread handles (sets registers and bytes in flight)",
     ("Launch", "regs_per_thread"): "registers per thread (default: estimated from elems_per_thread)",
     ("Launch", "spill_bytes_per_thread"): "register spill per thread (default: from registers past 255)",
+    ("Launch", "spill_traffic_bytes_per_thread"): "local-memory bytes a thread stores and loads, as ptxas -v prints them (spill stores + spill loads); read when the profile's memory.spill_traffic_from_accesses is on (default: the spill area stored once and loaded once)",
     ("Launch", "smem_per_block"): "shared memory per block, bytes",
     ("OpBase", "name"): "unique op name (letters, digits, `_`, `.`)",
     ("OpBase", "reads"): "tensors read: the op waits for their last writer",

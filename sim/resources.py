@@ -13,7 +13,9 @@ from pathlib import Path
 #: Top-level folders copied into the package at build time (setup.py reads this list).
 SHIPPED_DIRS = ("hardware_profiles", "scenarios", "workloads", "validation", "calibration/h200/raw",
                 # validate's host-time rows (real-model steps and traces) and collectives on two GPUs
-                "calibration/h200/host_context", "calibration/h200x2/comm")
+                "calibration/h200/host_context", "calibration/h200x2/comm",
+                # local-memory traffic of the harness's spilling Triton configs (sim.calibrate.spill_traffic)
+                "calibration/h200/spill_traffic")
 
 _PACKAGE = Path(__file__).resolve().parent
 

@@ -70,7 +70,7 @@ def build_launch(launch: Launch | None, env: dict[str, float], *, file: str, pat
             values[key] = None
             continue
         v = expr.evaluate_at(raw, env, file=file, path=f"{path}.{key}")
-        values[key] = _int(v, file=file, path=f"{path}.{key}", minimum=0 if key in ("smem_per_block", "spill_bytes_per_thread") else 1)
+        values[key] = _int(v, file=file, path=f"{path}.{key}", minimum=0 if key in ("smem_per_block", "spill_bytes_per_thread", "spill_traffic_bytes_per_thread") else 1)
     per_row, rows, block = values["threads_per_row"], values["rows_per_block"], values["block"]
     if per_row is not None and rows is not None and block is not None and per_row * rows != block:
         raise InputError(f"rows_per_block × threads_per_row = {rows * per_row} differs from block", file=file,

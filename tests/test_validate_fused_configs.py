@@ -38,10 +38,54 @@ def test_gains_are_over_the_smallest_block_at_the_fewest_warps_and_rank_pairs_be
 
 
 def test_every_held_out_fused_config_has_a_bucket_and_a_reference() -> None:
-    times = fused_config_times(load_profile("h200-measured"), ROOT)
+    times = fused_config_times(load_profile("h200-measured"), ROOT, exclude=False)
     gains, ranks = config_gains(times)
     # wave 2: 2 machines x (fwd, bwd) x 5 token counts x 2 hidden sizes, 10 configs each; wave 4: 3 buckets of 8
     assert sorted({(r.table, len(r.measured_order)) for r in ranks}) == [("heldout", 10), ("heldout_w4", 8)]
     assert sum(1 for r in ranks if r.table == "heldout") == 40 and sum(1 for r in ranks if r.table == "heldout_w4") == 3
     assert len(gains) == 40 * 9 + 3 * 7
     assert {g.reference for g in gains} == {"B1024/w4", "B1024/w2"}
+
+
+def test_the_bad_measurements_left_out_are_machine_As_four_small_buckets_at_hidden_8192() -> None:
+    """Left out by the measurements alone: A measured these 2-2.5x what C and F measured for the same configs
+    (they agree within a few %), with its own samples scattered; every other bucket of A, C agrees with the rest."""
+    from sim.validate.fused_configs import SUSPECT_SLOWER, SUSPECT_SPREAD, excluded_buckets
+
+    out = excluded_buckets(ROOT)
+    assert sorted(e.bucket for e in out) == [f"{p} tokens={t} hidden=8192 [A]" for p in ("bwd", "fwd") for t in (16, 64)]
+    for e in out:
+        assert e.slower > SUSPECT_SLOWER and e.spread > SUSPECT_SPREAD and e.witnesses == ("C", "F")
+        assert e.configs == 10 and "bad measurement" in e.reason
+    times = fused_config_times(load_profile("h200-measured"), ROOT)
+    kept = {t.bucket for t in times}
+    assert not kept & {e.bucket for e in out} and len({t.bucket for t in times if t.table == "heldout"}) == 36
+    every = fused_config_times(load_profile("h200-measured"), ROOT, exclude=False)
+    assert len({t.bucket for t in every if t.table == "heldout"}) == 40
+
+
+def test_a_bucket_is_left_out_only_when_slower_scattered_and_its_witnesses_agree(tmp_path: Path) -> None:
+    import json
+
+    from sim.validate.fused_configs import excluded_buckets
+
+    def write(path: Path, scale: float, spread: float, bucket_hidden: int = 8192) -> None:
+        recs = [{"bench": "fused_bgd", "kernel": "bias_gelu_dropout_fwd", "tokens": 16, "hidden": bucket_hidden,
+                 "BLOCK": b, "num_warps": 4, "time_us": scale * b / 1000, "min_us": scale * b / 1000 / spread}
+                for b in (1024, 2048, 4096, 8192)]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"records": recs}))
+
+    hk = tmp_path / "validation" / "h200" / "heldout_kernels"
+    f = tmp_path / "validation" / "h200" / "machine_F" / "heldout_kernels.json"
+    write(hk / "C.json", 1.0, 1.02)
+    write(f, 1.05, 1.02)
+    write(hk / "A.json", 2.0, 1.5)
+    assert [e.bucket for e in excluded_buckets(tmp_path)] == ["fwd tokens=16 hidden=8192 [A]"]
+    write(hk / "A.json", 2.0, 1.1)  # slow but steady: a real difference, kept
+    assert excluded_buckets(tmp_path) == []
+    write(hk / "A.json", 1.3, 1.5)  # scattered but close to the others: kept
+    assert excluded_buckets(tmp_path) == []
+    write(hk / "A.json", 2.0, 1.5)
+    write(f, 2.0, 1.02)  # the witnesses disagree with each other: nothing to decide by
+    assert excluded_buckets(tmp_path) == []

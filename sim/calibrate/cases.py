@@ -91,11 +91,16 @@ def _triton_launch(rec: dict[str, Any], numel: int) -> LaunchConfig:
     grid = rec.get("grid")
     # Triton's n_spills is the kernel's local memory in 32-bit words (CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES / 4).
     spills = 4 * int(rec.get("n_spills") or 0)
+    from sim.calibrate.spill_traffic import traffic_bytes_per_thread
+
     return LaunchConfig(
         block=threads,
         elems_per_thread=max(1, block // threads),
         regs_per_thread=int(rec["n_regs"]) if rec.get("n_regs") else None,
         spill_bytes_per_thread=spills if spills else None,
+        # the compiled kernel's local loads + stores per thread (ptxas), where the record or the offline
+        # compile table (sim.calibrate.spill_traffic) gives them; read under memory.spill_traffic_from_accesses
+        spill_traffic_bytes_per_thread=traffic_bytes_per_thread(rec) if spills else None,
         grid=int(grid[0]) if isinstance(grid, list) and grid else None,
         smem_per_block=int(rec.get("shared_bytes") or 0),
     )
@@ -362,6 +367,8 @@ def _gemm(rec: dict[str, Any]) -> Case:
         attrs["layout"] = str(rec["layout"])
     if rec.get("l2_state") in ("clean", "dirty"):  # profiled after an L2 flush: operands from HBM
         attrs["l2"] = "cold"
+    if rec.get("l2_state") == "dirty":  # after a flush that wrote: an L2 full of dirty lines to write back
+        attrs["l2_dirty"] = True
     op = Op(name="gemm", kind="gemm", attrs=MappingProxyType(attrs))
     label = f"gemm {dt} {rec.get('layout', 'nn')} {m}x{n}x{k}"
     profiled = bool(rec.get("kernels")) and all("duration_us" in x for x in rec["kernels"])

@@ -401,6 +401,7 @@ def fit_model_based(raw: RawData, hw: Any) -> list[Fitted]:
                           f"least squares (log time) over {len(cold_gemms)} small-M GEMMs profiled after a read-only "
                           "L2 flush (operands from HBM at the sustained rate, correction table on the compute term only)",
                           {record_id(c.record) for c in cold_gemms}, spread=g.spread["v"]))
+    out += fit_dirty_writeback(raw, hw)
     cold_copies = [c for c in cases if c.family == "copy_cold"]
     if cold_copies and hw.memcpy_clean_fixed_s is not None:
         def hw_memcpy(cand: dict[str, float]) -> Any:
@@ -503,6 +504,38 @@ def _gemm_alignment(rec: dict[str, Any]) -> int:
 
     dt = "fp32" if str(rec.get("dtype")) == "float32" else "bf16"
     return alignment_bytes(int(rec["m"]), int(rec["n"]), int(rec["k"]), dt, str(rec.get("layout", "nn")))
+
+
+def dirty_gemm_cases(raw: RawData) -> list[Any]:
+    """The calibration-split small-M GEMMs of l2_cold profiled after a flush that *wrote* a 256 MB buffer (an
+    L2 full of dirty lines); the same shapes' clean records fit gemm.cold_ramp_us."""
+    import dataclasses
+
+    from sim.calibrate.cases import _gemm
+
+    cases = [dataclasses.replace(_gemm(r), family="gemm_dirty") for r in raw.records("l2_cold", "gemm")
+             if r.get("l2_state") == "dirty" and r.get("set") == "cal" and not r.get("uneven_calls")]
+    return [c for c in cases if c.measured_us > 0]
+
+
+def fit_dirty_writeback(raw: RawData, hw: Any) -> list[Fitted]:
+    """memory.l2_dirty_writeback_gbps on the dirty-flush calibration GEMMs, with the cold ramp already fitted
+    (a profile without the key keeps it absent)."""
+    import dataclasses
+
+    cases = dirty_gemm_cases(raw)
+    if not cases or hw.l2_dirty_writeback_bps is None or hw.gemm_cold_ramp_s is None:
+        return []
+
+    def hw_wb(cand: dict[str, float]) -> Any:
+        return dataclasses.replace(hw, l2_dirty_writeback_bps=cand["v"] * 1e9)
+
+    g = _grid_fit(cases, [{"v": round(1000.0 * 1.02 ** i, 0)} for i in range(180)], hw_wb)
+    return [Fitted("memory", "l2_dirty_writeback_gbps", g.best["v"], raw.file_of("l2_cold"),
+                   f"least squares (log time) over {len(cases)} small-M GEMMs profiled after an L2 flush that wrote a"
+                   " 256 MB buffer (min(HBM bytes, l2_bytes) written back, added to the cold memory term; gemm.cold_ramp_us"
+                   " from the same shapes after a read-only flush)",
+                   {record_id(c.record) for c in cases}, spread=g.spread["v"])]
 
 
 def fit_register_pressure(raw: RawData, hw: Any) -> list[Fitted]:

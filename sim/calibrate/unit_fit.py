@@ -24,6 +24,7 @@ each on the profile with the previous ones applied.
 from __future__ import annotations
 
 import dataclasses
+import statistics
 from types import MappingProxyType
 from typing import Any
 
@@ -160,6 +161,24 @@ def _footprint_overflows(case: Any, hw: Hardware) -> bool:
     return bool(case.predict(hw)[0].detail.get("spill_offchip"))
 
 
+def _offchip_traffic_ratio(cases: list[Any]) -> tuple[float, float, float, int] | None:
+    """(median, min, max, configs) of the local loads + stores per 2 bytes of spill area over the distinct
+    compiled configs of `cases` that carry their accesses (sim.calibrate.spill_traffic)."""
+    by: dict[tuple[Any, ...], float] = {}
+    for c in cases:
+        op = next(o for o in c.graph.ops if o.launch is not None and o.launch.spill_bytes_per_thread)
+        la = op.launch
+        if la.spill_traffic_bytes_per_thread is None:
+            continue
+        r = c.record
+        by[(r.get("kernel"), r.get("BLOCK"), r.get("num_warps"), r.get("n_regs"))] = (
+            la.spill_traffic_bytes_per_thread / (2.0 * la.spill_bytes_per_thread))
+    if not by:
+        return None
+    vals = sorted(by.values())
+    return round(statistics.median(vals), 2), round(vals[0], 2), round(vals[-1], 2), len(vals)
+
+
 def fit_spills(raw: RawData, hw: Hardware) -> list[Fitted]:
     """The L1 spill rate (the sweep's spilling configs whose spill footprint fits in L1: a per-SM
     ceiling, see L1_SPILL_GROUPS), then the off-chip ceiling and in-flight bytes per thread (every
@@ -168,6 +187,9 @@ def fit_spills(raw: RawData, hw: Hardware) -> list[Fitted]:
     spilled = [c for c in _register_cases(raw) if c.record.get("n_spills")]
     if not spilled:
         return []
+    counted = (" (spill traffic = the compiled kernel's local loads + stores per thread, ptxas -v:"
+               " calibration/h200/spill_traffic)" if hw.spill_traffic_from_accesses else
+               " (spill bytes = 4 × Triton n_spills per thread, stored and loaded once)")
     f, _ = _register_source(raw, L1_SPILL_GROUPS)
     out: list[Fitted] = []
     sweep = {record_id(c.record) for c in _register_cases(raw, L1_SPILL_GROUPS)}
@@ -178,12 +200,21 @@ def fit_spills(raw: RawData, hw: Hardware) -> list[Fitted]:
         hw = dataclasses.replace(hw, spill_bps=sfit.best["s"] * 1e9)
         out.append(Fitted("memory", "spill_gbps", round(sfit.best["s"], 0), f,
                           f"least squares (log time) over {len(in_l1)} spilling register-sweep configs whose spills fit"
-                          " in L1 (spill bytes = 4 × Triton n_spills per thread, stored and loaded once)",
+                          f" in L1{counted}",
                           {record_id(c.record) for c in in_l1}, spread=_scaled(sfit.spread["s"], 1.0, 0)))
     off = [c for c in spilled if _footprint_overflows(c, hw)]
     off_ids = {record_id(c.record) for c in off}
     f, files = _register_source(raw, tuple(g for g in REGISTER_GROUPS
                                            if off_ids & {record_id(c.record) for c in _register_cases(raw, (g,))}))
+    ratio = _offchip_traffic_ratio(off) if hw.spill_traffic_from_accesses else None
+    if ratio is not None:
+        value, lo, hi, configs = ratio
+        hw = dataclasses.replace(hw, spill_offchip_traffic_ratio=value)
+        out.append(Fitted("memory", "spill_offchip_traffic_ratio", value, f,
+                          f"median over the {configs} distinct configs (kernel, BLOCK, num_warps, registers) of the"
+                          " register groups whose spills overflow L1 of their compiled local loads + stores per"
+                          " thread / 2 × their local size (ptxas -v, calibration/h200/spill_traffic); spread:"
+                          " their range", off_ids, spread=(lo, hi)))
     if len(off) >= 2:
         cands = [{"b": 100.0 * (1.1 ** i), "q": 2.0 * (1.15 ** j)} for i in range(45) for j in range(40)]
         ofit = _grid_fit(off, cands, lambda c: dataclasses.replace(hw, spill_offchip_bps=c["b"] * 1e9,
@@ -192,7 +223,8 @@ def fit_spills(raw: RawData, hw: Hardware) -> list[Fitted]:
         used = {record_id(c.record) for c in off}
         out.append(Fitted("memory", "spill_offchip_gbps", round(best["b"], 0), f,
                           f"least squares (log time) over {len(off)} register-sweep configs{files} whose spills overflow L1,"
-                          " jointly with spill_inflight_bytes_per_thread", used, spread=_scaled(ofit.spread["b"], 1.0, 0)))
+                          f" jointly with spill_inflight_bytes_per_thread{counted if hw.spill_traffic_from_accesses else ''}",
+                          used, spread=_scaled(ofit.spread["b"], 1.0, 0)))
         out.append(Fitted("memory", "spill_inflight_bytes_per_thread", round(best["q"], 1), f,
                           "least squares (log time) over the same configs, jointly with spill_offchip_gbps", used,
                           spread=_scaled(ofit.spread["q"], 1.0, 1)))
@@ -287,7 +319,8 @@ def fit_units(raw: RawData, hw: Hardware) -> list[Fitted]:
     out += lat + rng
     spills = fit_spills(raw, hw)
     scale = {"spill_gbps": ("spill_bps", 1e9), "spill_offchip_gbps": ("spill_offchip_bps", 1e9),
-             "spill_inflight_bytes_per_thread": ("spill_inflight_bytes_per_thread", 1.0)}
+             "spill_inflight_bytes_per_thread": ("spill_inflight_bytes_per_thread", 1.0),
+             "spill_offchip_traffic_ratio": ("spill_offchip_traffic_ratio", 1.0)}
     for v in spills:
         attr, mult = scale[v.key]
         hw = dataclasses.replace(hw, **{attr: float(v.value) * mult})  # type: ignore[arg-type]

@@ -217,7 +217,16 @@ def streaming_cost(
     resident_blocks = resident_warps_per_sm(occ) * hw.warp_size / occ.threads_per_block
     l1_per_thread = spill_per_thread + (inflight if hw.spill_l1_partial else 0.0)
     footprint = (l1_per_thread * occ.threads_per_block + (launch.smem_per_block or 0)) * resident_blocks
-    spill_s, offchip_share = spill_time(hw, spill_bytes, occ.active_sms, resident_blocks * occ.threads_per_block,
+    # What the threads move: each spill area stored once and loaded once; with the profile's
+    # memory.spill_traffic_from_accesses, the local loads and stores of the compiled kernel (ptxas -v) where the
+    # launch gives them (plus the estimated spill's store and load), else past L1 the profile's traffic ratio.
+    traffic_per_thread = 2.0 * spill_per_thread
+    if hw.spill_traffic_from_accesses and launch.spill_traffic_bytes_per_thread is not None:
+        traffic_per_thread = 2.0 * estimated_spill + launch.spill_traffic_bytes_per_thread
+    elif hw.spill_traffic_from_accesses and hw.spill_offchip_traffic_ratio and footprint > hw.l1_bytes_per_sm:
+        traffic_per_thread *= hw.spill_offchip_traffic_ratio
+    spill_traffic = traffic_per_thread * occ.threads_per_block * grid
+    spill_s, offchip_share = spill_time(hw, spill_traffic, occ.active_sms, resident_blocks * occ.threads_per_block,
                                         footprint)
     offchip = offchip_share > 0
     body = max(mem_s, comp_s)
@@ -238,7 +247,7 @@ def streaming_cost(
         fixed_s=hw.kernel_fixed_s,
         limiter=limiter,
         category=cat,
-        hbm_bytes=total + 2 * spill_bytes * offchip_share,
+        hbm_bytes=total + spill_traffic * offchip_share,
         flops=numel * 2 * fp32,
         bw_demand=min(1.0, (total / time) / hw.hbm_sustained_bps) if time > 0 else 0.0,
         sm_demand=min(1.0, occ.grid / (hw.sm_count * occ.blocks_per_sm)),
@@ -255,6 +264,7 @@ def streaming_cost(
                 "waves": occ.waves,
                 "bw_share": round(bw_share, 4),
                 "spill_bytes": spill_bytes,
+                "spill_traffic_bytes": spill_traffic,
                 "spill_offchip": offchip,
                 "spill_l1_miss": round(offchip_share, 4),
                 "latency_hiding": round(hide, 4),

@@ -156,6 +156,10 @@ def gemm_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
         # compute term only; the stream runs at the sustained HBM rate after the pipeline fills
         assert hw.gemm_cold_ramp_s is not None
         t = {**t, "memory_s": hw.gemm_cold_ramp_s + t["hbm_bytes"] / hw.hbm_sustained_bps}
+        if op.attrs.get("l2_dirty") and hw.l2_dirty_writeback_bps is not None:
+            # an L2 full of dirty lines (a written flush before the call): the lines the stream evicts are
+            # written back first, up to the L2's capacity
+            t["memory_s"] += min(t["hbm_bytes"], hw.l2_bytes) / hw.l2_dirty_writeback_bps
         body = max(t["compute_s"] * corr, t["memory_s"])
     time = hw.kernel_fixed_s + body
     if t["compute_s"] >= t["memory_s"]:
@@ -172,6 +176,8 @@ def gemm_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
     detail["correction"] = round(corr, 4)
     if cold:
         detail["l2"] = "cold"
+        if op.attrs.get("l2_dirty") and hw.l2_dirty_writeback_bps is not None:
+            detail["l2_dirty"] = "write-back"
     return KernelCost(
         time_s=time,
         compute_s=t["compute_s"] * corr,

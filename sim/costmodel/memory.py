@@ -106,22 +106,23 @@ def l1_miss_share(hw: Hardware, footprint_per_sm: float) -> float:
     return 0.5 * (lo + hi)
 
 
-def spill_time(hw: Hardware, spill_bytes: float, active_sms: float, resident_threads_per_sm: float,
+def spill_time(hw: Hardware, traffic_bytes: float, active_sms: float, resident_threads_per_sm: float,
                footprint_per_sm: float) -> tuple[float, float]:
-    """(seconds, share of the traffic that leaves the SM) to store and load `spill_bytes` once each.
+    """(seconds, share of the traffic that leaves the SM) to move `traffic_bytes` of local-memory loads and
+    stores (a spill area stored once and loaded once: twice its bytes).
 
     With the profile's `memory.spill_l1_partial` on, a footprint past L1 splits the traffic: the share
     that hits L1 at the L1 spill rate, the misses (l1_miss_share) at the off-chip rate; off, the whole
     traffic runs at one rate, L1's when the footprint fits, else off-chip (spill_bandwidth)."""
-    if spill_bytes <= 0:
+    if traffic_bytes <= 0:
         return 0.0, 0.0
     if not hw.spill_l1_partial:
         bw, offchip = spill_bandwidth(hw, active_sms, resident_threads_per_sm, footprint_per_sm)
-        return 2 * spill_bytes / bw, 1.0 if offchip else 0.0
+        return traffic_bytes / bw, 1.0 if offchip else 0.0
     miss = l1_miss_share(hw, footprint_per_sm)
     l1_bw, _ = spill_bandwidth(hw, active_sms, resident_threads_per_sm, 0.0)
-    t = 2 * spill_bytes * (1.0 - miss) / l1_bw
+    t = traffic_bytes * (1.0 - miss) / l1_bw
     if miss > 0:
         off_bw, _ = spill_bandwidth(hw, active_sms, resident_threads_per_sm, float("inf"))
-        t += 2 * spill_bytes * miss / off_bw
+        t += traffic_bytes * miss / off_bw
     return t, miss

@@ -120,6 +120,18 @@ class MemorySection(Strict):
         "spills and loads in flight compete for l1_bytes_per_sm, a share 1 - C/F of the accesses misses to the "
         "off-chip rate, the rest stays at spill_gbps (off: all traffic at one rate, L1's when the spills fit, else "
         "off-chip)")
+    spill_traffic_from_accesses: bool = Field(
+        default=False, description="spill traffic counted from the kernel's local-memory accesses (a launch's "
+        "spill_traffic_bytes_per_thread: ptxas -v spill stores + spill loads) where it gives them (off: every "
+        "spill area stored once and loaded once, 2 × spill_bytes_per_thread)")
+    l2_dirty_writeback_gbps: PositiveQuantity | None = Field(
+        default=None, description="a GEMM whose operands stream from HBM through an L2 full of dirty lines (a written "
+        "flush just before it: op attribute l2_dirty, set by the measurement cases) first writes back the lines it "
+        "evicts: min(its HBM bytes, l2_bytes) at this rate, added to its memory term (absent: not priced)")
+    spill_offchip_traffic_ratio: PositiveQuantity | None = Field(
+        default=None, description="with spill_traffic_from_accesses, a launch that gives no accesses and whose spills "
+        "overflow L1: its local loads + stores per 2 bytes of spill area (1: stored once, loaded once; a compiler "
+        "that gave up on registers reloads its spilled words several times; absent: 1)")
 
 
 class OpCost(Provenance):

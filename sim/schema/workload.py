@@ -44,6 +44,7 @@ class Launch(Strict):
     elems_per_thread: Expr | None = None
     regs_per_thread: Expr | None = None
     spill_bytes_per_thread: Expr | None = None
+    spill_traffic_bytes_per_thread: Expr | None = None
     smem_per_block: Expr | None = None
     threads_per_row: Expr | None = Field(
         default=None, description="row reductions: threads that reduce one row (e.g. 32: a warp per row)")

@@ -7,6 +7,13 @@ them. Per bucket, the micro gain of a config is its kernel-only gain over the bu
 config (the smallest BLOCK at the fewest warps: the kernel as first written), 1 - t / t_ref,
 measured and predicted; the error is in percentage points. The ranking check compares every pair of
 configs whose measured times differ by more than `RANK_NOISE`: the model must order them the same way.
+
+Bad measurements are left out by a rule on the measurements alone (never on the model's error), and said so
+(`excluded_buckets`, printed by validate): a machine's bucket whose configs took, at the median, more than
+`SUSPECT_SLOWER` times what the other machines that measured the same configs took (they agreeing with each
+other within `WITNESS_AGREE`), with its own samples scattered (median / fastest sample over `SUSPECT_SPREAD`
+at the median config). The witnesses are the wave-2 machines and machine F (held out by machine, the same
+harness: validation/h200/machine_F/heldout_kernels.json), read here as measurements only.
 """
 
 from __future__ import annotations
@@ -22,6 +29,31 @@ from sim.calibrate.heldout_cases import heldout_cases
 from sim.hardware import Hardware
 
 RANK_NOISE = 0.05  # the issue's acceptance: ranking right wherever configs differ by more than 5 %
+# A bucket measured this many times slower than the other machines' same configs (median over its configs)...
+SUSPECT_SLOWER = 1.5
+# ...with its own samples this scattered (median over its configs of median / fastest sample)...
+SUSPECT_SPREAD = 1.3
+# ...where the other machines agree with each other (median over configs of slowest / fastest) within this.
+WITNESS_AGREE = 1.15
+
+
+@dataclass(frozen=True)
+class ExcludedBucket:
+    """One machine's bucket of the fused configs left out as a bad measurement (see the module docstring)."""
+
+    table: str
+    bucket: str
+    configs: int
+    slower: float  # median over its configs of its time / the witnesses' median time
+    spread: float  # median over its configs of its median / fastest sample
+    witnesses: tuple[str, ...]
+    witness_spread: float  # median over configs of the witnesses' slowest / fastest time
+
+    @property
+    def reason(self) -> str:
+        return (f"measured {self.slower:.2f}x the time machines {', '.join(self.witnesses)} measured for the same "
+                f"{self.configs} configs (median; they agree within {100 * (self.witness_spread - 1):.0f} %), its "
+                f"samples' median {self.spread:.2f}x their fastest: a bad measurement")
 
 
 @dataclass(frozen=True)
@@ -69,22 +101,75 @@ def _configs(table: str, machine: str, path: Path, hw: Hardware, keep: Callable[
             continue
         if rec.get("timing") == "profiled":  # a Triton kernel timed by the profiler (wave 4), as in its table
             case = dataclasses.replace(case, profiled=True)
-        phase = str(rec.get("kernel", "")).rsplit("_", 1)[-1]
-        bucket = f"{phase} tokens={rec['tokens']} hidden={rec['hidden']} [{machine}]"
+        bucket = _bucket_name(rec, machine)
         block, warps = int(rec["BLOCK"]), int(rec["num_warps"])
         out.append(ConfigTime(table, bucket, f"B{block}/w{warps}", block, warps, case.measured_us, case.predicted_us(hw)))
     return out
 
 
-def fused_config_times(hw: Hardware, root: Path) -> list[ConfigTime]:
-    """Every held-out fused config with its bucket (wave 2 machines A and C, wave 4 clean L2)."""
+def _bucket_name(rec: dict[str, Any], machine: str) -> str:
+    phase = str(rec.get("kernel", "")).rsplit("_", 1)[-1]
+    return f"{phase} tokens={rec['tokens']} hidden={rec['hidden']} [{machine}]"
+
+
+def _witness_records(root: Path) -> dict[str, dict[tuple[str, str], dict[str, Any]]]:
+    """machine -> (bucket without machine, config) -> record, for the wave-2 machines and machine F."""
+    import json
+
+    from sim.validate.wave2 import MACHINES
+
+    files = {m: root / "validation" / "h200" / "heldout_kernels" / f"{m}.json" for m in MACHINES}
+    files["F"] = root / "validation" / "h200" / "machine_F" / "heldout_kernels.json"
+    out: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}
+    for m, path in files.items():
+        if not path.is_file():
+            continue
+        recs = out.setdefault(m, {})
+        for r in json.loads(path.read_text()).get("records") or []:
+            if r.get("bench") == "fused_bgd" and float(r.get("time_us") or 0) > 0 and float(r.get("min_us") or 0) > 0:
+                recs[(_bucket_name(r, "").rsplit(" [", 1)[0], f"B{r['BLOCK']}/w{r['num_warps']}")] = r
+    return out
+
+
+def excluded_buckets(root: Path) -> list[ExcludedBucket]:
+    """The wave-2 buckets left out as bad measurements (see the module docstring)."""
+    from sim.validate.wave2 import MACHINES
+
+    recs = _witness_records(root)
+    out = []
+    for m in MACHINES:
+        mine = recs.get(m, {})
+        for bucket in sorted({b for b, _ in mine}):
+            ratios, spreads, agree, witnesses = [], [], [], set()
+            for (b, cfg), r in mine.items():
+                if b != bucket:
+                    continue
+                spreads.append(float(r["time_us"]) / float(r["min_us"]))
+                other = {o: float(recs[o][(b, cfg)]["time_us"]) for o in recs if o != m and (b, cfg) in recs[o]}
+                if other:
+                    ratios.append(float(r["time_us"]) / statistics.median(other.values()))
+                    agree.append(max(other.values()) / min(other.values()))
+                    witnesses |= set(other)
+            if len(ratios) < 3:
+                continue
+            slower, spread, wagree = statistics.median(ratios), statistics.median(spreads), statistics.median(agree)
+            if slower > SUSPECT_SLOWER and spread > SUSPECT_SPREAD and wagree <= WITNESS_AGREE:
+                out.append(ExcludedBucket("heldout", f"{bucket} [{m}]", len(ratios), round(slower, 3),
+                                          round(spread, 3), tuple(sorted(witnesses)), round(wagree, 3)))
+    return out
+
+
+def fused_config_times(hw: Hardware, root: Path, exclude: bool = True) -> list[ConfigTime]:
+    """Every held-out fused config with its bucket (wave 2 machines A and C, wave 4 clean L2); with `exclude`,
+    less the buckets `excluded_buckets` leaves out."""
     from sim.validate.wave2 import MACHINES, WAVE4_KERNELS
 
     out: list[ConfigTime] = []
+    bad = {e.bucket for e in excluded_buckets(root)} if exclude else set()
     for machine in MACHINES:
         path = root / "validation" / "h200" / "heldout_kernels" / f"{machine}.json"
         if path.is_file():
-            out += _configs("heldout", machine, path, hw, lambda rec: True)
+            out += [t for t in _configs("heldout", machine, path, hw, lambda rec: True) if t.bucket not in bad]
     w4 = root / WAVE4_KERNELS
     if w4.is_file():
         out += _configs("heldout_w4", "w4", w4, hw, lambda rec: rec.get("l2_state") == "clean"
@@ -131,9 +216,10 @@ def config_quantities(gains: list[ConfigGain], ranks: list[ConfigRank]) -> dict[
     return out
 
 
-def config_lines(gains: list[ConfigGain], ranks: list[ConfigRank]) -> list[str]:
-    """One summary line per table (the validate command prints them)."""
-    lines = []
+def config_lines(gains: list[ConfigGain], ranks: list[ConfigRank],
+                 excluded: list[ExcludedBucket] | None = None) -> list[str]:
+    """One summary line per table, and one per bucket left out (the validate command prints them)."""
+    lines = [f"fused block-size configs ({e.table}): bucket {e.bucket} left out: {e.reason}" for e in excluded or []]
     for key, q in config_quantities(gains, ranks).items():
         table = key.split("/")[1]
         lines.append(f"fused block-size configs ({table}, held out): {int(q['n'])} config×bucket micro gains, median "

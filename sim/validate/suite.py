@@ -30,8 +30,10 @@ from sim.validate.core import (
 from sim.validate.fused_configs import (
     ConfigGain,
     ConfigRank,
+    ExcludedBucket,
     config_gains,
     config_quantities,
+    excluded_buckets,
     fused_config_times,
 )
 from sim.validate.host import gain_groups, heldout_machine_rows, host_rows, own_speed_rows
@@ -59,6 +61,7 @@ class Validation:
     machine_gains: list[GainRow] = dataclasses.field(default_factory=list)  # host gains on machines held out by machine
     config_gains: list[ConfigGain] = dataclasses.field(default_factory=list)  # fused block-size configs (held out)
     config_ranks: list[ConfigRank] = dataclasses.field(default_factory=list)
+    config_excluded: list[ExcludedBucket] = dataclasses.field(default_factory=list)  # bad measurements left out
 
 
 def _quiet(text: str) -> AbstractContextManager[Any]:
@@ -101,6 +104,7 @@ def run_validation(profile: str, base: str, raw: Path, cases: Path, thresholds_p
         rows += wave2_rows(hw, raw.parent.parent.parent)
         # issue 18: the fused kernel's block-size configs — micro gains and ranking per bucket
         cgains, cranks = config_gains(fused_config_times(hw, raw.parent.parent.parent))
+        cexcluded = excluded_buckets(raw.parent.parent.parent)
     gains, ranks = steps.gains, steps.ranks
     summaries = summarize(rows)
     measured = measured_quantities(summaries)
@@ -142,7 +146,7 @@ def run_validation(profile: str, base: str, raw: Path, cases: Path, thresholds_p
         fresh = load_fresh(thresholds_path.parent / FRESH_FILE_NAME)["limits"]
     report = check(measured, thresholds, str(thresholds_path), fresh)
     return Validation(hw, idle, rows, steps, hgains, summaries, measured, gain_stats, time_samples, gain_samples,
-                      coverage, report, slowdowns, mgains, cgains, cranks)
+                      coverage, report, slowdowns, mgains, cgains, cranks, cexcluded)
 
 
 def validation_document(v: Validation) -> dict[str, Any]:
@@ -155,7 +159,8 @@ def validation_document(v: Validation) -> dict[str, Any]:
                         "predicted": list(r.predicted_order), "wrong_pairs": r.wrong_pairs()} for r in v.steps.ranks],
            "cases": [c.__dict__ for c in v.steps.cases],
            "fused_configs": {"gains": [{**g.__dict__, "error_pp": g.error_pp} for g in v.config_gains],
-                             "ranking": [r.__dict__ for r in v.config_ranks]},
+                             "ranking": [r.__dict__ for r in v.config_ranks],
+                             "excluded": [{**e.__dict__, "reason": e.reason} for e in v.config_excluded]},
            "band_coverage": v.coverage,
            "gates": {"tripwires_exceeded": v.report.tripwires_exceeded, "goals_not_met": v.report.goals_not_met,
                      "goals_met": v.report.goals_met,

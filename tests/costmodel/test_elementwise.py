@@ -250,3 +250,46 @@ def test_the_l1_partial_switch_counts_the_loads_in_flight_and_is_off_in_every_sh
     assert on.time_s > off.time_s and on.hbm_bytes > off.hbm_bytes
     for name in ("h200-measured", "h200-sxm", "h100-sxm", "a100-sxm-80gb", "l40s"):
         assert load_profile(name).spill_l1_partial is False
+
+
+def test_spill_traffic_counts_the_kernels_accesses_only_with_the_switch(hw: Hardware) -> None:
+    # 32 registers, 128 elements per thread, 1084 spilled words (4336 B) per thread: past L1 at any residency.
+    # ptxas counts 12,672 B of local stores and 18,192 B of local loads per thread (the backward kernel's
+    # BLOCK 16384 x 4 warps, calibration/h200/spill_traffic): 3.56 x the area stored once and loaded once.
+    plain = LaunchConfig(block=128, elems_per_thread=128, regs_per_thread=32, spill_bytes_per_thread=4336)
+    counted = dataclasses.replace(plain, spill_traffic_bytes_per_thread=12_672 + 18_192)
+    numel = 132 * 16 * 128 * 128
+    on = dataclasses.replace(hw, spill_traffic_from_accesses=True)
+    off = dataclasses.replace(hw, spill_traffic_from_accesses=False)
+    off_plain = kernel_cost(*one_op(numel, plain, {}), off)
+    off_counted = kernel_cost(*one_op(numel, counted, {}), off)
+    on_counted = kernel_cost(*one_op(numel, counted, {}), on)
+    threads = numel / 128
+    # off: the accesses are not read; the area is stored once and loaded once
+    assert off_counted.time_s == off_plain.time_s
+    assert off_plain.detail["spill_traffic_bytes"] == pytest.approx(2 * 4336 * threads)
+    assert off_plain.detail["spill_offchip"] is True
+    # on: the compiled kernel's loads and stores, all off chip (hbm_bytes counts them)
+    assert on_counted.detail["spill_traffic_bytes"] == pytest.approx((12_672 + 18_192) * threads)
+    assert on_counted.hbm_bytes - off_plain.hbm_bytes == pytest.approx((12_672 + 18_192 - 2 * 4336) * threads)
+    assert on_counted.time_s > off_plain.time_s
+
+
+def test_without_accesses_the_offchip_traffic_ratio_applies_past_l1_only(hw: Hardware) -> None:
+    on = dataclasses.replace(hw, spill_traffic_from_accesses=True, spill_offchip_traffic_ratio=3.0)
+    past = LaunchConfig(block=128, elems_per_thread=128, regs_per_thread=32, spill_bytes_per_thread=4336)
+    numel = 132 * 16 * 128 * 128
+    c = kernel_cost(*one_op(numel, past, {}), on)
+    assert c.detail["spill_offchip"] is True
+    assert c.detail["spill_traffic_bytes"] == pytest.approx(3.0 * 2 * 4336 * numel / 128)
+    # a footprint within L1 (2 blocks of 128 threads x 960 B per SM) keeps the area stored once, loaded once
+    within = LaunchConfig(block=128, elems_per_thread=64, regs_per_thread=255, spill_bytes_per_thread=960)
+    numel = 132 * 2 * 128 * 64 * 8
+    c = kernel_cost(*one_op(numel, within, {}), on)
+    assert c.detail["spill_offchip"] is False
+    assert c.detail["spill_traffic_bytes"] == pytest.approx(2 * 960 * numel / 64)
+    # given accesses win over the ratio
+    counted = dataclasses.replace(past, spill_traffic_bytes_per_thread=10_000)
+    numel = 132 * 16 * 128 * 128
+    c = kernel_cost(*one_op(numel, counted, {}), on)
+    assert c.detail["spill_traffic_bytes"] == pytest.approx(10_000 * numel / 128)

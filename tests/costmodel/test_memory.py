@@ -86,14 +86,15 @@ def test_spill_time_off_is_the_single_rate_and_on_splits_the_traffic_by_the_miss
     off = dataclasses.replace(testgpu, spill_l1_partial=False, spill_offchip_bps=1000e9)
     on = dataclasses.replace(off, spill_l1_partial=True)
     c = testgpu.l1_bytes_per_sm
+    # 2e6 bytes of traffic: a 1 MB spill area stored once and loaded once
     assert spill_time(off, 0.0, 50, 1024, 2 * c) == (0.0, 0.0)
     # off: L1's rate when the footprint fits, the off-chip ceiling (no in-flight limit in testgpu) past it
     l1_bw = spill_bandwidth(off, 50, 1024, 0.0)[0]
-    assert spill_time(off, 1e6, 50, 1024, 0.5 * c) == (pytest.approx(2e6 / l1_bw), 0.0)
-    assert spill_time(off, 1e6, 50, 1024, 1.2 * c) == (pytest.approx(2e6 / 1000e9), 1.0)
+    assert spill_time(off, 2e6, 50, 1024, 0.5 * c) == (pytest.approx(2e6 / l1_bw), 0.0)
+    assert spill_time(off, 2e6, 50, 1024, 1.2 * c) == (pytest.approx(2e6 / 1000e9), 1.0)
     # on: the same while the footprint fits; past it, the hits at L1's rate and the misses off chip
-    assert spill_time(on, 1e6, 50, 1024, 0.5 * c) == spill_time(off, 1e6, 50, 1024, 0.5 * c)
+    assert spill_time(on, 2e6, 50, 1024, 0.5 * c) == spill_time(off, 2e6, 50, 1024, 0.5 * c)
     m = l1_miss_share(on, 1.2 * c)
-    t, share = spill_time(on, 1e6, 50, 1024, 1.2 * c)
+    t, share = spill_time(on, 2e6, 50, 1024, 1.2 * c)
     assert share == pytest.approx(m)
     assert t == pytest.approx(2e6 * ((1 - m) / l1_bw + m / 1000e9))
