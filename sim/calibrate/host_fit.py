@@ -756,16 +756,16 @@ def host_clock_values(runs: Path, trace_clock_us: dict[str, float]) -> list[Any]
 CLOCK_LEVEL_RUNS = ("runs/*/host_cold", "runs/*/host_warm", "wave*/host_cold")  # under calibration/<gpu>/
 CLOCK_LEVEL_PHASES = frozenset({"decode", "inference_mode", "no_grad"})
 # Whether the shipped fit applies the relation (host.clock_level.apply). Measured with it on (exponent 0.765,
-# reference 7.543 us; --host model at each held-out step's own speed, validate's own-speed rows, median / max |error|
-# off -> on): decode Y (unseen) 2.0 / 5.1 -> 8.3 / 13.5 %, L 9.2 / 16.9 -> 6.5 / 14.8 %, M 15.0 / 26.4 -> 13.3 / 24.3 %,
-# N 13.5 / 24.6 -> 21.0 / 30.3 %; eager inference Y 2.5 / 3.2 -> 4.0 / 9.1 %, L 15.0 / 48.2 -> 14.5 / 49.9 %,
-# M 17.2 / 25.8 -> 9.6 / 24.3 %, N 3.8 / 18.0 -> 10.7 / 10.9 %; compiled inference Y 6.2 / 17.0 -> 1.3 / 15.6 %,
-# L 25.7 / 28.0 -> 26.3 / 31.8 %, M 12.2 / 40.4 -> 10.7 / 43.4 %, N 28.4 / 31.6 -> 34.0 / 37.7 %. The fast-level steps
-# come out a little longer (better on L and M), the slow-level ones ~8 % shorter (worse on Y and N): the relation
-# is what the traces' own speeds say, but the table under-prices decode and llama's ops by 10-25 % at a given trace
-# speed (what host.missing_framework_ops would close), and the linear relation against the lower host.clock_us
-# happened to hide that at the slow level. Crosses tripwires (own-speed decode and eager inference on Y and N), so
-# it stays off.
+# reference 7.543 us: the fit of the six runs before wave13_O joined; with it 0.722 / 7.802 us, not re-measured;
+# --host model at each held-out step's own speed, validate's own-speed rows, median / max |error| off -> on): decode Y
+# (unseen) 2.0 / 5.1 -> 8.3 / 13.5 %, L 9.2 / 16.9 -> 6.5 / 14.8 %, M 15.0 / 26.4 -> 13.3 / 24.3 %, N 13.5 / 24.6 ->
+# 21.0 / 30.3 %; eager inference Y 2.5 / 3.2 -> 4.0 / 9.1 %, L 15.0 / 48.2 -> 14.5 / 49.9 %, M 17.2 / 25.8 -> 9.6 /
+# 24.3 %, N 3.8 / 18.0 -> 10.7 / 10.9 %; compiled inference Y 6.2 / 17.0 -> 1.3 / 15.6 %, L 25.7 / 28.0 -> 26.3 / 31.8
+# %, M 12.2 / 40.4 -> 10.7 / 43.4 %, N 28.4 / 31.6 -> 34.0 / 37.7 %. The fast-level steps come out a little longer
+# (better on L and M), the slow-level ones ~8 % shorter (worse on Y and N): the relation is what the traces' own
+# speeds say, but the table under-prices decode and llama's ops by 10-25 % at a given trace speed (what
+# host.missing_framework_ops would close), and the linear relation against the lower host.clock_us happened to hide
+# that at the slow level. Crosses tripwires (own-speed decode and eager inference on Y and N), so it stays off.
 APPLY_CLOCK_LEVEL = False
 
 
