@@ -233,6 +233,34 @@ def test_jobs_run_the_calibrations_in_processes_and_give_the_same_result(tmp_pat
     assert capsys.readouterr().err.count("error:") == 1
 
 
+def test_partial_results_are_written_as_they_finish_and_reused_into_the_same_document(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--partial-dir writes each finished calibration and the reference validation as a document of its own;
+    --reuse of those gives the document of the whole run, fitting nothing again."""
+    import sim.calibrate.repro as repro
+
+    monkeypatch.setattr(repro, "calibrate_one", _fake_one)
+    monkeypatch.setattr(repro, "_reference_measured", _fake_reference)
+    thresholds = str(ROOT / "validation/thresholds.yaml")
+    args = ["runs/a/raw", "runs/bb/raw", "x/raw", "--names", "a,bb,c", "--thresholds", thresholds]
+    for jobs in ("1", "3"):
+        whole, part = tmp_path / f"whole{jobs}.json", tmp_path / f"part{jobs}"
+        assert main([*args, "--jobs", jobs, "--json", str(whole), "--partial-dir", str(part)]) in (0, 3)
+        assert sorted(p.name for p in part.iterdir()) == ["a.json", "bb.json", "c.json", "reference.json"]
+        ref_doc = json.loads((part / "reference.json").read_text())
+        assert ref_doc["calibrations"] == [] and ref_doc["reference"]["measured"] == _fake_reference()
+
+        def no_fit(*a: object, **k: object) -> None:
+            raise AssertionError("fitted or validated again")
+        with monkeypatch.context() as m:
+            m.setattr(repro, "calibrate_one", no_fit)
+            m.setattr(repro, "_reference_measured", no_fit)
+            merged = tmp_path / f"merged{jobs}.json"
+            reuse = [x for f in ("reference", "c", "bb", "a") for x in ("--reuse", str(part / f"{f}.json"))]
+            assert main([*args, *reuse, "--json", str(merged)]) in (0, 3)
+        assert merged.read_text() == whole.read_text()
+
+
 # A repro run whose calibrations never end: each worker records its pid, then writes its profile and is caught
 # in the middle of it (the temporary file exists, the rename has not happened) until a signal stops it.
 _STUCK_RUN = '''

@@ -183,13 +183,39 @@ def _reference_measured(reference: str, base: str, validation_raw: str, cases: s
     return _validate(reference, base, validation_raw, cases, thresholds, work / "reference.validation.json")[1]
 
 
+def write_partial(partial: Path, reference_name: str, cal: Calibration | None = None,
+                  ref: dict[str, dict[str, float]] | None = None) -> None:
+    """One finished piece of a run as a repro document of its own in `partial`: `<name>.json` with one calibration,
+    or `reference.json` with the reference validation and none. `--reuse` takes them back, so a run stopped part-way
+    (a time limit, a signal) keeps what it finished."""
+    if cal is not None:
+        doc = repro_document([cal], "partial", "", reference_name, {}, None)
+        name = re.sub(r"[^A-Za-z0-9_.-]", "-", cal.name) + ".json"
+    else:
+        doc = repro_document([], "partial", "", reference_name, ref or {}, None)
+        name = "reference.json"
+    partial.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(partial / name, dumps(doc))
+
+
 def calibrate_all(raw_dirs: list[Path], names: list[str], base: str, work: Path, validation_raw: str, cases: str,
                   thresholds: str, reuse: dict[tuple[str, str], Calibration] | None = None, jobs: int = 1,
-                  reference: str | None = None, host: str = "fitted") -> tuple[list[Calibration], dict[str, dict[str, float]] | None]:
+                  reference: str | None = None, host: str = "fitted", partial: Path | None = None,
+                  reference_name: str = "h200-measured") -> tuple[list[Calibration], dict[str, dict[str, float]] | None]:
     """Every calibration (fitted and validated, or taken from `reuse`), in the order given, and with `reference`
     the reference profile's validate quantities. With jobs > 1 the fits and validations run in that many
-    processes (each is deterministic on its own, so the result does not depend on `jobs`)."""
+    processes (each is deterministic on its own, so the result does not depend on `jobs`). With `partial`, each
+    calibration and the reference validation is also written there as soon as it is finished (write_partial),
+    under `reference_name` (the reference profile's name as --reuse matches it)."""
     from sim.hardware import resolve_profile
+
+    def keep(cal: Calibration | None = None, ref: dict[str, dict[str, float]] | None = None) -> None:
+        if partial is None:
+            return
+        try:
+            write_partial(partial, reference_name, cal, ref)
+        except Exception as exc:  # noqa: BLE001 - in the pool's result thread an exception would hang the pool
+            print(f"warning: {partial}: partial result not written: {exc}", file=sys.stderr)
 
     resolve_profile(base, Path.cwd(), path="--base")  # bad input: one error before any work starts
     todo = [(r, n) for r, n in zip(raw_dirs, names, strict=True) if not (reuse and (n, str(r)) in reuse)]
@@ -198,8 +224,10 @@ def calibrate_all(raw_dirs: list[Path], names: list[str], base: str, work: Path,
     if jobs <= 1:
         for raw_dir, name in todo:
             done[name] = calibrate_one(raw_dir, name, base, work, validation_raw, cases, thresholds, host)
+            keep(cal=done[name])
         if reference is not None:
             ref = _reference_measured(reference, base, validation_raw, cases, thresholds, work)
+            keep(ref=ref)
     else:
         import multiprocessing
 
@@ -207,10 +235,11 @@ def calibrate_all(raw_dirs: list[Path], names: list[str], base: str, work: Path,
         # error, KeyboardInterrupt, the Interrupted that `stop_on_signals` raises for SIGTERM) terminates the
         # workers and joins them, so an interrupted run leaves no process behind
         with multiprocessing.get_context("fork").Pool(jobs, initializer=_worker_signals) as pool:
-            ref_job = (pool.apply_async(_reference_measured, (reference, base, validation_raw, cases, thresholds, work))
+            ref_job = (pool.apply_async(_reference_measured, (reference, base, validation_raw, cases, thresholds, work),
+                                        callback=lambda r: keep(ref=r))
                        if reference is not None else None)
             jobs_of = {name: pool.apply_async(calibrate_one, (raw_dir, name, base, work, validation_raw, cases,
-                                                              thresholds, host))
+                                                              thresholds, host), callback=lambda c: keep(cal=c))
                        for raw_dir, name in todo}
             done = {name: j.get() for name, j in jobs_of.items()}
             ref = ref_job.get() if ref_job is not None else None
@@ -669,6 +698,10 @@ def _main(argv: list[str] | None) -> int:
                     help="host constants of each fitted profile, as `kernelsim calibrate --host` (default: fitted)")
     ap.add_argument("--jobs", type=int, default=1, metavar="N",
                     help="fit and validate the calibrations in N processes (default 1; the result does not depend on N)")
+    ap.add_argument("--partial-dir", metavar="DIR",
+                    help="also write each calibration (DIR/<name>.json) and the reference validation (DIR/reference.json) "
+                    "as soon as it is finished, as documents --reuse takes: a run stopped part-way keeps what it "
+                    "finished")
     ns = ap.parse_args(argv)
     try:
         if ns.jobs < 1:
@@ -699,7 +732,8 @@ def _main(argv: list[str] | None) -> int:
             work.mkdir(parents=True, exist_ok=True)
             cals, fresh_ref = calibrate_all(raw_dirs, names, ns.base, work, ns.validation_raw, ns.cases,
                                             ns.thresholds, reuse, ns.jobs,
-                                            None if reused_reference is not None else ns.reference, ns.host)
+                                            None if reused_reference is not None else ns.reference, ns.host,
+                                            Path(ns.partial_dir) if ns.partial_dir else None, ns.reference)
             reference = reused_reference if reused_reference is not None else fresh_ref or {}
             driver_lines = None
             if ns.drivers:

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The reproducibility run (python -m sim.calibrate.repro) of every committed full calibration on the device
+# machine's CPU cores (no GPU is used), from the repository root:
+#   OUT=$OUT KS_SHA=<main's sha> [REPRO_BUDGET_S=480] [REPRO_JOBS=N] bash scripts/device_repro.sh [REPRO ARGS...]
+# The device has Python 3.12 with numpy, scipy, pyyaml, matplotlib and rich but not simpy or pydantic: their
+# wheels travel in .whl/ (git-ignored; named in the call's carry) and are installed into /tmp/site. The repository
+# itself goes on PYTHONPATH (nothing is built). Calibrations: REPRO_CALIBS ("NAME=RAW_DIR ..."; default: every
+# committed full calibration below, and machine P's folder when it is there). Extra arguments go to repro as they
+# are (e.g. --reuse FILE to skip calibrations already done).
+# Every calibration and the reference validation is written to $OUT's partial.tar.gz (repro --partial-dir) as
+# soon as it is finished, so a run stopped by its budget (timeout sends SIGTERM: repro stops its workers cleanly)
+# keeps what it finished; `python -m sim.calibrate.repro ... --reuse` of those files completes it elsewhere.
+# Results in $OUT (flat: the device returns at most 8 files): repro.json (when the run finished), repro.log,
+# partial.tar.gz, profiles.tar.gz (each fitted profile and its validate JSON), provenance.txt.
+set -u -o pipefail
+OUT=${OUT:-/tmp/ks_out}
+BUDGET=${REPRO_BUDGET_S:-480}
+PY=${PY:-python3}
+ROOT=$PWD
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+T0=$(date +%s)
+
+if compgen -G ".whl/*.whl" >/dev/null; then
+  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    || { echo "device_repro: wheel install failed" >&2; exit 1; }
+  export PYTHONPATH="/tmp/site:$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+else
+  export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+fi
+
+H=calibration/h200
+DEFAULT="A=$H/runs/A/raw B=$H/runs/B/raw C=$H/runs/C/raw D=$H/runs/D/raw E=$H/runs/E/raw Q_full=$H/runs/Q_full/raw"
+DEFAULT+=" S=$H/runs/S/raw T=$H/runs/T/raw V=$H/runs/V/raw W=$H/runs/W/raw X=$H/runs/X/raw Y=$H/runs/Y/raw"
+DEFAULT+=" K=$H/wave9_K/raw calib7=$H/wave11_calib7/raw L=$H/wave11_L/raw M=$H/wave12_M/raw N=$H/wave12_N/raw"
+DEFAULT+=" O=$H/wave13_O/raw"
+[ -d "$H/wave14_P/raw" ] && DEFAULT+=" P=$H/wave14_P/raw"
+CALIBS=${REPRO_CALIBS:-$DEFAULT}
+DIRS=() NAMES=""
+for c in $CALIBS; do
+  name=${c%%=*} dir=${c#*=}
+  [ -d "$dir" ] || { echo "device_repro: $dir (calibration $name): no such folder" >&2; exit 2; }
+  DIRS+=("$dir") NAMES+="${NAMES:+,}$name"
+done
+JOBS=${REPRO_JOBS:-$(( ${#DIRS[@]} + 1 ))}  # one process per calibration and one for the reference validation
+
+VERSIONS=$($PY -c 'import sys, numpy, scipy, yaml, pydantic, simpy
+print(f"Python {sys.version.split()[0]}, numpy {numpy.__version__}, scipy {scipy.__version__}, pyyaml {yaml.__version__}, "
+      f"pydantic {pydantic.VERSION}, simpy {simpy.__version__}")') || { echo "device_repro: imports failed" >&2; exit 1; }
+CPU=$(grep -m1 "model name" /proc/cpuinfo | sed 's/.*: //')
+NOTE="${#DIRS[@]} full calibrations (${NAMES//,/, }), each fitted from its own raw folder over h200-sxm and validated \
+on the shipped validation data, with the code of main ${KS_SHA:-unknown} on $(nproc) CPU cores of a lent device \
+machine (${REPRO_MACHINE:-nvidia-h200}, $CPU; no GPU used; $VERSIONS), $(date -u +%F), \
+\`bash scripts/device_repro.sh\` (--jobs $JOBS)."
+{
+  echo "host $(hostname), $(nproc) cores, $CPU, $(free -g | awk '/Mem:/ {print $2 " GiB"}')"
+  echo "$VERSIONS"
+  echo "main ${KS_SHA:-unknown}; start $(date -u +%FT%TZ); budget ${BUDGET} s; jobs $JOBS"
+  echo "calibrations: $CALIBS"
+} > "$OUT/provenance.txt"
+cat "$OUT/provenance.txt"
+
+PART=/tmp/repro_partial PROF=/tmp/repro_profiles
+rm -rf "$PART" "$PROF"
+timeout -s TERM "$BUDGET" $PY -m sim.calibrate.repro "${DIRS[@]}" --names "$NAMES" --jobs "$JOBS" \
+  --json "$OUT/repro.json" --partial-dir "$PART" --profiles-out "$PROF" --note "$NOTE" "$@" > "$OUT/repro.log" 2>&1
+RC=$?
+# 0: every limit holds, 3: some do not (the expected outcome), 124/143: stopped by the budget
+echo "repro exit $RC after $(( $(date +%s) - T0 )) s; end $(date -u +%FT%TZ)" | tee -a "$OUT/provenance.txt"
+tail -n 3 "$OUT/repro.log"
+[ -d "$PART" ] && tar czf "$OUT/partial.tar.gz" -C /tmp repro_partial && ls "$PART" | tr '\n' ' ' && echo
+[ -d "$PROF" ] && tar czf "$OUT/profiles.tar.gz" -C /tmp repro_profiles
+ls -la "$OUT"
+[ -f "$OUT/repro.json" ]
