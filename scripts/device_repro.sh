@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The reproducibility run (python -m sim.calibrate.repro) of every committed full calibration on the device
 # machine's CPU cores (no GPU is used), from the repository root:
-#   OUT=$OUT KS_SHA=<main's sha> [REPRO_BUDGET_S=480] [REPRO_JOBS=N] bash scripts/device_repro.sh [REPRO ARGS...]
+#   OUT=$OUT KS_SHA=<main's sha> [REPRO_BUDGET_S=480] [REPRO_JOBS=N] [REPRO_FIRST=N] bash scripts/device_repro.sh [REPRO ARGS...]
 # The device has Python 3.12 with numpy, scipy, pyyaml, matplotlib and rich but not simpy or pydantic: their
 # wheels travel in .whl/ (git-ignored; named in the call's carry) and are installed into /tmp/site. The repository
 # itself goes on PYTHONPATH (nothing is built). Calibrations: REPRO_CALIBS ("NAME=RAW_DIR ..."; default: every
@@ -11,7 +11,8 @@
 # soon as it is finished, so a run stopped by its budget (timeout sends SIGTERM: repro stops its workers cleanly)
 # keeps what it finished; `python -m sim.calibrate.repro ... --reuse` of those files completes it elsewhere.
 # Results in $OUT (flat: the device returns at most 8 files): repro.json (when the run finished), repro.log,
-# partial.tar.gz, profiles.tar.gz (each fitted profile and its validate JSON), provenance.txt.
+# note.txt (the document's note), partial.tar.gz, profiles.tar.gz (the fitted profiles), validations.tar.gz (their
+# validate JSONs), provenance.txt.
 set -u -o pipefail
 OUT=${OUT:-/tmp/ks_out}
 BUDGET=${REPRO_BUDGET_S:-480}
@@ -30,11 +31,15 @@ else
 fi
 
 H=calibration/h200
-DEFAULT="A=$H/runs/A/raw B=$H/runs/B/raw C=$H/runs/C/raw D=$H/runs/D/raw E=$H/runs/E/raw Q_full=$H/runs/Q_full/raw"
-DEFAULT+=" S=$H/runs/S/raw T=$H/runs/T/raw V=$H/runs/V/raw W=$H/runs/W/raw X=$H/runs/X/raw Y=$H/runs/Y/raw"
-DEFAULT+=" K=$H/wave9_K/raw calib7=$H/wave11_calib7/raw L=$H/wave11_L/raw M=$H/wave12_M/raw N=$H/wave12_N/raw"
-DEFAULT+=" O=$H/wave13_O/raw"
-[ -d "$H/wave14_P/raw" ] && DEFAULT+=" P=$H/wave14_P/raw"
+# newest first: with more calibrations than cores the pool starts them in this order (after the reference
+# validation), so a run stopped by its budget has finished the newest; the committed document lists them in
+# the order its merge command gives (python -m sim.calibrate.repro ... --reuse partial/*.json)
+DEFAULT=""
+[ -d "$H/wave14_P/raw" ] && DEFAULT+="P=$H/wave14_P/raw "
+DEFAULT+="O=$H/wave13_O/raw N=$H/wave12_N/raw M=$H/wave12_M/raw L=$H/wave11_L/raw calib7=$H/wave11_calib7/raw"
+DEFAULT+=" K=$H/wave9_K/raw Y=$H/runs/Y/raw X=$H/runs/X/raw W=$H/runs/W/raw V=$H/runs/V/raw T=$H/runs/T/raw"
+DEFAULT+=" S=$H/runs/S/raw Q_full=$H/runs/Q_full/raw E=$H/runs/E/raw D=$H/runs/D/raw C=$H/runs/C/raw"
+DEFAULT+=" B=$H/runs/B/raw A=$H/runs/A/raw"
 CALIBS=${REPRO_CALIBS:-$DEFAULT}
 DIRS=() NAMES=""
 for c in $CALIBS; do
@@ -42,7 +47,11 @@ for c in $CALIBS; do
   [ -d "$dir" ] || { echo "device_repro: $dir (calibration $name): no such folder" >&2; exit 2; }
   DIRS+=("$dir") NAMES+="${NAMES:+,}$name"
 done
-JOBS=${REPRO_JOBS:-$(( ${#DIRS[@]} + 1 ))}  # one process per calibration and one for the reference validation
+# one process per calibration and one for the reference validation, all started at once (the least wall time);
+# those past the first nproc - 1 calibrations run niced (repro --first), so that with more processes than cores
+# the first ones finish first: what a run stopped by its budget keeps
+JOBS=${REPRO_JOBS:-$(( ${#DIRS[@]} + 1 ))}
+FIRST=${REPRO_FIRST:-$(( $(nproc) - 1 ))}
 
 VERSIONS=$($PY -c 'import sys, numpy, scipy, yaml, pydantic, simpy
 print(f"Python {sys.version.split()[0]}, numpy {numpy.__version__}, scipy {scipy.__version__}, pyyaml {yaml.__version__}, "
@@ -51,24 +60,26 @@ CPU=$(grep -m1 "model name" /proc/cpuinfo | sed 's/.*: //')
 NOTE="${#DIRS[@]} full calibrations (${NAMES//,/, }), each fitted from its own raw folder over h200-sxm and validated \
 on the shipped validation data, with the code of main ${KS_SHA:-unknown} on $(nproc) CPU cores of a lent device \
 machine (${REPRO_MACHINE:-nvidia-h200}, $CPU; no GPU used; $VERSIONS), $(date -u +%F), \
-\`bash scripts/device_repro.sh\` (--jobs $JOBS)."
+\`bash scripts/device_repro.sh\` (--jobs $JOBS --first $FIRST)."
 {
   echo "host $(hostname), $(nproc) cores, $CPU, $(free -g | awk '/Mem:/ {print $2 " GiB"}')"
   echo "$VERSIONS"
-  echo "main ${KS_SHA:-unknown}; start $(date -u +%FT%TZ); budget ${BUDGET} s; jobs $JOBS"
+  echo "main ${KS_SHA:-unknown}; start $(date -u +%FT%TZ); budget ${BUDGET} s; jobs $JOBS, first $FIRST"
   echo "calibrations: $CALIBS"
 } > "$OUT/provenance.txt"
+echo "$NOTE" > "$OUT/note.txt"
 cat "$OUT/provenance.txt"
 
 PART=/tmp/repro_partial PROF=/tmp/repro_profiles
 rm -rf "$PART" "$PROF"
-timeout -s TERM "$BUDGET" $PY -m sim.calibrate.repro "${DIRS[@]}" --names "$NAMES" --jobs "$JOBS" \
+timeout -s TERM "$BUDGET" $PY -m sim.calibrate.repro "${DIRS[@]}" --names "$NAMES" --jobs "$JOBS" --first "$FIRST" \
   --json "$OUT/repro.json" --partial-dir "$PART" --profiles-out "$PROF" --note "$NOTE" "$@" > "$OUT/repro.log" 2>&1
 RC=$?
 # 0: every limit holds, 3: some do not (the expected outcome), 124/143: stopped by the budget
 echo "repro exit $RC after $(( $(date +%s) - T0 )) s; end $(date -u +%FT%TZ)" | tee -a "$OUT/provenance.txt"
 tail -n 3 "$OUT/repro.log"
 [ -d "$PART" ] && tar czf "$OUT/partial.tar.gz" -C /tmp repro_partial && ls "$PART" | tr '\n' ' ' && echo
-[ -d "$PROF" ] && tar czf "$OUT/profiles.tar.gz" -C /tmp repro_profiles
+[ -d "$PROF" ] && (cd /tmp && tar czf "$OUT/profiles.tar.gz" repro_profiles/*.yaml \
+  && tar czf "$OUT/validations.tar.gz" repro_profiles/*.validation.json)
 ls -la "$OUT"
 [ -f "$OUT/repro.json" ]

@@ -206,7 +206,7 @@ def _fake_one(raw_dir: Path, name: str, *args: object) -> Calibration:
 
     cal = Calibration(name, raw_dir, Path(), {"p": float(len(name))})
     cal.predictions[("step", "f", name, "unseen")] = 100.0 + len(str(raw_dir))
-    cal.violations = [f"pid {os.getpid()}"] if name == "pid" else []
+    cal.violations = [f"pid {os.getpid()}", f"nice {os.nice(0)}"] if name == "pid" else []
     return cal
 
 
@@ -228,9 +228,15 @@ def test_jobs_run_the_calibrations_in_processes_and_give_the_same_result(tmp_pat
     three, ref3 = repro.calibrate_all(dirs, names, "h200-sxm", tmp_path, "", "", "", jobs=3, reference="r")
     assert [c.name for c in three] == names and ref1 == ref3 == _fake_reference()
     assert [(c.params, c.predictions) for c in one] == [(c.params, c.predictions) for c in three]
-    assert one[2].violations == [f"pid {os.getpid()}"] and three[2].violations != one[2].violations  # another process
+    nice = os.nice(0)
+    assert one[2].violations == [f"pid {os.getpid()}", f"nice {nice}"] and three[2].violations != one[2].violations
+    # --first 1: the calibrations after the first run at a lower priority, with the same result
+    low, _ = repro.calibrate_all(dirs, names, "h200-sxm", tmp_path, "", "", "", jobs=3, reference="r", first=1)
+    assert [(c.params, c.predictions) for c in low] == [(c.params, c.predictions) for c in one]
+    assert low[2].violations[1] == f"nice {min(19, nice + repro.LOW_PRIORITY_NICE)}" != three[2].violations[1]
     assert main(["runs/a/raw", "runs/b/raw", "--jobs", "0"]) == 2
-    assert capsys.readouterr().err.count("error:") == 1
+    assert main(["runs/a/raw", "runs/b/raw", "--jobs", "2", "--first", "-1"]) == 2
+    assert capsys.readouterr().err.count("error:") == 2
 
 
 def test_partial_results_are_written_as_they_finish_and_reused_into_the_same_document(

@@ -178,6 +178,19 @@ def calibrate_one(raw_dir: Path, name: str, base: str, work: Path, validation_ra
     return cal
 
 
+LOW_PRIORITY_NICE = 10  # a calibration past --first N runs at this niceness: ~1/10 of a core beside normal ones
+
+
+def _calibrate_one_low_priority(*args: Any) -> Calibration:
+    """calibrate_one at a lower CPU priority (os.nice): with more processes than cores the first calibrations get
+    the cores and finish first (what a run stopped by a time limit keeps), the rest take the idle cycles and then
+    the freed cores; the result is the same (priority changes only when each process runs)."""
+    import os
+
+    os.nice(LOW_PRIORITY_NICE)
+    return calibrate_one(*args)
+
+
 def _reference_measured(reference: str, base: str, validation_raw: str, cases: str, thresholds: str,
                         work: Path) -> dict[str, dict[str, float]]:
     return _validate(reference, base, validation_raw, cases, thresholds, work / "reference.validation.json")[1]
@@ -201,12 +214,14 @@ def write_partial(partial: Path, reference_name: str, cal: Calibration | None = 
 def calibrate_all(raw_dirs: list[Path], names: list[str], base: str, work: Path, validation_raw: str, cases: str,
                   thresholds: str, reuse: dict[tuple[str, str], Calibration] | None = None, jobs: int = 1,
                   reference: str | None = None, host: str = "fitted", partial: Path | None = None,
-                  reference_name: str = "h200-measured") -> tuple[list[Calibration], dict[str, dict[str, float]] | None]:
+                  reference_name: str = "h200-measured", first: int | None = None
+                  ) -> tuple[list[Calibration], dict[str, dict[str, float]] | None]:
     """Every calibration (fitted and validated, or taken from `reuse`), in the order given, and with `reference`
     the reference profile's validate quantities. With jobs > 1 the fits and validations run in that many
     processes (each is deterministic on its own, so the result does not depend on `jobs`). With `partial`, each
     calibration and the reference validation is also written there as soon as it is finished (write_partial),
-    under `reference_name` (the reference profile's name as --reuse matches it)."""
+    under `reference_name` (the reference profile's name as --reuse matches it). With `first` (jobs > 1), the
+    calibrations to do after the first `first` run at a lower CPU priority (_calibrate_one_low_priority)."""
     from sim.hardware import resolve_profile
 
     def keep(cal: Calibration | None = None, ref: dict[str, dict[str, float]] | None = None) -> None:
@@ -238,9 +253,11 @@ def calibrate_all(raw_dirs: list[Path], names: list[str], base: str, work: Path,
             ref_job = (pool.apply_async(_reference_measured, (reference, base, validation_raw, cases, thresholds, work),
                                         callback=lambda r: keep(ref=r))
                        if reference is not None else None)
-            jobs_of = {name: pool.apply_async(calibrate_one, (raw_dir, name, base, work, validation_raw, cases,
-                                                              thresholds, host), callback=lambda c: keep(cal=c))
-                       for raw_dir, name in todo}
+            jobs_of = {name: pool.apply_async(_calibrate_one_low_priority if first is not None and i >= first
+                                              else calibrate_one,
+                                              (raw_dir, name, base, work, validation_raw, cases, thresholds, host),
+                                              callback=lambda c: keep(cal=c))
+                       for i, (raw_dir, name) in enumerate(todo)}
             done = {name: j.get() for name, j in jobs_of.items()}
             ref = ref_job.get() if ref_job is not None else None
     cals = [reuse[(n, str(r))] if reuse and (n, str(r)) in reuse else done[n]
@@ -698,6 +715,10 @@ def _main(argv: list[str] | None) -> int:
                     help="host constants of each fitted profile, as `kernelsim calibrate --host` (default: fitted)")
     ap.add_argument("--jobs", type=int, default=1, metavar="N",
                     help="fit and validate the calibrations in N processes (default 1; the result does not depend on N)")
+    ap.add_argument("--first", type=int, metavar="N",
+                    help="with --jobs: the calibrations after the first N (of those to fit) run at a lower CPU priority "
+                    "(nice), so that with more processes than cores the first N finish first (the result does not "
+                    "depend on it)")
     ap.add_argument("--partial-dir", metavar="DIR",
                     help="also write each calibration (DIR/<name>.json) and the reference validation (DIR/reference.json) "
                     "as soon as it is finished, as documents --reuse takes: a run stopped part-way keeps what it "
@@ -706,6 +727,8 @@ def _main(argv: list[str] | None) -> int:
     try:
         if ns.jobs < 1:
             raise InputError("--jobs must be 1 or more", path="--jobs", value=ns.jobs, expected="an integer >= 1")
+        if ns.first is not None and ns.first < 0:
+            raise InputError("--first must be 0 or more", path="--first", value=ns.first, expected="an integer >= 0")
         raw_dirs = [Path(r) for r in ns.raw]
         if len(raw_dirs) < 2:
             raise InputError("a reproducibility report needs two or more raw folders", value=ns.raw)
@@ -733,7 +756,8 @@ def _main(argv: list[str] | None) -> int:
             cals, fresh_ref = calibrate_all(raw_dirs, names, ns.base, work, ns.validation_raw, ns.cases,
                                             ns.thresholds, reuse, ns.jobs,
                                             None if reused_reference is not None else ns.reference, ns.host,
-                                            Path(ns.partial_dir) if ns.partial_dir else None, ns.reference)
+                                            Path(ns.partial_dir) if ns.partial_dir else None, ns.reference,
+                                            ns.first)
             reference = reused_reference if reused_reference is not None else fresh_ref or {}
             driver_lines = None
             if ns.drivers:
