@@ -22,7 +22,7 @@ mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 T0=$(date +%s)
 
-if compgen -G ".whl/*.whl" >/dev/null; then
+if [ "${REPRO_WHEELS:-1}" = 1 ] && compgen -G ".whl/*.whl" >/dev/null; then  # REPRO_WHEELS=0: use the installed ones
   $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     || { echo "device_repro: wheel install failed" >&2; exit 1; }
   export PYTHONPATH="/tmp/site:$ROOT${PYTHONPATH:+:$PYTHONPATH}"
