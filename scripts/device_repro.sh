@@ -62,7 +62,7 @@ on the shipped validation data, with the code of main ${KS_SHA:-unknown} on $(np
 machine (${REPRO_MACHINE:-nvidia-h200}, $CPU; no GPU used; $VERSIONS), $(date -u +%F), \
 \`bash scripts/device_repro.sh\` (--jobs $JOBS --first $FIRST)."
 {
-  echo "host $(hostname), $(nproc) cores, $CPU, $(free -g | awk '/Mem:/ {print $2 " GiB"}')"
+  echo "host $(uname -n), $(nproc) cores, $CPU, $(awk "/MemTotal/ {printf \"%.0f GiB\", \$2/1048576}" /proc/meminfo)"
   echo "$VERSIONS"
   echo "main ${KS_SHA:-unknown}; start $(date -u +%FT%TZ); budget ${BUDGET} s; jobs $JOBS, first $FIRST"
   echo "calibrations: $CALIBS"
