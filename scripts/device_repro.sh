@@ -35,11 +35,13 @@ H=calibration/h200
 # validation), so a run stopped by its budget has finished the newest; the committed document lists them in
 # the order its merge command gives (python -m sim.calibrate.repro ... --reuse partial/*.json)
 DEFAULT=""
-[ -d "$H/wave14_P/raw" ] && DEFAULT+="P=$H/wave14_P/raw "
-DEFAULT+="O=$H/wave13_O/raw N=$H/wave12_N/raw M=$H/wave12_M/raw L=$H/wave11_L/raw calib7=$H/wave11_calib7/raw"
-DEFAULT+=" K=$H/wave9_K/raw Y=$H/runs/Y/raw X=$H/runs/X/raw W=$H/runs/W/raw V=$H/runs/V/raw T=$H/runs/T/raw"
-DEFAULT+=" S=$H/runs/S/raw Q_full=$H/runs/Q_full/raw E=$H/runs/E/raw D=$H/runs/D/raw C=$H/runs/C/raw"
-DEFAULT+=" B=$H/runs/B/raw A=$H/runs/A/raw"
+# every wave folder with a raw calibration (waveW_NAME/raw: K, calib7, L, M, N, O and any later one), newest first
+for w in $(ls -d $H/wave*_*/raw 2>/dev/null | sed -E 's|^.*/wave([0-9]+)_([^/]+)/raw$|\1 \2|' | sort -k1,1nr -k2,2 \
+           | awk '{print "wave" $1 "_" $2}'); do
+  DEFAULT+="${w#*_}=$H/$w/raw "
+done
+# then the full calibrations of waves 2-8 (calibration/h200/runs/NAME/raw), newest first
+for n in Y X W V T S Q_full E D C B A; do DEFAULT+="$n=$H/runs/$n/raw "; done
 CALIBS=${REPRO_CALIBS:-$DEFAULT}
 DIRS=() NAMES=""
 for c in $CALIBS; do
