@@ -131,6 +131,10 @@ class CostCache:
             self._signatures.append(sig)
         return sid
 
+    def signature(self, sid: int) -> tuple[Any, ...]:
+        """The cost_signature numbered `sid` (signature_id)."""
+        return self._signatures[sid]
+
     def op_signatures(self, graph: Graph) -> list[tuple[Any, ...]]:
         """Every op's cost_signature (the interned tuple), in op order."""
         memo = self.signatures_of(graph)
