@@ -170,8 +170,15 @@ class Graph:
                 out.setdefault(t, []).append(i)
         return out
 
-    def dependencies(self) -> list[tuple[int, ...]]:
-        """For each op, the earlier ops it must wait for: its tensors' last writers and `after`."""
+    def dependencies(self) -> tuple[tuple[int, ...], ...]:
+        """For each op, the earlier ops it must wait for: its tensors' last writers and `after`.
+        Computed once per graph object (kept beside its fields: not part of ==, repr or replace)."""
+        deps = self.__dict__.get("_dependencies")
+        if deps is None:
+            deps = self.__dict__["_dependencies"] = self._dependencies()
+        return deps
+
+    def _dependencies(self) -> tuple[tuple[int, ...], ...]:
         last_writer: dict[str, int] = {}
         index: dict[str, int] | None = None  # op name -> position, made when an op has `after`
         deps: list[tuple[int, ...]] = []
@@ -184,7 +191,7 @@ class Graph:
             deps.append(tuple(sorted(set(found))) if len(found) > 1 else tuple(found))
             for t in o.writes:
                 last_writer[t] = i
-        return deps
+        return tuple(deps)
 
     def kernel_count(self) -> int:
         return sum(1 for o in self.ops if o.is_kernel)

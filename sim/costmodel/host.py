@@ -119,22 +119,25 @@ def eager_dispatch_key(op: Op) -> tuple[Any, ...]:
     types) of EAGER_DISPATCH_ATTRS. Ops with equal keys have one price on one profile, whatever their
     objects' lifetimes (tests/costmodel/test_host.py fails if the price reads another field). The types
     keep 1, 1.0 and True apart: they compare equal, but str() (a framework op's name) tells them apart.
-    An attribute value that cannot be hashed makes the key unhashable (EagerDispatchPrices then
+    An attribute value that cannot be hashed makes the key unhashable (OpPrices then
     prices that op each time)."""
     values = tuple(map(op.attrs.get, EAGER_DISPATCH_ATTRS))
     return (op.kind, op.library, values, tuple(map(type, values)))
 
 
-class EagerDispatchPrices:
-    """A price function of ops (eager_dispatch_s on one profile) memoized by content: one price per
-    eager_dispatch_key. A repeat block's copies share their declaration's attrs object, so a lookup by
-    that object comes first and spares computing the key per copy; each of its entries holds the
-    object it was made for, so an entry never answers for another object that took a freed one's id.
-    A HostCosts owns one (shared by the simulations it prices: a sweep worker's, through CostCache);
-    past `max_entries` objects it starts afresh."""
+class OpPrices:
+    """A price function of ops (eager_dispatch_s or host_op_s on one profile) memoized by content: one
+    price per `key(op)` (eager_dispatch_key, host_op_key: all the price reads). A repeat block's copies
+    share their declaration's attrs object, so a lookup by that object comes first and spares computing
+    the key per copy; each of its entries holds the object it was made for, so an entry never answers for
+    another object that took a freed one's id. A HostCosts owns one per price (shared by the simulations
+    it prices: a sweep worker's, through CostCache); past `max_entries` objects it starts afresh. Errors
+    are raised each time, never kept."""
 
-    def __init__(self, price: Callable[[Op], float], max_entries: int = 1 << 16) -> None:
+    def __init__(self, price: Callable[[Op], float], key: Callable[[Op], tuple[Any, ...]] | None = None,
+                 max_entries: int = 1 << 16) -> None:
         self._price = price
+        self._key = key if key is not None else eager_dispatch_key
         self.max_entries = max_entries
         self.by_content: dict[tuple[Any, ...], float] = {}
         # (id(attrs), kind, library) -> (that attrs object, its price): the engine reads it inline
@@ -149,7 +152,7 @@ class EagerDispatchPrices:
 
     def miss(self, op: Op) -> float:
         """The price by content (computed on the first op with this key), then kept by attrs object."""
-        key = eager_dispatch_key(op)
+        key = self._key(op)
         try:
             hash(key)
         except TypeError:  # an attribute value that cannot be hashed: priced each time
@@ -192,6 +195,19 @@ def host_op_s(op: Op, hw: Hardware) -> float:
     return seconds
 
 
+#: The attributes host_op_s reads: all it reads of an op (its name only to say what an error is about).
+HOST_OP_ATTRS = ("duration_us", "framework_op", "requires_grad", "tensors", "framework_ops", "backward_calls",
+                 "autograd_nodes", "function_calls", "module_calls", "ddp_steps", "ddp_hooks")
+
+
+def host_op_key(op: Op) -> tuple[Any, ...]:
+    """What host_op_s reads of the op, by value (as eager_dispatch_key): its kind, library and the values
+    (and their types) of HOST_OP_ATTRS. Ops with equal keys have one price on one profile
+    (tests/costmodel/test_host.py fails if the price reads another field)."""
+    values = tuple(map(op.attrs.get, HOST_OP_ATTRS))
+    return (op.kind, op.library, values, tuple(map(type, values)))
+
+
 def compiled_call_s(op: Op, hw: Hardware) -> float:
     """The wrapper call of a compiled region (priced on its first op): AOTAutograd's backward graph costs
     more than a forward. Where the first op says the `tensors` the region takes (parameters and inputs;
@@ -222,17 +238,20 @@ class HostCosts:
     graph_kernel_s: float  # a graph member's per-kernel fixed cost (replaces its stream launch's)
     hardware: Hardware = field(repr=False, compare=False)  # the per-op prices' profile
     # eager_dispatch_s on this profile, memoized by content for every simulation these prices serve
-    dispatch_prices: EagerDispatchPrices = field(init=False, repr=False, compare=False)
+    dispatch_prices: OpPrices = field(init=False, repr=False, compare=False)
+    # host_op_s on this profile, memoized by content (host_op_key) in the same way
+    host_op_prices: OpPrices = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # The memo's price function holds the profile, not this object (no reference cycle).
-        object.__setattr__(self, "dispatch_prices", EagerDispatchPrices(functools.partial(eager_dispatch_s, hw=self.hardware)))
+        object.__setattr__(self, "dispatch_prices", OpPrices(functools.partial(eager_dispatch_s, hw=self.hardware)))
+        object.__setattr__(self, "host_op_prices", OpPrices(functools.partial(host_op_s, hw=self.hardware), host_op_key))
 
     def eager_dispatch_s(self, op: Op) -> float:
         return eager_dispatch_s(op, self.hardware)
 
     def host_op_s(self, op: Op) -> float:
-        return host_op_s(op, self.hardware)
+        return self.host_op_prices(op)
 
     def compiled_call_s(self, op: Op) -> float:
         return compiled_call_s(op, self.hardware)

@@ -3,10 +3,8 @@ the run's CostCache, with measured ops taken from their trace and errors located
 
 from __future__ import annotations
 
-from typing import Any
-
 from sim.costmodel import KernelCost
-from sim.costmodel.cache import CostCache, cost_signature
+from sim.costmodel.cache import CostCache
 from sim.costmodel.measured import measured_cost
 from sim.errors import InfeasibleError, InputError, KernelsimError
 from sim.gcpause import paused_gc
@@ -27,31 +25,25 @@ def price(graph: Graph, hw: Hardware, *, measured: bool = False,
 
 
 def _price(graph: Graph, hw: Hardware, measured: bool, cache: CostCache) -> tuple[KernelCost | None, ...]:
-    # Ops copied from one repeat-block op share their attrs and launch objects (sim.workload), and
-    # their tensors (renamed per iteration) have the same shapes: within this graph they have one
-    # cost signature, computed once per group of such ops. A tensor is known here by the number
-    # of its (shape, dtype) class; the ids are safe as keys: the graph keeps every op alive.
-    classes: dict[tuple[tuple[int, ...], str], int] = {}
-    shape_class = {name: classes.setdefault((t.shape, t.dtype), len(classes)) for name, t in graph.tensors.items()}
-    same: dict[tuple[Any, ...], KernelCost] = {}
-    signatures = cache.signatures(graph)
+    # Each op's signature number comes from the graph's memo in the cache (computed once per graph, and
+    # once per group of ops copied from one repeat-block op: CostCache.signature_id); ops of one number
+    # have one cost on this profile, looked up once per graph.
+    memo = cache.signatures_of(graph)
+    signature_id = cache.signature_id
+    same: dict[int, KernelCost] = {}
     costs: list[KernelCost | None] = []
-    for op in graph.ops:
+    for i, op in enumerate(graph.ops):
         if not op.is_kernel:
             costs.append(None)
             continue
         if "measured_us" in op.attrs and (measured or op.attrs.get("unpriced")):
             costs.append(measured_cost(op))
             continue
-        ident = (op.kind, id(op.attrs), id(op.launch), tuple([shape_class[t] for t in op.reads]),
-                 tuple([shape_class[t] for t in op.writes]), op.library)
-        cost = same.get(ident)
+        sid = signature_id(i, memo)
+        cost = same.get(sid)
         if cost is None:
-            sig = signatures.get(ident)
-            if sig is None:
-                sig = signatures[ident] = cost_signature(op, graph)
             try:
-                cost = same[ident] = cache.cost(op, graph, hw, sig)
+                cost = same[sid] = cache.cost(op, graph, hw, sid)
             except InfeasibleError as exc:
                 raise InfeasibleError(f"{_op_where(graph, op)} on {hw.name}: {exc}") from None
             except InputError as exc:

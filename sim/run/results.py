@@ -20,10 +20,11 @@ RUN_SCHEMA = "kernelsim.run/v1"
 
 
 def _micro(base: Graph, base_costs: tuple[KernelCost | None, ...], var: Graph,
-           var_costs: tuple[KernelCost | None, ...], graphs: GraphCache | None = None) -> tuple[float, float]:
+           var_costs: tuple[KernelCost | None, ...], graphs: GraphCache | None = None,
+           cache: CostCache | None = None) -> tuple[float, float]:
     """Kernel time of what the variant changed: (baseline kernels replaced, variant kernels new)."""
     if graphs is not None:  # the same sums, the ops found once per pair of graphs
-        replaced_ops, new_ops = graphs.micro_ops(base, base_costs, var, var_costs)
+        replaced_ops, new_ops = graphs.micro_ops(base, base_costs, var, var_costs, cache)
         return _kernel_time(base_costs, replaced_ops), _kernel_time(var_costs, new_ops)
     b_sig = [op_signature(o, base) for o in base.ops]
     v_sig = [op_signature(o, var) for o in var.ops]
@@ -98,7 +99,7 @@ def run_scenario(scn: Scenario, *, keep_traces: bool = False, cache: CostCache |
                 # The simulated (first) rank's graph and costs: on several ranks its collectives are priced
                 # over the real group, where `costs` priced them as one-rank calls (only the launch).
                 base_trace = base_trace or trace
-                rep, new = _micro(base_trace.graph, base_trace.costs, trace.graph, trace.costs, graphs)
+                rep, new = _micro(base_trace.graph, base_trace.costs, trace.graph, trace.costs, graphs, cache)
                 micro[v.name].append((b.weight, rep, new))
         base_buckets = per_variant["baseline"]
         base_w = sum(bk["time_us"] * bk["weight"] for bk in base_buckets) / total_w

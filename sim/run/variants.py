@@ -277,18 +277,19 @@ class GraphCache:
         return out
 
     def micro_ops(self, base: Graph, base_costs: tuple[KernelCost | None, ...], var: Graph,
-                  var_costs: tuple[KernelCost | None, ...]) -> tuple[list[int], list[int]]:
+                  var_costs: tuple[KernelCost | None, ...], cache: CostCache | None = None) -> tuple[list[int], list[int]]:
         """The ops whose kernel times `_micro` sums, once per (baseline graph, variant graph) rather than
         per profile: the baseline's kernels the variant replaced and the variant's new kernels, as
         indices into the costs, in the order and with the duplicates `_micro`'s dicts by op signature
-        give (a signature's first position, its last op). Which ops have a cost is part of the key."""
+        give (a signature's first position, its last op). Which ops have a cost is part of the key.
+        `cache`: the run's CostCache, whose memo of the graphs' signatures (filled by pricing) serves."""
         b_priced = bytes(c is not None for c in base_costs)
         v_priced = bytes(c is not None for c in var_costs)
         key = (id(base), id(var))
         hit = self._micro_ops.get(key)
         if hit is not None and hit[0] is base and hit[1] is var and hit[2] == b_priced and hit[3] == v_priced:
             return hit[4]
-        b_sig, v_sig = self.op_signatures(base), self.op_signatures(var)
+        b_sig, v_sig = self.op_signatures(base, cache), self.op_signatures(var, cache)
         if len(b_sig) != len(b_priced) or len(v_sig) != len(v_priced):
             raise ValueError("costs do not match their graph's ops")
         base_last = {s: i for i, s in enumerate(b_sig) if b_priced[i]}
@@ -298,12 +299,16 @@ class GraphCache:
         self._micro_ops[key] = (base, var, b_priced, v_priced, out)
         return out
 
-    def op_signatures(self, graph: Graph) -> list[tuple[Any, ...]]:
-        """Each op's (cost key, name), as `_micro` compares them."""
+    def op_signatures(self, graph: Graph, cache: CostCache | None = None) -> list[tuple[Any, ...]]:
+        """Each op's (cost key, name), as `_micro` compares them; with `cache`, the cost keys come from
+        its memo of the graph's signatures (CostCache.op_signatures: what pricing computed already)."""
         hit = self._op_signatures.get(id(graph))
         if hit is not None and hit[0] is graph:
             return hit[1]
-        sigs = [op_signature(o, graph) for o in graph.ops]
+        if cache is None:
+            sigs = [op_signature(o, graph) for o in graph.ops]
+        else:
+            sigs = [(sig, o.name) for sig, o in zip(cache.op_signatures(graph), graph.ops, strict=True)]
         self._room(self._op_signatures)
         self._op_signatures[id(graph)] = (graph, sigs)
         return sigs

@@ -14,16 +14,19 @@ import pytest
 from sim.costmodel.cache import CostCache
 from sim.costmodel.host import (
     EAGER_DISPATCH_ATTRS,
-    EagerDispatchPrices,
+    HOST_OP_ATTRS,
+    OpPrices,
     compiled_call_s,
     eager_dispatch_key,
     eager_dispatch_s,
     host_costs,
+    host_op_key,
     host_op_s,
     op_key,
 )
 from sim.costmodel.pricing import price
 from sim.engine import simulate
+from sim.errors import InputError
 from sim.graph import Op
 from sim.hardware import Hardware
 
@@ -68,36 +71,42 @@ def test_eager_dispatch(hw: Hardware) -> None:
     assert op_key("autograd::engine::evaluate_function: MmBackward0") == "MmBackward0"
 
 
+class _ReadingAttrs(Mapping[str, object]):
+    """An op's attrs that note which attributes are read."""
+
+    def __init__(self, attrs: Mapping[str, object]) -> None:
+        self.attrs, self.read = attrs, set[str]()
+
+    def __getitem__(self, name: str) -> object:
+        self.read.add(name)
+        return self.attrs[name]
+
+    def __iter__(self) -> Iterator[str]:
+        self.read.add("<every attribute>")
+        return iter(self.attrs)
+
+    def __len__(self) -> int:
+        return len(self.attrs)
+
+
+class _Reading:
+    """An op that notes which of its fields are read (and, through _ReadingAttrs, which attributes)."""
+
+    def __init__(self, op: Op) -> None:
+        self.op, self.read = op, set[str]()
+        self.attrs = _ReadingAttrs(op.attrs)
+
+    def __getattr__(self, name: str) -> object:
+        self.read.add(name)
+        return getattr(self.op, name)
+
+
 def test_eager_dispatch_reads_only_what_its_key_holds(hw: Hardware) -> None:
     """The engine prices one eager dispatch per eager_dispatch_key (kind, library and the attributes
     EAGER_DISPATCH_ATTRS names): a price that read another field of the op, or another attribute,
     would be shared wrongly, so this fails first."""
     key_fields = {"attrs", "kind", "library"}
-
-    class ReadingAttrs(Mapping[str, object]):
-        def __init__(self, attrs: Mapping[str, object]) -> None:
-            self.attrs, self.read = attrs, set[str]()
-
-        def __getitem__(self, name: str) -> object:
-            self.read.add(name)
-            return self.attrs[name]
-
-        def __iter__(self) -> Iterator[str]:
-            self.read.add("<every attribute>")
-            return iter(self.attrs)
-
-        def __len__(self) -> int:
-            return len(self.attrs)
-
-    class Reading:
-        def __init__(self, op: Op) -> None:
-            self.op, self.read = op, set[str]()
-            self.attrs = ReadingAttrs(op.attrs)
-
-        def __getattr__(self, name: str) -> object:
-            self.read.add(name)
-            return getattr(self.op, name)
-
+    Reading = _Reading
     ops = [op("elementwise"), op("gemm"), op("gemm", library="triton"), op("elementwise", follow_on=True),
            op("gemm", framework_op="aten::addmm", requires_grad=True, tensors=3), op("collective", collective="all_reduce"),
            op("gemm", framework_op="not_in_the_table", phase="backward"), op("elementwise", framework_op="aten::mul")]
@@ -110,7 +119,7 @@ def test_eager_dispatch_reads_only_what_its_key_holds(hw: Hardware) -> None:
 
 
 def test_eager_dispatch_prices_go_by_content_not_by_object() -> None:
-    """EagerDispatchPrices outlives the ops it prices: each op gets its own content's price even where
+    """OpPrices outlives the ops it prices: each op gets its own content's price even where
     a freed attrs object's id is taken by the next op's (the memo keyed by id(op.attrs) alone that it
     replaced gave the first op's price again there); equal contents in other objects are priced once;
     values that compare equal across types (1, 1.0, True) are not shared; unhashable values are priced."""
@@ -120,7 +129,7 @@ def test_eager_dispatch_prices_go_by_content_not_by_object() -> None:
         calls.append(o.attrs.get("framework_op"))
         return float(len(str(o.attrs.get("framework_op"))))
 
-    memo = EagerDispatchPrices(price)
+    memo = OpPrices(price)
     for i in range(300):  # each op and its attrs freed before the next is made: CPython reuses the ids
         o = op("elementwise", framework_op="x" * i)
         assert memo(o) == float(i)
@@ -143,6 +152,41 @@ def test_host_op_adds_its_parts(hw: Hardware) -> None:
     assert host_op_s(o, hw) == pytest.approx(61e-6)
     # framework ops named in the table cost the table's call each
     assert host_op_s(op("host", framework_ops=2, framework_op="aten::addmm"), hw) == pytest.approx(16e-6)
+
+
+def test_host_op_reads_only_what_its_key_holds(hw: Hardware) -> None:
+    """HostCosts prices one host op per host_op_key (kind, library and the attributes HOST_OP_ATTRS
+    names): a price that read another attribute would be shared wrongly, so this fails first. The op's
+    name is read only to say what an error is about (errors are never kept)."""
+    key_fields = {"attrs", "kind", "library"}
+    ddp = dataclasses.replace(hw, ddp_forward_s=6e-6, ddp_hook_s=2e-6)
+    ops = [op("host"), op("host", duration_us=40, framework_ops=3, backward_calls=1, autograd_nodes=2,
+                          function_calls=1, module_calls=4, other=5),
+           op("host", framework_ops=2, framework_op="aten::addmm", requires_grad=True, tensors=3),
+           op("host", framework_ops=1, framework_op="not_in_the_table"), op("host", ddp_steps=1, ddp_hooks=2)]
+    for o in ops:
+        reading = _Reading(o)
+        host_op_s(reading, ddp)  # type: ignore[arg-type]
+        assert reading.read <= key_fields, (o, reading.read - key_fields)
+        assert reading.attrs.read <= set(HOST_OP_ATTRS), (o, reading.attrs.read - set(HOST_OP_ATTRS))
+    assert host_op_key(ops[0]) == ("host", "torch", (None,) * 11, (type(None),) * 11)
+
+
+def test_host_costs_memoize_host_ops_by_content_and_raise_each_time(hw: Hardware) -> None:
+    """HostCosts.host_op_s is host_op_s through a memo by content: equal declarations in new objects
+    priced once, other values (or types) their own price; a price that fails fails for every op
+    (its own name in the message), never kept."""
+    hc = host_costs(hw)
+    for _ in range(3):
+        o = op("host", duration_us=40, framework_ops=3)
+        assert hc.host_op_s(o) == host_op_s(o, hw)
+    assert len(hc.host_op_prices.by_content) == 1
+    for o in (op("host", duration_us=41, framework_ops=3), op("host", duration_us=40.0, framework_ops=3)):
+        assert hc.host_op_s(o) == host_op_s(o, hw)
+    assert len(hc.host_op_prices.by_content) == 3
+    for name in ("first", "second"):
+        with pytest.raises(InputError, match=name):
+            hc.host_op_s(dataclasses.replace(op("host", ddp_steps=1), name=name))
 
 
 def test_compiled_call_backward_costs_more(hw: Hardware) -> None:
