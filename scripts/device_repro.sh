@@ -19,6 +19,7 @@ BUDGET=${REPRO_BUDGET_S:-480}
 PY=${PY:-python3}
 ROOT=$PWD
 mkdir -p "$OUT"
+CORES=$(getconf _NPROCESSORS_ONLN)  # not nproc: it prints OMP_NUM_THREADS once that is set (it printed 1 on the device)
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 T0=$(date +%s)
 
@@ -50,21 +51,21 @@ for c in $CALIBS; do
   DIRS+=("$dir") NAMES+="${NAMES:+,}$name"
 done
 # one process per calibration and one for the reference validation, all started at once (the least wall time);
-# those past the first nproc - 1 calibrations run niced (repro --first), so that with more processes than cores
+# those past the first CORES - 1 calibrations run niced (repro --first), so that with more processes than cores
 # the first ones finish first: what a run stopped by its budget keeps
 JOBS=${REPRO_JOBS:-$(( ${#DIRS[@]} + 1 ))}
-FIRST=${REPRO_FIRST:-$(( $(nproc) - 1 ))}
+FIRST=${REPRO_FIRST:-$(( CORES - 1 ))}
 
 VERSIONS=$($PY -c 'import sys, numpy, scipy, yaml, pydantic, simpy
 print(f"Python {sys.version.split()[0]}, numpy {numpy.__version__}, scipy {scipy.__version__}, pyyaml {yaml.__version__}, "
       f"pydantic {pydantic.VERSION}, simpy {simpy.__version__}")') || { echo "device_repro: imports failed" >&2; exit 1; }
 CPU=$(grep -m1 "model name" /proc/cpuinfo | sed 's/.*: //')
 NOTE="${#DIRS[@]} full calibrations (${NAMES//,/, }), each fitted from its own raw folder over h200-sxm and validated \
-on the shipped validation data, with the code of main ${KS_SHA:-unknown} on $(nproc) CPU cores of a lent device \
+on the shipped validation data, with the code of main ${KS_SHA:-unknown} on $CORES CPU cores of a lent device \
 machine (${REPRO_MACHINE:-nvidia-h200}, $CPU; no GPU used; $VERSIONS), $(date -u +%F), \
 \`bash scripts/device_repro.sh\` (--jobs $JOBS --first $FIRST)."
 {
-  echo "host $(uname -n), $(nproc) cores, $CPU, $(awk "/MemTotal/ {printf \"%.0f GiB\", \$2/1048576}" /proc/meminfo)"
+  echo "host $(uname -n), $CORES cores, $CPU, $(awk "/MemTotal/ {printf \"%.0f GiB\", \$2/1048576}" /proc/meminfo)"
   echo "$VERSIONS"
   echo "main ${KS_SHA:-unknown}; start $(date -u +%FT%TZ); budget ${BUDGET} s; jobs $JOBS, first $FIRST"
   echo "calibrations: $CALIBS"
