@@ -478,6 +478,14 @@ def fit_compiled_calls(folders: list[Path], event_us: float, grad_input_us: floa
 # N 44.1 -> 52.3 pp; compiled training unchanged (its regions record autograd). The slow-level compiled steps (L, N)
 # come right at their own speed, the fast-level ones (Y's, M's, whose clocks also switched level around the timing)
 # come out long: 17 tripwires, so it stays off.
+# Together with host.clock_level applied (issue 15, host10; exponent 0.722, reference 7.802 us, the fit before machine
+# P's steps joined; kernel_us 37.54 us; validate's host groups, h200-measured otherwise shipped; median / max |error|
+# off -> on): own-speed compiled inference L 25.7 / 28.0 -> 2.2 / 4.2 %, N 28.4 / 31.6 -> 13.3 / 41.0 %, but Y
+# (unseen) 6.2 / 17.0 -> 32.7 / 43.9 %, M 12.2 / 40.4 -> 20.4 / 28.3 %, O 3.0 / 11.3 -> 23.4 / 38.0 %; own-speed decode
+# Y 2.0 / 5.1 -> 9.9 / 14.9 %, N 13.5 / 24.6 -> 22.3 / 31.3 %, O 12.0 / 17.7 -> 23.4 / 28.9 %; own-speed compile gain
+# (v22_host10) Y 9.0 -> 21.3 pp, L 16.8 -> 27.9, M 4.7 -> 30.5, N 17.5 -> 6.1, O 12.5 -> 34.8; reference-speed compiled
+# inference Y 34.7 / 39.6 -> 92.2 / 105.4 %, O 15.8 / 19.7 -> 69.5 / 69.9 %. 34 tripwires cross (the new own-speed
+# gain gates not counted), so both stay off.
 COMPILED_KERNEL_IN_CONTEXT = False
 
 
