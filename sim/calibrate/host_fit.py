@@ -485,7 +485,7 @@ def fit_compiled_calls(folders: list[Path], event_us: float, grad_input_us: floa
 # Y 2.0 / 5.1 -> 9.9 / 14.9 %, N 13.5 / 24.6 -> 22.3 / 31.3 %, O 12.0 / 17.7 -> 23.4 / 28.9 %; own-speed compile gain
 # (v22_host10) Y 9.0 -> 21.3 pp, L 16.8 -> 27.9, M 4.7 -> 30.5, N 17.5 -> 6.1, O 12.5 -> 34.8; reference-speed compiled
 # inference Y 34.7 / 39.6 -> 92.2 / 105.4 %, O 15.8 / 19.7 -> 69.5 / 69.9 %. 34 tripwires cross (the new own-speed
-# gain gates not counted), so both stay off. With the refit that machine P's steps joined (exponent 0.664, reference
+# gain gates not counted), so both stay off. With the refit that machine J's steps joined (exponent 0.664, reference
 # 8.134 us, the shipped clock_level): 38 cross, the own-speed gain gates of Y (19.5 pp), L (27.4), M (28.9) and O (35.1)
 # among them (N 17.5 -> 1.6 pp); own-speed decode O 12.0 / 17.7 -> 24.9 / 30.5 %, compiled inference Y 6.2 -> 31.2 %.
 COMPILED_KERNEL_IN_CONTEXT = False
@@ -897,7 +897,7 @@ def clock_level_values(root: Path, trace_clock_us: dict[str, float], apply: bool
 # host.trace_profiler.clock_us). Per class: the median over its ops of each op's median over calls; spread: 90 %
 # bootstrap, runs resampled. A trace an importer cannot read whole is left out (counted in the fit text).
 # Whether the shipped fit applies them. Measured with all three on (view 12.06, module 61.85, functional 25.08 us: the
-# fit before machine P's run joined; validate's host groups, h200-measured otherwise shipped; median / max |error| off
+# fit before machine J's run (wave14_J) joined; validate's host groups, h200-measured otherwise shipped; median / max |error| off
 # -> on): --host model at each held-out step's own speed, decode L 9.2 / 16.9 -> 3.4 / 7.2 %, M 15.0 / 26.4 -> 13.0 /
 # 22.6 %, N 13.5 / 24.6 -> 3.7 / 15.9 %, O 12.0 / 17.7 -> 5.6 / 8.4 %, but Y (unseen) 2.0 / 5.1 -> 12.9 / 14.2 %; eager
 # inference M 17.2 / 25.8 -> 4.4 / 13.9 %, L 15.0 / 48.2 -> 15.3 / 27.5 %, but Y 2.5 / 3.2 -> 29.8 / 36.3 %, N 3.8 /
