@@ -155,6 +155,10 @@ def _missing_framework_op_scale(f: HardwareProfileFile) -> float:
     return m.ratio if m is not None and m.apply else 1.0
 
 
+def _missing_op_class_s(f: HardwareProfileFile) -> dict[str, float]:
+    return {cls: c.value * UNIT_SCALE["us"] for cls, c in f.host.missing_framework_op_classes.items() if c.apply}
+
+
 def _framework_op_per_tensor_s(f: HardwareProfileFile) -> dict[str, tuple[int, float]]:
     return {name: (c.tensors, c.per_tensor_us * UNIT_SCALE["us"]) for name, c in f.host.framework_ops.items()
             if c.tensors is not None and c.per_tensor_us is not None}
@@ -322,6 +326,9 @@ class Hardware:
     # a framework op the table lacks costs its tight-loop price times this (host.missing_framework_ops.ratio where
     # that section says apply, else 1.0: the tight-loop price)
     missing_framework_op_scale: float = derived(_missing_framework_op_scale, default=1.0)
+    # op class (sim.costmodel.host.framework_op_class) -> host s per call, launch included, of a framework op the table
+    # lacks, called without autograd recording (host.missing_framework_op_classes, the applied classes only)
+    missing_op_class_s: dict[str, float] = derived(_missing_op_class_s, default_factory=dict)
     # foreach op -> (tensors per call the table's cost was measured at, host s per tensor)
     framework_op_per_tensor_s: dict[str, tuple[int, float]] = derived(_framework_op_per_tensor_s,
                                                                       default_factory=dict)

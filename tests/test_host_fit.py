@@ -526,3 +526,104 @@ def test_the_profiles_compiled_kernel_cost_is_the_fit_of_the_committed_traces() 
     assert entry is not None and entry.value == pytest.approx(fit[0]) and entry.n == fit[1]
     assert not entry.apply and hw.compiled_kernel_in_context_s is None  # off in the shipped profile
     assert fit[0] > 2 * hw.triton_launch_s * 1e6
+
+
+def test_a_framework_op_the_table_lacks_has_a_class_by_name() -> None:
+    """Views (metadata-only ATen ops), ops a torch.nn layer calls as its forward, and the rest (functional)."""
+    from sim.costmodel.host import framework_op_class
+
+    assert [framework_op_class(n) for n in ("aten::slice", "aten::chunk", "aten::unsqueeze", "aten::view")] == ["view"] * 4
+    assert framework_op_class("aten::rms_norm") == "module" and framework_op_class("aten::linear") == "module"
+    assert [framework_op_class(n) for n in ("aten::mul", "aten::cat", "aten::silu", "aten::index_copy_")] == ["functional"] * 4
+
+
+def test_missing_ops_are_priced_by_class_where_the_profile_applies_it(h200: Hardware) -> None:
+    """An applied class prices a workload op naming a framework op the table lacks at its in-context cost (launch
+    included), before the ratio; ops the table has, ops with autograd recording and classes not applied are unchanged."""
+    from sim.costmodel.host import missing_class_s
+
+    base = replace(h200, framework_op_table_s={"aten::linear": (20e-6, 45e-6)})
+    on = replace(base, missing_op_class_s={"view": 11e-6, "functional": 25e-6}, missing_framework_op_scale=4.0)
+    mul = Op(name="m", kind="elementwise", attrs={"framework_op": "aten::mul"})
+    assert eager_dispatch_s(mul, on) == pytest.approx(25e-6 - on.launch_s)
+    grad_mul = Op(name="m", kind="elementwise", attrs={"framework_op": "aten::mul", "requires_grad": True})
+    tight = base.eager_op_by_kind_s.get("elementwise", base.eager_op_s)
+    assert eager_dispatch_s(grad_mul, on) == pytest.approx(4.0 * (tight + on.launch_s) - on.launch_s)  # the ratio
+    rms = Op(name="r", kind="reduction", attrs={"framework_op": "aten::rms_norm"})
+    assert missing_class_s("aten::rms_norm", on) is None  # module class not applied
+    assert eager_dispatch_s(rms, replace(on, missing_framework_op_scale=1.0)) == base.eager_op_by_kind_s.get(
+        "reduction", base.eager_op_s)
+    known = Op(name="g", kind="gemm", attrs={"framework_op": "aten::linear"})
+    assert eager_dispatch_s(known, on) == eager_dispatch_s(known, base)
+    slices = Op(name="s", kind="host", attrs={"framework_op": "aten::slice", "framework_ops": 8})
+    assert host_op_s(slices, on) == pytest.approx(8 * 11e-6)
+    assert missing_class_s("aten::mul", base) is None  # the shipped default: no class applied
+
+
+def test_a_replayed_decode_steps_missing_ops_are_priced_by_class() -> None:
+    """--host model on the decode fixture with the classes applied: each index_copy_ call costs the functional price
+    once (launch included) and each kernel-less slice / unsqueeze the view price, the Python gap before them folded
+    in; nothing carried changes."""
+    from sim.costmodel.trace_host import model_host
+    from sim.ingest import import_trace
+    from sim.replay import step_graph
+
+    hw = load_profile("h200-measured")
+    path = FIXTURES / "decode_eager.json.gz"
+    step = import_trace(path, None)
+    graph = step_graph(step, path)
+    off = model_host(graph, step, hw, False, 1.0)
+    big = model_host(graph, step, replace(hw, missing_op_class_s={"view": 50e-6, "functional": 80e-6}), False, 1.0)
+    small = model_host(graph, step, replace(hw, missing_op_class_s={"view": 1e-6, "functional": 2e-6}), False, 1.0)
+    calls = sum(1 for o in step.ops if o.family is not None and o.first_of_cpu_op and o.top_op == "aten::index_copy_")
+    views = sum(1 for o in step.ops if o.family is not None for n in o.kernelless_ops if n in ("aten::slice", "aten::unsqueeze"))
+    assert calls >= 2 and views >= 2
+    assert sum(big.priced_s) - sum(small.priced_s) == pytest.approx(calls * 78e-6 + views * 49e-6, rel=1e-6)
+    assert sum(big.priced_s) > sum(off.priced_s) > sum(small.priced_s)
+    assert sum(big.carried_s) == pytest.approx(sum(small.carried_s))
+
+
+def test_missing_class_fit_is_the_median_of_op_medians_per_class() -> None:
+    """Per class the median over its ops of each op's median over calls (pooled over runs); a seeded bootstrap
+    interval over runs; none without samples."""
+    from sim.calibrate.host_fit import fit_missing_classes
+
+    samples = {"r1": {"aten::slice": [10.0, 12.0], "aten::mul": [20.0, 30.0], "aten::rms_norm": [60.0]},
+               "r2": {"aten::slice": [11.0], "aten::chunk": [14.0], "aten::neg": [24.0], "aten::cat": [40.0]}}
+    fit = fit_missing_classes(samples, read=5, skipped=1)
+    assert fit is not None and set(fit.classes) == {"view", "module", "functional"}
+    view, module, functional = (fit.classes[c] for c in ("view", "module", "functional"))
+    assert view[0] == pytest.approx((11.0 + 14.0) / 2) and view[2] == 4  # slice 11, chunk 14
+    assert module[0] == 60.0 and functional[0] == pytest.approx(25.0)  # mul 25, neg 24, cat 40
+    assert functional[1] is not None and functional[1][0] <= 25.0 <= functional[1][1]
+    assert fit_missing_classes(samples, 5, 1) == fit and (fit.traces, fit.skipped) == (5, 1)
+    assert fit_missing_classes({}) is None
+
+
+@pytest.mark.slow  # reads the calibration runs' decode and inference traces
+def test_the_profiles_missing_op_classes_are_the_fit_of_the_calibration_runs() -> None:
+    """host.missing_framework_op_classes comes from the calibration runs' eager decode / inference traces (never a
+    validated folder); every class is off in the shipped profile, and in context each costs more than the tight
+    loop's flat framework_op_us."""
+    from sim.calibrate.host_fit import (
+        APPLY_MISSING_CLASSES,
+        fit_missing_classes,
+        missing_class_samples,
+    )
+    from sim.schema.hardware import HardwareProfileFile
+    from sim.schema.loader import load_yaml_model
+
+    hw = load_profile("h200-measured")
+    doc = load_yaml_model(ROOT / "hardware_profiles" / "h200-measured.yaml", HardwareProfileFile)
+    per_event = {k: v * 1e6 for k, v in hw.profiler_event_s.items()}
+    samples, read, skipped = missing_class_samples(ROOT / "calibration" / "h200", set(doc.host.framework_ops),
+                                                   per_event, hw.trace_clock_us)
+    fit = fit_missing_classes(samples, read, skipped)
+    assert fit is not None and set(fit.classes) == {"view", "module", "functional"} and len(fit.runs) >= 5
+    assert all(run.startswith(("wave", "V", "X", "Y")) for run in fit.runs)
+    entries = doc.host.missing_framework_op_classes
+    assert set(entries) == set(fit.classes) and not APPLY_MISSING_CLASSES and hw.missing_op_class_s == {}
+    for cls, (value, spread, calls, _) in fit.classes.items():
+        assert entries[cls].value == pytest.approx(value) and entries[cls].n == calls and not entries[cls].apply
+        assert spread is not None and spread[0] <= value <= spread[1]
+        assert value > hw.framework_op_s * 1e6

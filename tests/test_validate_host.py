@@ -178,6 +178,46 @@ def test_later_machines_validate_in_splits_of_their_own(folder: Path, tmp_path: 
     assert gains and {g.split for g in gains} == {"heldout_machine_l"}
 
 
+def test_own_speed_gains_price_each_step_of_a_pair_at_its_own_clock(folder: Path, tmp_path: Path) -> None:
+    """A held-out machine's pair (eager, compiled) whose steps carry host clocks gets an own-speed gain: each step
+    priced at its own clock (own_speed_rows' predictions), so a compiled step timed with the host at half the
+    eager one's speed loses gain; a pair with a step lacking a clock gets none. Split: the machine's own."""
+    from sim.validate.host import gain_groups, own_speed_gains, own_speed_rows
+
+    hw = load_profile("h200-measured")
+    ref = hw.host_clock_us
+    assert ref is not None
+
+    def clock(us: float) -> dict[str, dict[str, float]]:
+        c = {"empty_us": us, "view_us": us, "add_us": us}
+        return {"before": c, "after": c}
+
+    def machine(name: str, compiled_clock: float | None) -> Path:
+        root = tmp_path / name
+        dest = root / "validation" / "h200" / "machine_N" / "host_context"
+        shutil.copytree(folder, dest)
+        doc = json.loads((dest / "host_context.json").read_text())
+        for rec in doc["records"]:
+            if rec["config"] == "mlp_train_t2048":
+                rec["host_clock"] = clock(ref)
+            elif rec["config"] == "mlp_train_t2048_compiled" and compiled_clock is not None:
+                rec["host_clock"] = clock(compiled_clock)
+        (dest / "host_context.json").write_text(json.dumps(doc))
+        return root
+
+    same, slow = machine("same", ref), machine("slow", 2 * ref)
+    gains = {n: own_speed_gains(r, hw) for n, r in (("same", same), ("slow", slow))}
+    assert all(len(g) == 1 for g in gains.values())
+    g_same, g_slow = gains["same"][0], gains["slow"][0]
+    assert (g_same.case, g_same.bucket, g_same.split) == ("host/own_speed", "N/mlp_train_t2048", "heldout_machine_n")
+    assert g_same.measured_gain == g_slow.measured_gain  # the measurement is the measurement
+    assert g_slow.predicted_gain < g_same.predicted_gain  # the compiled step priced on a host twice as slow
+    pred = {r.label: r.predicted_us for r in own_speed_rows(slow, hw)}
+    assert g_slow.predicted_gain == pytest.approx(1 - pred["N/mlp_train_t2048_compiled"] / pred["N/mlp_train_t2048"])
+    assert list(gain_groups(gains["slow"])) == ["own_speed/compiled"]
+    assert own_speed_gains(machine("unclocked", None), hw) == []  # the compiled step has no clock: no pair
+
+
 def test_host_clock_is_the_geometric_mean_of_its_ops() -> None:
     from sim.validate.host import host_clock_us, own_speed
 

@@ -56,6 +56,37 @@ def is_missing_framework_op(name: str, hw: Hardware) -> bool:
     return name.startswith("aten::") and op_key(name) not in hw.framework_op_table_s
 
 
+# The classes of framework ops the table lacks (host.missing_framework_op_classes), by name. NB: by name, not by
+# call site (record_shapes traces carry no Python stack): VIEW_OPS are ATen's view and alias ops (metadata only, no
+# kernel; PyTorch's "Tensor Views" list); MODULE_OPS those a torch.nn layer calls as its whole forward (its
+# __call__ machinery before them); any other op is functional (elementwise math, cat, index_copy_; activations
+# too: llama calls F.silu, and GPT's gelu is in the table).
+VIEW_OPS = frozenset(f"aten::{n}" for n in (
+    "view", "view_as", "_unsafe_view", "reshape", "_reshape_alias", "as_strided", "slice", "select", "narrow",
+    "unsqueeze", "squeeze", "expand", "expand_as", "permute", "transpose", "t", "unbind", "split", "split_with_sizes",
+    "chunk", "tensor_split", "unfold", "diagonal", "movedim", "flatten", "unflatten", "detach", "alias", "swapaxes",
+    "view_as_real", "view_as_complex", "real", "imag"))
+MODULE_OPS = frozenset(f"aten::{n}" for n in (
+    "linear", "bilinear", "layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "embedding",
+    "embedding_bag", "dropout", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+    "conv_transpose3d", "lstm", "gru"))
+
+
+def framework_op_class(name: str) -> str:
+    """The class of framework op `name` for host.missing_framework_op_classes: `view`, `module` or `functional`."""
+    key = op_key(name)
+    return "view" if key in VIEW_OPS else "module" if key in MODULE_OPS else "functional"
+
+
+def missing_class_s(name: str, hw: Hardware, requires_grad: bool = False) -> float | None:
+    """In-context host time (launch included) of one call of framework op `name` the table lacks, by its class, where
+    the profile applies that class's price (host.missing_framework_op_classes); None for an op the table has, an op
+    called with autograd recording (the classes were fitted without), or a class not applied."""
+    if requires_grad or not hw.missing_op_class_s or not is_missing_framework_op(name, hw):
+        return None
+    return hw.missing_op_class_s.get(framework_op_class(name))
+
+
 def missing_op_s(name: str, tight_loop_s: float, hw: Hardware) -> float:
     """Host time of one call of framework op `name` whose tight-loop price is `tight_loop_s`: that price times
     the profile's in-context ratio when the table lacks the op and the profile applies the ratio."""
@@ -86,7 +117,8 @@ def eager_dispatch_s(op: Op, hw: Hardware) -> float:
 
     An op that names its `framework_op` found in the profile's table costs that call's measured
     in-context host time (launch included, so host.launch_us is taken off); one the table lacks costs its
-    kind's tight-loop price, times host.missing_framework_ops.ratio where the profile applies it. Autograd's
+    kind's tight-loop price, times host.missing_framework_ops.ratio where the profile applies it (its class's in-context
+    price, host.missing_framework_op_classes, where that applies: it comes first). Autograd's
     per-node cost is not added here: a backward node may launch several kernels (MmBackward
     launches two GEMMs), so workloads declare nodes with `host` ops.
     The second and later kernels of one op that launches several (`launches: N`) pay none."""
@@ -102,6 +134,8 @@ def eager_dispatch_s(op: Op, hw: Hardware) -> float:
     tight = hw.eager_op_by_kind_s.get(op.kind, hw.eager_op_s)
     if name:
         call = framework_op_s(str(name), hw, bool(op.attrs.get("requires_grad")), _tensors(op))
+        if call is None:
+            call = missing_class_s(str(name), hw, bool(op.attrs.get("requires_grad")))
         if call is not None:
             return max(0.0, call - hw.launch_s)
         if hw.missing_framework_op_scale != 1.0 and is_missing_framework_op(str(name), hw):
@@ -178,6 +212,8 @@ def host_op_s(op: Op, hw: Hardware) -> float:
     seconds = float(op.attrs.get("duration_us", 0.0)) * 1e-6
     name = op.attrs.get("framework_op")
     call = framework_op_s(str(name), hw, bool(op.attrs.get("requires_grad")), _tensors(op)) if name else None
+    if call is None and name:
+        call = missing_class_s(str(name), hw, bool(op.attrs.get("requires_grad")))
     if call is None:
         call = missing_op_s(str(name), hw.framework_op_s, hw) if name else hw.framework_op_s
     seconds += float(op.attrs.get("framework_ops", 0.0)) * call

@@ -38,6 +38,7 @@ from sim.costmodel.host import (
     framework_op_s,
     host_op_s,
     is_missing_framework_op,
+    missing_class_s,
     missing_op_s,
 )
 from sim.graph import Graph
@@ -196,8 +197,9 @@ def model_host(graph: Graph, step: ImportedStep, hw: Hardware, keep_profiler: bo
       `host.framework_ops` table, once per call (all its launches, autograd recording in a
       training step's forward, a backward node's engine cost included; a foreach op's by the
       length of its tensor lists, `foreach_tensors`); for an op the table does
-      not know: eager dispatch once per launching op (an ATen op's times host.missing_framework_ops.ratio
-      where the profile applies it), Triton launcher, graph replay, an autograd
+      not know: its class's in-context price once per call where the profile applies it
+      (host.missing_framework_op_classes, without autograd recording), else eager dispatch once per launching
+      op (an ATen op's times host.missing_framework_ops.ratio where the profile applies it), Triton launcher, graph replay, an autograd
       node's cost when a backward node launched it; a torch.compile region's call (forward or
       backward) once per call; each kernel of a compiled forward region without autograd recording at
       the profile's in-context cost per such kernel where it applies it (host.compiled_in_context.kernel_us);
@@ -225,7 +227,7 @@ def model_host(graph: Graph, step: ImportedStep, hw: Hardware, keep_profiler: bo
     def in_context(name: str) -> bool:
         """Whether op `name` is priced in context (its cost includes the Python just before it)."""
         return (framework_op_s(name, hw) is not None or framework_op_s(name, hw, True) is not None
-                or (scale != 1.0 and is_missing_framework_op(name, hw)))
+                or missing_class_s(name, hw) is not None or (scale != 1.0 and is_missing_framework_op(name, hw)))
     call: float | None = None
     extern_kind = _extern_kinds(graph, step)
     tensors = foreach_tensors(step.events)  # a foreach call's list length (the table prices it per tensor)
@@ -246,6 +248,8 @@ def model_host(graph: Graph, step: ImportedStep, hw: Hardware, keep_profiler: bo
                 in_region = False
             if imp.first_of_cpu_op:
                 call = framework_op_s(imp.top_op, hw, grad, tensors) if imp.top_op else None
+                if call is None and imp.top_op and not imp.top_is_autograd_node and not imp.compiled_call:
+                    call = missing_class_s(imp.top_op, hw, grad)  # the table lacks it: its class's price, in context
                 table_top = call is not None and imp.launch_api not in GRAPH_CALLS and not imp.compiled_call
                 missing_top = (scale != 1.0 and not imp.top_is_autograd_node and not imp.compiled_call
                                and is_missing_framework_op(imp.top_op, hw))
@@ -270,6 +274,8 @@ def model_host(graph: Graph, step: ImportedStep, hw: Hardware, keep_profiler: bo
             for name in imp.kernelless_ops:
                 node = name.startswith(AUTOGRAD_NODE_PREFIX)
                 fixed = framework_op_s(name, hw, grad and not node, tensors)
+                if fixed is None and not node:
+                    fixed = missing_class_s(name, hw, grad)
                 host += fixed if fixed is not None else (hw.autograd_node_s if node else missing_op_s(name, hw.framework_op_s, hw))
             call, grad_call, backward_call = hw.compiled_in_context_s or (
                 hw.compiled_call_s, hw.compiled_grad_call_s, hw.compiled_backward_call_s)

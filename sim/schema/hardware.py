@@ -291,6 +291,17 @@ class MissingFrameworkOpCost(Provenance):
     apply: bool = Field(default=False, description="price the table's missing framework ops at ratio x tight loop")
 
 
+class MissingOpClassCost(Quantity):
+    """In-context host time per call (driver launch included, at the reference host speed) of an eager framework op
+    the table (`framework_ops`) lacks, by the op's class (sim.costmodel.host.framework_op_class: a view, an op a
+    torch.nn layer calls as its forward, any other functional op), called without autograd recording; fitted by the
+    calibration from the calibration runs' eager decode / inference traces (sim.calibrate.host_fit.fit_missing_classes).
+    Used by --host model and workload ops naming such a `framework_op` where `apply` is true (before
+    missing_framework_ops.ratio); false: that ratio or the tight-loop cost."""
+
+    apply: bool = Field(default=False, description="price the table's missing framework ops of this class at this cost")
+
+
 class HostClockLevel(Provenance):
     """The level-aware relation between the host clock and the host speed the host costs are priced at
     (issue 15): a host whose clock (sim.calibrate.gpu.host_context.host_clock, us per call) reads c runs at
@@ -426,6 +437,10 @@ class HostSection(Strict):
         default=None,
         description="the measured in-context / tight-loop ratio for framework ops the table lacks, and whether it "
                     "prices them (none: their tight-loop cost)")
+    missing_framework_op_classes: dict[Literal["view", "module", "functional"], MissingOpClassCost] = Field(
+        default_factory=dict,
+        description="in-context host time per call of the framework ops the table lacks, by op class, without autograd "
+                    "recording (an applied class comes before missing_framework_ops)")
 
 
 class LinksSection(Strict):

@@ -282,26 +282,49 @@ def own_speed_rows(root: Path, hw: Hardware) -> list[Row]:
     held-out machines' steps (HELDOUT_MACHINE_DIRS) that carry a host clock, against the profile's host.clock_us
     (none without it). Split by own_speed_split: `unseen` (the configs no fit used) or `calibrated` on the
     pooled machines, the machine's own split on a later one."""
+    return list(_own_speed(root, hw)[0])
+
+
+def own_speed_gains(root: Path, hw: Hardware) -> list[GainRow]:
+    """Gains (`host/own_speed`: compiled over eager, CUDA graph over eager) of the held-out machines' pairs whose
+    two steps both carry a host clock, each step priced at its OWN measured host speed (own_speed_rows' predictions):
+    a pair's steps may run at different host levels (machine N's llama 1x128 eager at a clock of ~2.8 us, its
+    compiled step at ~6.1 us), which the reference-speed gains (heldout_machine_rows) cannot follow. Split: the
+    machine's own (machine_split; `heldout_machine` for F and any unnamed one), the variant keeps the config's
+    split (`compiled (held-out)`), as heldout_machine_rows' gains."""
+    return list(_own_speed(root, hw)[1])
+
+
+def _own_speed(root: Path, hw: Hardware) -> tuple[list[Row], list[GainRow]]:
     from sim.replay import replay
 
     ref, exponent = reference_clock(hw), reference_exponent(hw)
     key = (hw.name, hw.source_file, f"{OWN_SPEED}:{ref}:{exponent}:{root.resolve()}")
     if key in _CACHE:
-        return list(_CACHE[key][0])
+        return _CACHE[key]
     rows: list[Row] = []
+    gains: list[GainRow] = []
     for rel in HELDOUT_MACHINE_DIRS if ref is not None else ():
         folder = root / rel
         machine = folder.parent.name.removeprefix("machine_")
+        priced: list[HostCase] = []
+        preds: dict[str, float] = {}
         for c in host_cases(folder):
             speed = own_speed(c.record, ref, exponent) if ref is not None else None
             if speed is None:
                 continue
             pred = replay(c.trace, hw, "predict", host="model", idle_start=True, imported=traced_steps(c.trace)[0],
                           host_speed=speed)[0]["predicted_time_us"]
+            preds[c.config] = float(pred)
+            priced.append(c)
             rows.append(Row(HOST_TABLE, f"{OWN_SPEED}/{c.kind}", f"{machine}/{c.config}",
                             own_speed_split(machine, c.split == "fit"), c.measured_us, float(pred)))
-    _CACHE[key] = (rows, [])
-    return list(rows)
+        for eager, var, label in _pairs(priced):
+            gains.append(GainRow("host/own_speed", f"{machine}/{eager.config}", f"{label} ({var.split})",
+                                 1.0 - var.measured_us / eager.measured_us, 1.0 - preds[var.config] / preds[eager.config],
+                                 split=machine_split(machine, False)))
+    _CACHE[key] = (rows, gains)
+    return rows, gains
 
 
 def _median(xs: list[float]) -> float:

@@ -36,7 +36,13 @@ from sim.validate.fused_configs import (
     excluded_buckets,
     fused_config_times,
 )
-from sim.validate.host import gain_groups, heldout_machine_rows, host_rows, own_speed_rows
+from sim.validate.host import (
+    gain_groups,
+    heldout_machine_rows,
+    host_rows,
+    own_speed_gains,
+    own_speed_rows,
+)
 from sim.validate.steps import GainRow, StepResults, step_rows
 from sim.validate.wave2 import contention_validation, wave2_rows
 
@@ -100,6 +106,8 @@ def run_validation(profile: str, base: str, raw: Path, cases: Path, thresholds_p
         rows += mrows
         # --host model at each clocked step's own host speed (the held-out machines' steps with a host clock)
         rows += own_speed_rows(raw.parent.parent.parent, hw)
+        # ... and their gains, each step of a pair at its own speed (host_gains/own_speed/<variant>/<machine split>)
+        mgains += own_speed_gains(raw.parent.parent.parent, hw)
         # second measurement wave: held-out kernels (issue 18) and collectives on two GPUs (issue 20)
         rows += wave2_rows(hw, raw.parent.parent.parent)
         # issue 18: the fused kernel's block-size configs — micro gains and ranking per bucket
