@@ -9,7 +9,8 @@
   fill the GPU, paying a reduction of the partial outputs. Below tile_m rows (decode-style M) the library runs
   thin kernels instead: one tile of M rounded up to a row step by a narrow N side (the profile's
   `small_m_row_step` x `small_m_tile_n`, read from the calibration's kernel names: nvjet ..._64x8_, _64x16_,
-  _64x64_ at M = 1..8, 16, 64), so neither the padded rows nor split-K's partials are those of a 128-row tile.
+  _64x64_ at M = 1..8, 16, 64), so neither the padded rows nor split-K's partials are those of a 128-row tile
+  (off in the shipped profile: sim.calibrate.fit.fit_small_m_tiles says why).
 - Short K amortizes each tile's prologue/epilogue poorly: per-tile efficiency k / (k + k_half).
 - A leading dimension (row stride) that is not a multiple of 16 bytes falls off the fast (TMA,
   wgmma) path onto pre-Hopper CUTLASS kernels (measured on H200: `cutlass_80_tensorop_s16816` when

@@ -12,10 +12,7 @@ priced under each rule with the profile's spill constants refitted on the shippe
   issue 18's tenth pass);
 - `l1_partial`: `memory.spill_l1_partial` on (a footprint past L1 sends a miss share off chip);
 - `accesses`: `memory.spill_traffic_from_accesses` on: the compiled kernel's local loads + stores per thread
-  (ptxas -v, compiled offline: calibration/h200/spill_traffic, sim.calibrate.spill_traffic);
-- `reuse`: `accesses` with `memory.spill_l1_reuse` on: the share of the loads whose reload distance in the
-  compiled code (sim.calibrate.sass_reuse) times the resident threads overflows L1 goes off chip, the rest
-  stays at L1's rate.
+  (ptxas -v, compiled offline: calibration/h200/spill_traffic, sim.calibrate.spill_traffic).
 
 Regimes, from the model's own footprint:
 
@@ -42,7 +39,7 @@ from sim.hardware import Hardware
 REGIMES = ("l1", "l1_edge", "offchip")
 
 
-RULES = ("footprint", "l1_partial", "accesses", "reuse")
+RULES = ("footprint", "l1_partial", "accesses")
 
 
 @dataclass(frozen=True)
@@ -116,19 +113,18 @@ def refit_spills(hw: Hardware, raw_dir: Path) -> Hardware:
 def shipped_rule(hw: Hardware) -> str:
     """The rule the profile prices spills by."""
     if hw.spill_traffic_from_accesses:
-        return "reuse" if hw.spill_l1_reuse else "accesses"
+        return "accesses"
     return "l1_partial" if hw.spill_l1_partial else "footprint"
 
 
 def rule_profiles(hw: Hardware, root: Path) -> dict[str, Hardware]:
     """Each rule's profile, its spill constants refitted on the shipped raw folder under it (see RULES)."""
     raw = root / "calibration" / "h200" / "raw"
-    plain = dataclasses.replace(hw, spill_l1_partial=False, spill_traffic_from_accesses=False, spill_l1_reuse=False,
+    plain = dataclasses.replace(hw, spill_l1_partial=False, spill_traffic_from_accesses=False,
                                 spill_offchip_traffic_ratio=None)
     return {"footprint": refit_spills(plain, raw),
             "l1_partial": refit_spills(dataclasses.replace(plain, spill_l1_partial=True), raw),
-            "accesses": refit_spills(dataclasses.replace(plain, spill_traffic_from_accesses=True), raw),
-            "reuse": refit_spills(dataclasses.replace(plain, spill_traffic_from_accesses=True, spill_l1_reuse=True), raw)}
+            "accesses": refit_spills(dataclasses.replace(plain, spill_traffic_from_accesses=True), raw)}
 
 
 def regime_rows(hw: Hardware, root: Path) -> list[RegimeRow]:
