@@ -304,7 +304,6 @@ def test_the_small_m_tile_rule_is_read_from_the_calibration_kernels_and_names_th
     import re
 
     from sim.calibrate.fit import fit_small_m_tiles
-
     from sim.hardware import load_profile
 
     # built off: the base profile carries no small_m keys, so the shipped fit has none (sim/calibrate/fit.py says why)

@@ -227,6 +227,12 @@ def streaming_cost(
         traffic_per_thread *= hw.spill_offchip_traffic_ratio
     spill_traffic = traffic_per_thread * occ.threads_per_block * grid
     miss = None
+    # NB: memory.spill_l1_reuse is off in every shipped profile. Refitted under it on the shipped raw folder
+    # (gpu11: sim.validate.spills' sources, refit_spills under each rule), the held-out l1_edge configs go from median
+    # 14.6 / 13.1 / 13.2 % (A / C / F, signed -38 ... +11 %) to 21.2 / 22.8 / 21.9 % (-28 ... +31 %), wave 4's
+    # off-chip configs 7.4 -> 19.6 %, fused_configs/heldout micro gain 5.43 -> 5.54 pp (heldout_w4 24.1 -> 30.7 pp);
+    # with the misses at memory.l2_gbps where the grid's spills fit in L2, l1_edge 15.2 / 13.7 / 13.7 % but the
+    # off-chip regime 8 -> 37 %. The l1_edge shortfall is at grids of one or two waves (-23 ... -36 %), not small ones.
     if hw.spill_l1_reuse and hw.spill_traffic_from_accesses and launch.spill_reload_distances \
             and launch.spill_traffic_bytes_per_thread is not None:
         # which reloads find their word still in L1: the compiled code's reload distances (memory.spill_l1_reuse)
