@@ -195,11 +195,11 @@ class GemmSection(Strict):
         " tile_m in M and N runs the one (or tile_m x tile_n) that leaves the least quantized work (fewest tile"
         " rounds x tile area on the SMs); empty: tile_m x tile_n always")
     tile_choices_provenance: Provenance | None = None
-    small_m_row_step: PositiveQuantity | None = Field(
+    small_m_row_step: Count | None = Field(
         default=None, description="a GEMM with M below tile_m runs the library's thin kernels: one tile of M rounded"
         " up to this many rows (the tensor-core instruction's N granularity, in the library's transposed view) by"
         " small_m_tile_n columns, which sets its tile count, split-K and padded work; absent: tile_m x tile_n")
-    small_m_tile_n: PositiveQuantity | None = Field(
+    small_m_tile_n: Count | None = Field(
         default=None, description="the N side of the thin kernels' tile (with small_m_row_step)")
     correction: list[GemmPoint] = Field(default_factory=list, description="measured/model ratios from calibration")
     correction_provenance: Provenance | None = None
