@@ -311,7 +311,7 @@ def test_the_small_m_tile_rule_is_read_from_the_calibration_kernels_and_names_th
     step, tile_n = fit_small_m_tiles(load_raw(RAW), 128)
     assert (step.section, step.key, step.value) == ("gemm", "small_m_row_step", 8.0)
     assert (tile_n.key, tile_n.value) == ("small_m_tile_n", 64.0)
-    assert step.n is not None and step.n > 50
+    assert step.n is not None and step.n >= 40  # training-split records (45 today), none held out
     # the held-out sets' small-M GEMMs (no fit reads them): the rule names most of their M tiles exactly
     names = re.compile(r"^nvjet_sm\d+_\w+?_(\d+)x(\d+)_")
     hits = total = 0
