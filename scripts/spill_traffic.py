@@ -81,6 +81,15 @@ def _kernels_module() -> Any:
     return mod
 
 
+def _sass_reuse_module() -> Any:
+    """sim/calibrate/sass_reuse.py, loaded by path (this script runs where sim's dependencies may be absent)."""
+    spec = importlib.util.spec_from_file_location("_sass_reuse", ROOT / "sim" / "calibrate" / "sass_reuse.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def compile_one(kernel: str, block: int, num_warps: int, K: Any) -> dict[str, Any]:
     """Compile one config for sm_90a; its registers, local size and local-memory traffic per thread."""
     import triton
@@ -121,7 +130,9 @@ def compile_one(kernel: str, block: int, num_warps: int, K: Any) -> dict[str, An
             "n_spills": int(frame.group(1)) // 4,
             "spill_store_bytes": int(frame.group(2)), "spill_load_bytes": int(frame.group(3)),
             "sass_stl_bytes": sass_bytes["STL"], "sass_ldl_bytes": sass_bytes["LDL"],
-            "sass_local_ops": dict(sorted(counts.items())), "sass_branches": branches}
+            "sass_local_ops": dict(sorted(counts.items())), "sass_branches": branches,
+            # per local load: bytes the thread touched since that word's last access (sim.calibrate.sass_reuse)
+            "ldl_reload_distances": [list(p) for p in _sass_reuse_module().reload_distances(sass)]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -155,7 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     bindir = Path(_t.__file__).parent / "backends" / "nvidia" / "bin"
     ptxas_version = subprocess.run([str(bindir / "ptxas"), "--version"], capture_output=True, text=True).stdout
     doc = {"meta": {"what": "local-memory traffic per thread of the harness's fused Triton configs, compiled "
-                            "offline for sm_90a (no GPU): ptxas -v spill bytes and nvdisasm LDL/STL counts",
+                            "offline for sm_90a (no GPU): ptxas -v spill bytes and nvdisasm LDL/STL counts, "
+                            "and each local load's reload distance in the SASS order",
                     "command": "python scripts/spill_traffic.py" + (" --only-spilling" if args.only_spilling else ""),
                     "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                     "triton": _t.__version__, "ptxas": ptxas_version.strip().splitlines()[-1],

@@ -64,6 +64,9 @@ class LaunchConfig:
     # local-memory bytes a thread stores and loads (ptxas -v: spill stores + spill loads); None: its spill
     # area stored once and loaded once (2 × spill_bytes_per_thread)
     spill_traffic_bytes_per_thread: int | None = None
+    # per local load of one thread, in program order of the compiled code: (bytes the thread touched since it
+    # last accessed that word, the load's bytes), merged by distance; read under memory.spill_l1_reuse
+    spill_reload_distances: tuple[tuple[int, int], ...] | None = None
     smem_per_block: int | None = None
     # Row-wise reductions: threads that share one row, and rows one block covers (block = both multiplied).
     threads_per_row: int | None = None

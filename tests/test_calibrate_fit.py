@@ -296,3 +296,31 @@ def test_the_gemm_tile_choices_are_the_calibration_kernels_named_tiles() -> None
     assert (256, 128) in tiles and (192, 192) in tiles and (320, 128) in tiles
     assert all(min(t) >= 128 for t in tiles) and (64, 8) not in tiles
     assert len(used) > 50
+
+
+def test_the_small_m_tile_rule_is_read_from_the_calibration_kernels_and_names_the_held_out_ones() -> None:
+    import json
+    import math
+    import re
+
+    from sim.calibrate.fit import fit_small_m_tiles
+    from sim.hardware import load_profile
+
+    # built off: the base profile carries no small_m keys, so the shipped fit has none (sim/calibrate/fit.py says why)
+    assert load_profile("h200-measured").gemm_small_m_row_step is None
+    step, tile_n = fit_small_m_tiles(load_raw(RAW), 128)
+    assert (step.section, step.key, step.value) == ("gemm", "small_m_row_step", 8.0)
+    assert (tile_n.key, tile_n.value) == ("small_m_tile_n", 64.0)
+    assert step.n is not None and step.n >= 40  # training-split records (45 today), none held out
+    # the held-out sets' small-M GEMMs (no fit reads them): the rule names most of their M tiles exactly
+    names = re.compile(r"^nvjet_sm\d+_\w+?_(\d+)x(\d+)_")
+    hits = total = 0
+    for rel in ("validation/h200/wave3/gpu/wave3_gpu.json", "validation/h200/wave4/heldout_l2/heldout_l2.json"):
+        for r in json.loads((ROOT / rel).read_text())["records"]:
+            if r.get("bench") != "gemm" or r["m"] >= 128:
+                continue
+            for k in r.get("kernels") or []:
+                if (mt := names.match(k["name"])):
+                    total += 1
+                    hits += int(mt.group(2)) == math.ceil(r["m"] / 8) * 8
+    assert total >= 40 and hits / total > 0.8, (hits, total)

@@ -61,3 +61,29 @@ def test_lookup_exact_scaled_and_unknown(tmp_path) -> None:  # type: ignore[no-u
     # a record that carries its own counts is read as it is
     assert traffic_bytes_per_thread({**rec, "spill_store_bytes": 3, "spill_load_bytes": 4}, str(path)) == 7
     assert set(load_table(str(path))) == {("k", 16, 4, 32, 100)}
+
+
+SASS = """
+        /*0000*/                   STL [R1+0x4], R2 ;
+        /*0010*/                   STL.64 [R1+0x8], R4 ;
+        /*0020*/              @!P0 LDG.E.128 R8, desc[UR4][R6.64] ;
+        /*0030*/                   LDL R2, [R1+0x4] ;
+        /*0040*/                   STL [R1], R3 ;
+        /*0050*/                   LDL.64 R4, [R1+0x8] ;
+        /*0060*/                   LDL R3, [R1] ;
+        /*0070*/                   EXIT ;
+"""
+
+
+def test_a_reload_distance_counts_the_other_words_and_global_loads_touched_since_the_words_last_access() -> None:
+    from sim.calibrate.sass_reuse import reload_distances
+
+    # [R1+4] (4 bytes) after the pair at +8 (8) and a 16-byte global load: 24; the pair at +8 (8 bytes) after the
+    # global load (16), +4 (4) and +0 (4): 24; [R1] (4 bytes) after the pair alone: 8
+    assert reload_distances(SASS) == [(8, 4), (24, 12)]
+
+
+def test_the_compile_table_gives_every_spilling_configs_reload_distances_and_they_add_up_to_its_loads() -> None:
+    for r in _rows():
+        if r["n_spills"]:
+            assert sum(b for _, b in r["ldl_reload_distances"]) == r["spill_load_bytes"], r

@@ -91,7 +91,7 @@ def _triton_launch(rec: dict[str, Any], numel: int) -> LaunchConfig:
     grid = rec.get("grid")
     # Triton's n_spills is the kernel's local memory in 32-bit words (CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES / 4).
     spills = 4 * int(rec.get("n_spills") or 0)
-    from sim.calibrate.spill_traffic import traffic_bytes_per_thread
+    from sim.calibrate.spill_traffic import reload_distances_of, traffic_bytes_per_thread
 
     return LaunchConfig(
         block=threads,
@@ -101,6 +101,8 @@ def _triton_launch(rec: dict[str, Any], numel: int) -> LaunchConfig:
         # the compiled kernel's local loads + stores per thread (ptxas), where the record or the offline
         # compile table (sim.calibrate.spill_traffic) gives them; read under memory.spill_traffic_from_accesses
         spill_traffic_bytes_per_thread=traffic_bytes_per_thread(rec) if spills else None,
+        # and its local loads' reload distances in the compiled code's order (read under memory.spill_l1_reuse)
+        spill_reload_distances=reload_distances_of(rec) if spills else None,
         grid=int(grid[0]) if isinstance(grid, list) and grid else None,
         smem_per_block=int(rec.get("shared_bytes") or 0),
     )

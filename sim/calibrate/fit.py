@@ -962,6 +962,51 @@ def fit_gemm_tiles(raw: RawData, min_side: int) -> tuple[list[tuple[int, int]], 
     return sorted(tiles), used
 
 
+# NB: OFF in the shipped profile (fitted only when the base profile carries gemm.small_m_row_step and small_m_tile_n,
+# e.g. as estimates). On, with h200-measured refitted and memory.l2_dirty_writeback_gbps fitted too (9559 GB/s):
+# heldout/gemm/unseen 22.2/31.8 -> 5.8/22.0 %, heldout_w3/gemm/unseen 18.2/26.6 -> 5.0/15.4 %, heldout_w4/gemm/unseen
+# 8.0/20.4 -> 6.0/14.2 % (median/p90), the real decode trace's GEMMs -4.6 -> -2.7 %; but kernel/gemm/unseen p90
+# 0.164 -> 0.222 crosses 0.186 (warm small-M shapes between correction points: the refitted table's ratios reach
+# 3.6 where the 128-row tile's padded compute had stood in for what a warm thin GEMM costs beyond its bytes) and
+# step/serving_decode/cuda_graph/unseen p90 0.279 -> 0.281 crosses 0.279 (docs/gemm_small_m.md).
+def fit_small_m_tiles(raw: RawData, tile_m: int) -> list[Fitted]:
+    """The library's thin-kernel tile for M below the default tile_m (gemm.small_m_row_step, small_m_tile_n), read
+    from the Hopper kernel names the training split's GEMM records ran (gemm.json, and l2_cold's calibration set).
+    cuBLAS is called on the transposed problem (C^T = B^T A^T), so nvjet_sm90_tst_{A}x{B}_ tiles the output's N by
+    A and its M by B: the row step is the smallest B seen (the tensor-core instruction's N granularity), the N
+    side the most common A. The fit text says how many records the rule (M rounded up to the step) names exactly."""
+    recs = [r for r in raw.records("gemm", "gemm") if not held_out(r)]
+    recs += [r for r in raw.records("l2_cold", "gemm") if r.get("set") == "cal" and not held_out(r)]
+    seen: list[tuple[int, int, int]] = []  # (m, tile rows, tile n)
+    used: set[str] = set()
+    for r in recs:
+        if int(r["m"]) >= tile_m:
+            continue
+        for kern in r.get("kernels") or []:
+            mt = _NVJET_TILE.match(str(kern.get("name", "")))
+            if mt:
+                seen.append((int(r["m"]), int(mt.group(2)), int(mt.group(1))))
+                used.add(record_id(r))
+    if not seen:
+        return []
+    step = min(rows for _, rows, _ in seen)
+    counts: dict[int, int] = {}
+    for _, _, tn in seen:
+        counts[tn] = counts.get(tn, 0) + 1
+    tile_n = max(sorted(counts), key=lambda t: counts[t])  # the most common (the smallest of equals)
+    exact = sum(1 for m, rows, _ in seen if rows == math.ceil(m / step) * step)
+    src = raw.file_of("gemm")
+    where = (f"the Hopper kernels (nvjet_sm90_*_{{N}}x{{M}}_: cuBLAS's transposed view) of {len(seen)} training-split "
+             f"GEMMs with M < {tile_m} (gemm.json, l2_cold.json's calibration set)")
+    return [Fitted("gemm", "small_m_row_step", float(step), src,
+                   f"the smallest M tile named by {where}; M rounded up to it names {exact} of them exactly",
+                   set(used)),
+            Fitted("gemm", "small_m_tile_n", float(tile_n), src,
+                   f"the most common N tile named by {where} ({counts[tile_n]} of {len(seen)}; the others: "
+                   + ", ".join(f"{t}: {c}" for t, c in sorted(counts.items()) if t != tile_n) + ")",
+                   set(used))]
+
+
 def fit_gemm_correction(raw: RawData, hw_eval: Callable[[dict[str, Any]], tuple[float, float]]) -> list[dict[str, Any]]:
     """Measured / model ratio of the GEMM body (the time past the kernel's fixed cost) for the
     training split of GEMM shapes, after the scalar fits; the cost model scales the body by it."""
@@ -1000,6 +1045,9 @@ def fit_all(raw: RawData, base: HardwareProfileFile) -> FitResult:
         values += fit_spill_words(raw, float(regs[0].value), float(regs[1].value),  # type: ignore[arg-type]
                                   base.sm.max_registers_per_thread.value)
     values += fit_gemm(raw, {d: q.value for d, q in base.compute.tensor_tflops.items()})
+    if base.gemm.small_m_row_step is not None and base.gemm.small_m_tile_n is not None:
+        # NB: off in the shipped profile (the base h200-sxm carries no small_m keys): see fit_small_m_tiles
+        values += fit_small_m_tiles(raw, int(base.gemm.tile_m.value))
     values += fit_power(raw)
     values += fit_host_context(raw, values)  # host.framework_ops from real models' traces (sim/calibrate/host_fit.py)
     # Later fits of the same key win (e.g. triton_launch_us from the compiled-call slope).

@@ -20,6 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from sim.calibrate.sass_reuse import reload_distances  # noqa: F401  (re-exported)
 from sim.resources import shipped
 
 TABLE = "calibration/h200/spill_traffic/triton-3.6.0.json"
@@ -62,3 +63,15 @@ def traffic_bytes_per_thread(rec: dict[str, Any], path: str | None = None) -> in
         return None
     r = same[0]
     return round((int(r["spill_store_bytes"]) + int(r["spill_load_bytes"])) * int(rec["n_spills"]) / int(r["n_spills"]))
+
+
+def reload_distances_of(rec: dict[str, Any], path: str | None = None) -> tuple[tuple[int, int], ...] | None:
+    """The offline compile's reload distances (`ldl_reload_distances`: [distance bytes, load bytes] per thread)
+    of `rec`'s exact config (kernel, BLOCK, warps, registers, local size), or None."""
+    if not rec.get("n_spills") or rec.get("n_regs") is None or not rec.get("BLOCK") or not rec.get("num_warps"):
+        return None
+    row = load_table(path).get(_key(str(rec.get("kernel", "")), rec["BLOCK"], rec["num_warps"], rec["n_regs"],
+                                    rec["n_spills"]))
+    if row is None or row.get("ldl_reload_distances") is None:
+        return None
+    return tuple((int(d), int(b)) for d, b in row["ldl_reload_distances"])

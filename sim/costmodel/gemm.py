@@ -6,7 +6,11 @@
   kernel names cuBLAS ran in calibration: 128x128 ... 320x128, 192x192) and runs, for a shape at
   least one default tile in M and N, the one that quantizes least (1536 x 3000: 192x192 tiles,
   128 of them in one wave, where 128x256 tiles would take two). When there are fewer tiles than SMs the library splits K (split-K) to
-  fill the GPU, paying a reduction of the partial outputs.
+  fill the GPU, paying a reduction of the partial outputs. Below tile_m rows (decode-style M) the library runs
+  thin kernels instead: one tile of M rounded up to a row step by a narrow N side (the profile's
+  `small_m_row_step` x `small_m_tile_n`, read from the calibration's kernel names: nvjet ..._64x8_, _64x16_,
+  _64x64_ at M = 1..8, 16, 64), so neither the padded rows nor split-K's partials are those of a 128-row tile
+  (off in the shipped profile: sim.calibrate.fit.fit_small_m_tiles says why).
 - Short K amortizes each tile's prologue/epilogue poorly: per-tile efficiency k / (k + k_half).
 - A leading dimension (row stride) that is not a multiple of 16 bytes falls off the fast (TMA,
   wgmma) path onto pre-Hopper CUTLASS kernels (measured on H200: `cutlass_80_tensorop_s16816` when
@@ -97,8 +101,14 @@ def _tiling(hw: Hardware, m: int, n: int, k: int, batch: int, tm: int, tn: int) 
 def choose_tile(hw: Hardware, m: int, n: int, k: int, batch: int) -> tuple[int, int]:
     """The output tile the library runs: tile_m x tile_n, or, for a GEMM at least tile_m in M and N, the one
     of the profile's `tile_choices` (the tiles its kernels were seen to use) with the least quantized work:
-    waves x tile rounds' idle SMs and padded edges, at equal per-SM throughput (the first of equals)."""
+    waves x tile rounds' idle SMs and padded edges, at equal per-SM throughput (the first of equals); for M below
+    tile_m, where the profile has the library's thin-kernel rule, M rounded up to its row step x its narrow N."""
     default = (hw.gemm_tile_m, hw.gemm_tile_n)
+    if m < hw.gemm_tile_m and hw.gemm_small_m_row_step and hw.gemm_small_m_tile_n:
+        # the library's thin kernels (nvjet ..._{N}x{rows}_... in its transposed view): one tile of M rounded up
+        # to the row step, a narrow N side; the tile count they give decides split-K (gemm.small_m_row_step)
+        step = int(hw.gemm_small_m_row_step)
+        return min(hw.gemm_tile_m, math.ceil(m / step) * step), int(hw.gemm_small_m_tile_n)
     if not hw.gemm_tile_choices or min(m, n) < hw.gemm_tile_m:
         return default  # thin shapes run skinny (split-K) kernels: the default tile's waves model them
     best, best_cost = default, math.inf

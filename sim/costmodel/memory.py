@@ -106,16 +106,35 @@ def l1_miss_share(hw: Hardware, footprint_per_sm: float) -> float:
     return 0.5 * (lo + hi)
 
 
+def reload_miss_share(distances: tuple[tuple[int, int], ...], resident_threads_per_sm: float,
+                      l1_free_bytes: float) -> float:
+    """Share of a kernel's local loads that miss L1: a reload finds its word still there while the bytes every
+    resident thread touched since (its reload distance x the resident threads: they run the same straight-line
+    code side by side) fit in the SM's free L1; `distances` are (distance bytes, load bytes) per thread."""
+    total = sum(b for _, b in distances)
+    if total <= 0:
+        return 0.0
+    return sum(b for d, b in distances if d * resident_threads_per_sm > l1_free_bytes) / total
+
+
 def spill_time(hw: Hardware, traffic_bytes: float, active_sms: float, resident_threads_per_sm: float,
-               footprint_per_sm: float) -> tuple[float, float]:
+               footprint_per_sm: float, miss_share: float | None = None) -> tuple[float, float]:
     """(seconds, share of the traffic that leaves the SM) to move `traffic_bytes` of local-memory loads and
     stores (a spill area stored once and loaded once: twice its bytes).
 
     With the profile's `memory.spill_l1_partial` on, a footprint past L1 splits the traffic: the share
     that hits L1 at the L1 spill rate, the misses (l1_miss_share) at the off-chip rate; off, the whole
-    traffic runs at one rate, L1's when the footprint fits, else off-chip (spill_bandwidth)."""
+    traffic runs at one rate, L1's when the footprint fits, else off-chip (spill_bandwidth). A given
+    `miss_share` (memory.spill_l1_reuse: from the kernel's reload distances) splits it the same way."""
     if traffic_bytes <= 0:
         return 0.0, 0.0
+    if miss_share is not None:
+        l1_bw, _ = spill_bandwidth(hw, active_sms, resident_threads_per_sm, 0.0)
+        t = traffic_bytes * (1.0 - miss_share) / l1_bw
+        if miss_share > 0:
+            off_bw, _ = spill_bandwidth(hw, active_sms, resident_threads_per_sm, float("inf"))
+            t += traffic_bytes * miss_share / off_bw
+        return t, miss_share
     if not hw.spill_l1_partial:
         bw, offchip = spill_bandwidth(hw, active_sms, resident_threads_per_sm, footprint_per_sm)
         return traffic_bytes / bw, 1.0 if offchip else 0.0

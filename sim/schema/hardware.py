@@ -124,6 +124,11 @@ class MemorySection(Strict):
         default=False, description="spill traffic counted from the kernel's local-memory accesses (a launch's "
         "spill_traffic_bytes_per_thread: ptxas -v spill stores + spill loads) where it gives them (off: every "
         "spill area stored once and loaded once, 2 × spill_bytes_per_thread)")
+    spill_l1_reuse: bool = Field(
+        default=False, description="with spill_traffic_from_accesses, a launch that gives its local loads' reload "
+        "distances (spill_reload_distances: bytes a thread touched since it last accessed the word) splits its "
+        "traffic: a reload whose distance x the SM's resident threads fits in L1 (less the blocks' shared memory) "
+        "hits it at spill_gbps, the rest goes off chip (off: one rate for all, by the footprint)")
     l2_dirty_writeback_gbps: PositiveQuantity | None = Field(
         default=None, description="a GEMM whose operands stream from HBM through an L2 full of dirty lines (a written "
         "flush just before it: op attribute l2_dirty, set by the measurement cases) first writes back the lines it "
@@ -190,6 +195,12 @@ class GemmSection(Strict):
         " tile_m in M and N runs the one (or tile_m x tile_n) that leaves the least quantized work (fewest tile"
         " rounds x tile area on the SMs); empty: tile_m x tile_n always")
     tile_choices_provenance: Provenance | None = None
+    small_m_row_step: Count | None = Field(
+        default=None, description="a GEMM with M below tile_m runs the library's thin kernels: one tile of M rounded"
+        " up to this many rows (the tensor-core instruction's N granularity, in the library's transposed view) by"
+        " small_m_tile_n columns, which sets its tile count, split-K and padded work; absent: tile_m x tile_n")
+    small_m_tile_n: Count | None = Field(
+        default=None, description="the N side of the thin kernels' tile (with small_m_row_step)")
     correction: list[GemmPoint] = Field(default_factory=list, description="measured/model ratios from calibration")
     correction_provenance: Provenance | None = None
 

@@ -144,3 +144,22 @@ def test_cold_operands_stream_from_hbm_after_the_pipeline_ramp(testgpu: Hardware
     assert cost.detail["l2"] == "cold" and cost.limiter == "hbm"
     # warm (the default), or a profile without the ramp: the operands-in-L2 path, as before
     assert kernel_cost(op, graph, testgpu).time_s == gemm(testgpu, 8, 4096, 4096).time_s
+
+
+def test_below_one_default_tile_in_m_the_library_thin_tile_sets_padding_and_split_k(testgpu: Hardware) -> None:
+    # gemm.small_m_row_step / small_m_tile_n: M rounded up to 8 rows, 64-wide N tiles (nvjet ..._64x40_ at M = 40)
+    hw = dataclasses.replace(testgpu, gemm_small_m_row_step=8.0, gemm_small_m_tile_n=64.0)
+    cost = gemm(hw, 40, 2048, 8192)
+    assert (cost.detail["tile_m"], cost.detail["tile_n"]) == (40, 64)
+    # 32 tiles on 100 SMs: split-K 3 (100 // 32), against 16 K slices of the default 128x256 tile's 8 tiles
+    assert (cost.detail["tiles"], cost.detail["split_k"]) == (32, 3)
+    assert gemm(testgpu, 40, 2048, 8192).detail["split_k"] == 12
+    assert cost.detail["tile_eff"] == 1.0
+    assert gemm(hw, 1, 4096, 4096).detail["tile_m"] == 8 and gemm(hw, 9, 4096, 4096).detail["tile_m"] == 16
+    # fewer padded rows: less tensor-core work than the default tile's, and fewer split-K partials
+    assert cost.compute_s < gemm(testgpu, 40, 2048, 8192).compute_s
+    assert cost.hbm_bytes < gemm(testgpu, 40, 2048, 8192).hbm_bytes
+    # at one default tile in M and above, or without the rule: as before
+    assert gemm(hw, 128, 2048, 8192).time_s == gemm(testgpu, 128, 2048, 8192).time_s
+    assert gemm(dataclasses.replace(hw, gemm_small_m_tile_n=None), 40, 2048, 8192).time_s == \
+        gemm(testgpu, 40, 2048, 8192).time_s

@@ -98,3 +98,14 @@ def test_spill_time_off_is_the_single_rate_and_on_splits_the_traffic_by_the_miss
     t, share = spill_time(on, 2e6, 50, 1024, 1.2 * c)
     assert share == pytest.approx(m)
     assert t == pytest.approx(2e6 * ((1 - m) / l1_bw + m / 1000e9))
+
+
+def test_a_reload_misses_l1_when_its_distance_times_the_resident_threads_overflows_it() -> None:
+    from sim.costmodel.memory import reload_miss_share
+
+    distances = ((400, 100), (900, 300), (1100, 600))
+    # 256 resident threads, 256 KiB free: 1024 bytes a thread; the 600 bytes reloaded at 1100 miss
+    assert reload_miss_share(distances, 256, 262144) == pytest.approx(0.6)
+    assert reload_miss_share(distances, 128, 262144) == 0.0
+    assert reload_miss_share(distances, 1024, 262144) == 1.0
+    assert reload_miss_share((), 256, 262144) == 0.0
