@@ -128,17 +128,10 @@ def spill_time(hw: Hardware, traffic_bytes: float, active_sms: float, resident_t
     `miss_share` (memory.spill_l1_reuse: from the kernel's reload distances) splits it the same way."""
     if traffic_bytes <= 0:
         return 0.0, 0.0
-    if miss_share is not None:
-        l1_bw, _ = spill_bandwidth(hw, active_sms, resident_threads_per_sm, 0.0)
-        t = traffic_bytes * (1.0 - miss_share) / l1_bw
-        if miss_share > 0:
-            off_bw, _ = spill_bandwidth(hw, active_sms, resident_threads_per_sm, float("inf"))
-            t += traffic_bytes * miss_share / off_bw
-        return t, miss_share
-    if not hw.spill_l1_partial:
+    if miss_share is None and not hw.spill_l1_partial:
         bw, offchip = spill_bandwidth(hw, active_sms, resident_threads_per_sm, footprint_per_sm)
         return traffic_bytes / bw, 1.0 if offchip else 0.0
-    miss = l1_miss_share(hw, footprint_per_sm)
+    miss = miss_share if miss_share is not None else l1_miss_share(hw, footprint_per_sm)
     l1_bw, _ = spill_bandwidth(hw, active_sms, resident_threads_per_sm, 0.0)
     t = traffic_bytes * (1.0 - miss) / l1_bw
     if miss > 0:
