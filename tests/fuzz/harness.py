@@ -30,7 +30,9 @@ from typing import Any
 
 from tests.fuzz.strategies import Case
 
-HANG_S = 10.0
+HANG_S = 10.0  # CPU seconds a case may use: a busy loop (the hang a parser or evaluator can fall into)
+WALL_S = 60.0  # wall seconds a case may take: a case blocked without using the CPU (waiting on a pipe, a lock)
+# The CPU limit does not grow with the machine's load; the wall limit is only the backstop for blocked cases.
 MEMORY_LIMIT = 1 << 30  # peak RSS a case may reach (bytes)
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -86,13 +88,18 @@ def _cleanup(d: Path) -> None:
     shutil.rmtree(d, ignore_errors=True)
 
 
+def over_limit(cpu: float, wall: float, hang_s: float = HANG_S) -> bool:
+    """A hang: over the CPU limit, or over the wall backstop."""
+    return cpu > hang_s or wall > WALL_S
+
+
 def judge(case: Case, d: Path, before: dict[str, str], code: int | None, out: str, err: str,
-          seconds: float) -> list[str]:
-    """The failure classes of one finished command-line case."""
+          seconds: float, cpu: float) -> list[str]:
+    """The failure classes of one finished command-line case (`seconds` wall, `cpu` CPU seconds)."""
     fails = []
     if "Traceback" in err or "Traceback" in out or code not in (0, 2):
         fails.append("traceback")
-    if seconds > HANG_S:
+    if over_limit(cpu, seconds):
         fails.append("hang")
     after = _snapshot(d)
     for name, digest in before.items():
@@ -145,10 +152,13 @@ def _run_direct(case: Case) -> tuple[list[str], str]:
 
 
 def run_in_process(case: Case, hang_s: float = HANG_S) -> Outcome:
-    """Run `case` in this process (call main(), catch SystemExit) with SIGALRM as the time guard."""
-    t0 = time.perf_counter()
+    """Run `case` in this process (call main(), catch SystemExit); time guards: SIGPROF after the CPU
+    limit (this process's CPU time), SIGALRM after the wall backstop."""
+    t0, c0 = time.perf_counter(), time.process_time()
     old = signal.signal(signal.SIGALRM, _raise_hang)
-    signal.setitimer(signal.ITIMER_REAL, hang_s + 2.0)
+    old_prof = signal.signal(signal.SIGPROF, _raise_hang)
+    signal.setitimer(signal.ITIMER_PROF, hang_s + 2.0)
+    signal.setitimer(signal.ITIMER_REAL, WALL_S + 2.0)
     try:
         if case.direct is not None:
             fails, detail = _run_direct(case)
@@ -171,7 +181,8 @@ def run_in_process(case: Case, hang_s: float = HANG_S) -> Outcome:
             finally:
                 os.chdir(cwd)
             seconds = time.perf_counter() - t0
-            fails = judge(case, d, before, code, out.getvalue(), err.getvalue(), seconds)
+            fails = judge(case, d, before, code, out.getvalue(), err.getvalue(), seconds,
+                          time.process_time() - c0)
             return Outcome(case.kind, case.argv, code, seconds, fails, case.note + " | " + err.getvalue()[-400:])
         finally:
             _cleanup(d)
@@ -180,7 +191,9 @@ def run_in_process(case: Case, hang_s: float = HANG_S) -> Outcome:
     except MemoryError:
         return Outcome(case.kind, case.argv, None, time.perf_counter() - t0, ["memory"], "MemoryError")
     finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
         signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGPROF, old_prof)
         signal.signal(signal.SIGALRM, old)
 
 
@@ -202,25 +215,25 @@ def run_subprocess(case: Case, hang_s: float = HANG_S) -> Outcome:
         _materialize(case, d)
         before = _snapshot(d)
         env_vars = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), _children_cpu()
         proc = subprocess.Popen(argv, cwd=d, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env_vars,
                                 preexec_fn=_limit_child, start_new_session=True)
         try:
-            out_b, err_b = proc.communicate(timeout=hang_s + 10.0)
+            out_b, err_b = proc.communicate(timeout=WALL_S + 10.0)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
             return Outcome(case.kind, case.argv, None, time.perf_counter() - t0, ["hang"], "killed after the limit")
-        seconds = time.perf_counter() - t0
+        seconds, cpu = time.perf_counter() - t0, _children_cpu() - c0
         code = proc.returncode
         peak = _children_peak_rss()
         out, err = out_b.decode(errors="replace"), err_b.decode(errors="replace")
         if case.direct is not None:
             fails = [] if code == 0 else ["traceback"]
-            if seconds > hang_s:
+            if over_limit(cpu, seconds, hang_s):
                 fails.append("hang")
         else:
-            fails = judge(case, d, before, code, out, err, seconds)
+            fails = judge(case, d, before, code, out, err, seconds, cpu)
         if code is not None and code < 0 or "MemoryError" in err:
             fails.append("memory" if "MemoryError" in err else "killed")
         return Outcome(case.kind, case.argv, code, seconds, fails, case.note + " | " + err[-400:], peak_rss=peak)
@@ -232,6 +245,12 @@ def _limit_child() -> None:
     # Address space is virtual memory (libraries map a lot): 3 GB of it keeps a runaway case from
     # taking the machine; the 1 GB criterion is checked on the measured peak RSS.
     resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+
+
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of this process's finished children."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def _children_peak_rss() -> int:
@@ -333,7 +352,7 @@ class Pool:
                         s.stop()
                         self.slots[i] = _Slot(self.ctx)
                     done.append((outcome, fresh))
-                elif now - s.started > HANG_S + 30.0:  # the in-case alarm did not fire: a hang in C code
+                elif now - s.started > WALL_S + 30.0:  # the in-case alarm did not fire: a hang in C code
                     done.append((Outcome(case.kind, case.argv, None, now - s.started, ["hang"],
                                          f"no answer; killed: {case.note}"), fresh))
                     s.stop()
@@ -382,7 +401,7 @@ class Report:
             "by kind: " + ", ".join(f"{k} {v}" for k, v in sorted(self.by_kind.items())),
             "exit codes: " + ", ".join(f"{k}: {v}" for k, v in sorted(self.exits.items())),
             f"tracebacks: {self.failures['traceback']}",
-            f"hangs over {HANG_S:.0f} s: {self.failures['hang']}",
+            f"hangs over {HANG_S:.0f} CPU s or {WALL_S:.0f} s: {self.failures['hang']}",
             f"peak memory (RSS): {self.peak_rss / 2**20:.0f} MiB (limit {MEMORY_LIMIT / 2**20:.0f} MiB); "
             f"over it: {self.failures['memory']}",
             f"inputs overwritten: {self.failures['input_overwritten']}",
