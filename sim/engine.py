@@ -339,7 +339,8 @@ class Simulation:
         self.env = Environment() if env is None else env
         self.gpu: FluidGPU = FluidGPU(self.env) if env is None else HoldingGPU(self.env)
         self._records = Records()  # every interval, in columns; the Trace takes them as they are
-        self.deps = graph.dependencies()
+        # what each op waits for, in two int arrays (Graph.dependency_columns: no tuple per op)
+        self.dep_starts, self.dep_flat = graph.dependency_columns()
         self.finished = [False] * len(graph.ops)
         self.waiters: dict[int, simpy.Event] = {}  # op → event, only for ops someone waits for
         streams = sorted({o.stream for o in graph.ops if o.is_kernel})
@@ -510,7 +511,8 @@ class Simulation:
     # -- device -----------------------------------------------------------------------
     def stream(self, s: int):
         hc, env, gpu = self.host_costs, self.env, self.gpu
-        ops, costs, deps, finished = self.graph.ops, self.costs, self.deps, self.finished
+        ops, costs, finished = self.graph.ops, self.costs, self.finished
+        dep_starts, dep_flat = self.dep_starts, self.dep_flat
         queue = self.queues[s]
         track = stream_track(s)
         recs = self._records  # Records.add, written out in the loop below
@@ -534,9 +536,9 @@ class Simulation:
             if room is not None:
                 queue.room = None
                 room.succeed()
-            dep = deps[i]
-            if dep:
-                pending = [self._waiter(d) for d in dep if not finished[d]]
+            lo, hi = dep_starts[i], dep_starts[i + 1]
+            if hi > lo:
+                pending = [self._waiter(d) for d in dep_flat[lo:hi] if not finished[d]]
                 if pending:
                     yield env.all_of(pending)
             cost = costs[i]

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import itertools
 import operator
+from array import array
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Any
@@ -127,6 +128,41 @@ _consume = deque
 _repeat = itertools.repeat
 
 
+class OpPaths(Mapping[str, str]):
+    """Op name -> key path in the workload file, made on first use (an error message) from the ops
+    in program order and their paths: the same mapping as a dict of the pairs (where a name repeats,
+    the later op's path). Until then a graph holds one tuple of shared path strings, 8 bytes an op,
+    instead of a dict of every op's name (about 40 bytes an op)."""
+
+    __slots__ = ("_ops", "_paths", "_map")
+
+    def __init__(self, ops: Sequence[Op], paths: Sequence[str]) -> None:
+        if len(ops) != len(paths):
+            raise ValueError(f"{len(ops)} ops but {len(paths)} paths")
+        self._ops: Sequence[Op] = ops
+        self._paths: Sequence[str] = paths
+        self._map: Mapping[str, str] | None = None
+
+    def _built(self) -> Mapping[str, str]:
+        m = self._map
+        if m is None:
+            m = self._map = MappingProxyType({o.name: p for o, p in zip(self._ops, self._paths, strict=True)})
+            self._ops = self._paths = ()
+        return m
+
+    def __getitem__(self, name: str) -> str:
+        return self._built()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._built())
+
+    def __len__(self) -> int:
+        return len(self._built())
+
+    def __repr__(self) -> str:
+        return repr(self._built())
+
+
 @dataclass(frozen=True)
 class Graph:
     """A workload for one shape bucket: tensors and ops in host program order."""
@@ -178,23 +214,36 @@ class Graph:
         Computed once per graph object (kept beside its fields: not part of ==, repr or replace)."""
         deps = self.__dict__.get("_dependencies")
         if deps is None:
-            deps = self.__dict__["_dependencies"] = self._dependencies()
+            starts, flat = self.dependency_columns()
+            deps = self.__dict__["_dependencies"] = tuple(
+                tuple(flat[starts[i]:starts[i + 1]]) for i in range(len(self.ops)))
         return deps
 
-    def _dependencies(self) -> tuple[tuple[int, ...], ...]:
+    def dependency_columns(self) -> tuple[array[int], array[int]]:
+        """`dependencies()` in two int arrays (16 bytes an op instead of about 90 for a tuple of int
+        objects each): op i waits for `flat[starts[i]:starts[i + 1]]`, in the same order. Computed
+        once per graph object, like `dependencies()`; the engine reads these."""
+        cols = self.__dict__.get("_dependency_columns")
+        if cols is None:
+            cols = self.__dict__["_dependency_columns"] = self._dependency_columns()
+        return cols
+
+    def _dependency_columns(self) -> tuple[array[int], array[int]]:
         last_writer: dict[str, int] = {}
         index: dict[str, int] | None = None  # op name -> position, made when an op has `after`
-        deps: list[tuple[int, ...]] = []
+        starts = array("q", [0])
+        flat = array("q")
         for i, o in enumerate(self.ops):
             found = [last_writer[t] for t in o.reads if t in last_writer]
             if o.after:
                 if index is None:
                     index = {o.name: i for i, o in enumerate(self.ops)}
                 found.extend(index[a] for a in o.after if a in index and index[a] < i)
-            deps.append(tuple(sorted(set(found))) if len(found) > 1 else tuple(found))
+            flat.extend(sorted(set(found)) if len(found) > 1 else found)
+            starts.append(len(flat))
             for t in o.writes:
                 last_writer[t] = i
-        return tuple(deps)
+        return starts, flat
 
     def kernel_count(self) -> int:
         return sum(1 for o in self.ops if o.is_kernel)

@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 from sim import expr
 from sim.errors import InputError
 from sim.gcpause import paused_gc
-from sim.graph import Graph, LaunchConfig, Op, Tensor
+from sim.graph import Graph, LaunchConfig, Op, OpPaths, Tensor
 from sim.limits import MAX_GRAPH_OPS, MAX_REPEAT
 from sim.schema.loader import load_yaml_model
 from sim.schema.workload import Bucket, Launch, OpBase, RepeatBlock, WorkloadFile
@@ -237,11 +237,15 @@ def _expand_repeat(block: RepeatBlock, params: dict[str, float], file: str, wher
     for r in range(count):
         prefix = f"{block.name}{r}."
         suffix = "" if r == count - 1 else f"@{r}"
+        named: dict[str, str] = {}  # this iteration's names: one string each, however often it is written
         for f in body:
             reads = tuple([version.get(t, t) for t in f.reads])
             for t in f.writes:
                 if t in written:
-                    version[t] = t + suffix  # an inner block's `T@<j>` becomes `T@<j>@<r>`
+                    v = named.get(t)
+                    if v is None:
+                        v = named[t] = t + suffix  # an inner block's `T@<j>` becomes `T@<j>@<r>`
+                    version[t] = v
             writes = tuple([version.get(t, t) for t in f.writes])
             after = tuple([prefix + a if a in local else a for a in f.after]) if f.after else ()
             out.append(_Flat(f.src, f.path, prefix + f.name, after, reads, writes))
@@ -302,7 +306,8 @@ def build_graph(spec: WorkloadFile, params: dict[str, float], file: str) -> Grap
                 raise InputError(f"the graph would have more than {MAX_GRAPH_OPS} kernels once `launches` expand "
                                  "(set KERNELSIM_MAX_GRAPH_OPS to raise it)", file=file, path=f"{path}.launches",
                                  value=op.attrs.get("launches"))
-        ops = expand_launches([op for op, _ in flat])
+        flat_ops = [op for op, _ in flat]
+        ops = expand_launches(flat_ops)
         if any(o.phase == "backward" for o in ops):  # a training step: autograd records the forward's framework ops
             ops = [o.with_(attrs={**o.attrs, "requires_grad": True})
                    if o.phase == "forward" and "framework_op" in o.attrs else o for o in ops]
@@ -311,14 +316,18 @@ def build_graph(spec: WorkloadFile, params: dict[str, float], file: str) -> Grap
                 if t not in tensors:
                     base = tensors[declared_name(t)]
                     tensors[t] = Tensor(name=t, shape=base.shape, dtype=base.dtype)
+        graph_ops = tuple(ops)
+        # The graph's ops have the flat program's names, in its order, unless `launches` added ops.
+        named = graph_ops if len(graph_ops) == len(flat_ops) else tuple(flat_ops)
+        op_paths = OpPaths(named, tuple([path for _, path in flat]))
     return Graph(
         name=spec.name,
         kind=spec.kind,
         params=MappingProxyType(dict(params)),
         tensors=MappingProxyType(tensors),
-        ops=tuple(ops),
+        ops=graph_ops,
         file=file,
-        op_paths=MappingProxyType({o.name: path for o, path in flat}),
+        op_paths=op_paths,
     )
 
 
