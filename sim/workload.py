@@ -238,8 +238,11 @@ def _expand_repeat(block: RepeatBlock, params: dict[str, float], file: str, wher
         prefix = f"{block.name}{r}."
         suffix = "" if r == count - 1 else f"@{r}"
         named: dict[str, str] = {}  # this iteration's names: one string each, however often it is written
+        # and one tuple object per distinct tuple of names (e.g. one op's writes and the next one's reads)
+        tuples: dict[tuple[str, ...], tuple[str, ...]] = {}
         for f in body:
             reads = tuple([version.get(t, t) for t in f.reads])
+            reads = tuples.setdefault(reads, reads)
             for t in f.writes:
                 if t in written:
                     v = named.get(t)
@@ -247,6 +250,7 @@ def _expand_repeat(block: RepeatBlock, params: dict[str, float], file: str, wher
                         v = named[t] = t + suffix  # an inner block's `T@<j>` becomes `T@<j>@<r>`
                     version[t] = v
             writes = tuple([version.get(t, t) for t in f.writes])
+            writes = tuples.setdefault(writes, writes)
             after = tuple([prefix + a if a in local else a for a in f.after]) if f.after else ()
             out.append(_Flat(f.src, f.path, prefix + f.name, after, reads, writes))
     return out
