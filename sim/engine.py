@@ -370,6 +370,12 @@ class Simulation:
         if now > start:
             self._records.add(start, now, HOST_TRACK, name, cat, op, _NO_ARGS)
 
+    def _blocked_interval(self, op_name: str, start: float, op: int) -> None:
+        """The host waited for room in a launch queue from `start` to now (`blocked: OP`)."""
+        now = self.env._now
+        if now > start:
+            self._records.add_blocked(start, now, HOST_TRACK, op_name, op)
+
     def _wait_idle(self):
         for s in self.queues:
             if self.outstanding[s] > 0:
@@ -489,7 +495,7 @@ class Simulation:
             queue = queues[stream]
             if len(queue.items) >= queue.capacity:  # the host blocks until the stream takes a kernel
                 yield queue.wait_room()
-                self._host_interval(f"blocked: {op.name}", "blocked", start, i)
+                self._blocked_interval(op.name, start, i)
             # LaunchQueue.put, written out: issued when the host got to it, as before it blocked.
             queue.items.append((i, start, False))
             taker = queue.taker
@@ -505,7 +511,7 @@ class Simulation:
         queue = self.queues[op.stream]
         if queue.full():
             yield queue.wait_room()
-            self._host_interval(f"blocked: {op.name}", "blocked", start, i)
+            self._blocked_interval(op.name, start, i)
         queue.put((i, start, graph_member))
 
     # -- device -----------------------------------------------------------------------
