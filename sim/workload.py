@@ -258,23 +258,32 @@ def _expand_repeat(block: RepeatBlock, params: dict[str, float], file: str, wher
 
 def _instantiated_ops(spec: WorkloadFile, params: dict[str, float], file: str) -> list[Op]:
     """The ops of `_instantiated` without their key paths."""
-    return [op for op, _ in _instantiated(spec, params, file)]
+    return _instantiated(spec, params, file)[0]
 
 
-def _instantiated(spec: WorkloadFile, params: dict[str, float], file: str) -> list[tuple[Op, str]]:
+def _instantiated(spec: WorkloadFile, params: dict[str, float], file: str) -> tuple[list[Op], list[str]]:
     """build_op over flat_ops, with each declaration evaluated once: a repeat block's body has the
     same sizes in every iteration (only names differ), so each iteration copies the op built for
-    its key path and renames it (Op.renamed), several times faster than building every copy."""
+    its key path and renames it (Op.renamed), several times faster than building every copy.
+    The ops in program order and each one's key path (two lists: no pair per op)."""
     built: dict[str, Op] = {}
-    ops: list[tuple[Op, str]] = []
-    for f in _flat(spec, params, file):
+    ops: list[Op] = []
+    paths: list[str] = []
+    flat = _flat(spec, params, file)
+    # Each entry is dropped once used, so that its memory serves the ops made next (peak memory: an
+    # entry per op of a 1M-op graph would otherwise live beside all the ops until the end).
+    flat.reverse()
+    pop = flat.pop
+    while flat:
+        f = pop()
         op = built.get(f.path)
         if op is None:
             op = built[f.path] = build_op(f.src, params, file=file, path=f.path, mode=spec.mode)
         if op.name != f.name or op.after != f.after or op.reads != f.reads or op.writes != f.writes:
             op = op.renamed(f.name, f.after, f.reads, f.writes)
-        ops.append((op, f.path))
-    return ops
+        ops.append(op)
+        paths.append(f.path)
+    return ops, paths
 
 
 def declared_name(tensor: str) -> str:
@@ -302,15 +311,14 @@ def build_graph(spec: WorkloadFile, params: dict[str, float], file: str) -> Grap
             shape.append(_int(v, file=file, path=f"tensors.{tname}.shape[{j}]", minimum=1))
         tensors[tname] = Tensor(name=tname, shape=tuple(shape), dtype=decl.dtype)
     with paused_gc():  # a big step allocates millions of objects and no cycles (sim.gcpause)
-        flat = _instantiated(spec, params, file)
+        flat_ops, paths = _instantiated(spec, params, file)
         launches = 0
-        for op, path in flat:
+        for op, path in zip(flat_ops, paths, strict=True):
             launches += max(1, int(op.attrs.get("launches", 1)))
             if launches > MAX_GRAPH_OPS:
                 raise InputError(f"the graph would have more than {MAX_GRAPH_OPS} kernels once `launches` expand "
                                  "(set KERNELSIM_MAX_GRAPH_OPS to raise it)", file=file, path=f"{path}.launches",
                                  value=op.attrs.get("launches"))
-        flat_ops = [op for op, _ in flat]
         ops = expand_launches(flat_ops)
         if any(o.phase == "backward" for o in ops):  # a training step: autograd records the forward's framework ops
             ops = [o.with_(attrs={**o.attrs, "requires_grad": True})
@@ -323,7 +331,8 @@ def build_graph(spec: WorkloadFile, params: dict[str, float], file: str) -> Grap
         graph_ops = tuple(ops)
         # The graph's ops have the flat program's names, in its order, unless `launches` added ops.
         named = graph_ops if len(graph_ops) == len(flat_ops) else tuple(flat_ops)
-        op_paths = OpPaths(named, tuple([path for _, path in flat]))
+        op_paths = OpPaths(named, tuple(paths))
+        del paths
     return Graph(
         name=spec.name,
         kind=spec.kind,
