@@ -162,6 +162,17 @@ class OpPaths(Mapping[str, str]):
     def __repr__(self) -> str:
         return repr(self._built())
 
+    def __eq__(self, other: object) -> bool:
+        # The built mappings compared in C (Mapping's own __eq__ would copy both into dicts each time); a
+        # graph and the graphs transforms make from it share one OpPaths.
+        if other is self:
+            return True
+        if isinstance(other, OpPaths):
+            other = other._built()
+        return self._built() == other
+
+    __hash__ = None  # type: ignore[assignment]
+
 
 @dataclass(frozen=True)
 class Graph:

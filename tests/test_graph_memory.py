@@ -51,7 +51,9 @@ def test_op_paths_are_the_dict_of_the_pairs() -> None:
     paths = OpPaths(ops, ["ops[0]", "ops[1]", "ops[2]"])
     assert dict(paths) == {"a": "ops[2]", "b": "ops[1]"}  # the later op wins, as in a dict of the pairs
     assert paths.get("b") == "ops[1]" and paths.get("zz") is None and len(paths) == 2
-    assert paths == MappingProxyType({"a": "ops[2]", "b": "ops[1]"})
+    assert paths == MappingProxyType({"a": "ops[2]", "b": "ops[1]"}) == {"a": "ops[2]", "b": "ops[1]"}
+    assert paths != {"a": "ops[0]", "b": "ops[1]"} and paths == OpPaths(ops[1:], ["ops[1]", "ops[2]"])
+    assert paths != OpPaths(ops[:2], ["ops[0]", "ops[1]"])
     assert repr(paths) == repr(MappingProxyType({"a": "ops[2]", "b": "ops[1]"}))
     g = synthetic_graph(30)
     assert g.op_paths["layer2.fc1"] == "ops[0].ops[5]" and len(g.op_paths) == 30
