@@ -627,3 +627,28 @@ def test_the_profiles_missing_op_classes_are_the_fit_of_the_calibration_runs() -
         assert entries[cls].value == pytest.approx(value) and entries[cls].n == calls and not entries[cls].apply
         assert spread is not None and spread[0] <= value <= spread[1]
         assert value > hw.framework_op_s * 1e6
+
+
+def test_trace_records_from_imported_steps_equal_a_fresh_read() -> None:
+    """The missing-class fit reads each calibration trace's records from the steps the clock-level fit imported
+    (sim.validate.host.traced_steps) instead of reading the file again: the records are the same, op for op."""
+    from sim.calibrate import host_fit
+    from sim.validate.host import traced_steps
+
+    runs = ROOT / "calibration" / "h200" / "runs" / "Y" / "host_cold" / "traces"
+    for name in ("decode_b1_inference.json.gz", "gpt_train_b1_s128.json.gz"):
+        path = runs / name
+        if not path.is_file():
+            continue
+        key = str(path.resolve())
+        host_fit._RECORDS.pop(key, None)
+        fresh = host_fit._trace_records(path)
+        host_fit._RECORDS.pop(key, None)
+        steps = traced_steps(path)
+        assert len(steps) == len(steps[0].events.steps) >= 2
+        assert host_fit._trace_records(path, steps) == fresh and fresh
+        host_fit._RECORDS.pop(key, None)
+        # imported steps that are not every step of the trace: read from the file
+        assert host_fit._trace_records(path, steps[:1]) == fresh
+        host_fit._RECORDS.pop(key, None)
+

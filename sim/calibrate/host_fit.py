@@ -198,22 +198,34 @@ def _in_optimizer(o: Any, ranges: list[tuple[float, float]]) -> bool:
 _RECORDS: dict[str, list[tuple[str, float, int, float, bool, str, int]]] = {}
 
 
-def _trace_records(path: Path) -> list[tuple[str, float, int, float, bool, str, int]]:
-    """The top-level CPU ops of every step of the trace, read once per process (a refit with other
-    per-event costs, as the bootstrap does, needs only arithmetic)."""
-    from sim.costmodel.trace_host import FOREACH_PREFIX, foreach_tensors
+def _step_events(path: Path, imported: list[Any] | None) -> list[tuple[Any, bool]]:
+    """(events, whether it trains) of every step of the trace, in file order: from `imported` (the trace's
+    imported steps, sim.validate.host.traced_steps) where those are every step of the trace, else read here."""
     from sim.ingest import import_trace
-    from sim.ingest.build import _Counts
     from sim.ingest.kineto import read_step
+
+    if imported:
+        names = [st.name for st in imported[0].events.steps]
+        by_name = {st.events.step.name: st for st in imported}
+        if len(by_name) == len(imported) and set(by_name) == set(names):
+            return [(by_name[name].events, by_name[name].training) for name in names]
+    first = read_step(path, None)
+    return [(first if st.name == first.step.name else read_step(path, st.name), import_trace(path, st.name).training)
+            for st in first.steps]
+
+
+def _trace_records(path: Path, imported: list[Any] | None = None) -> list[tuple[str, float, int, float, bool, str, int]]:
+    """The top-level CPU ops of every step of the trace, read once per process (a refit with other
+    per-event costs, as the bootstrap does, needs only arithmetic); `imported`: the trace's steps already
+    imported (sim.validate.host.traced_steps), used instead of reading the file again where they are all of them."""
+    from sim.costmodel.trace_host import FOREACH_PREFIX, foreach_tensors
+    from sim.ingest.build import _Counts
 
     key = str(path.resolve())
     if key in _RECORDS:
         return _RECORDS[key]
     out = []
-    first = read_step(path, None)
-    for st in first.steps:
-        ev = first if st.name == first.step.name else read_step(path, st.name)
-        training = import_trace(path, st.name).training
+    for ev, training in _step_events(path, imported):
         cfg = "stack" if ev.python_ts else ("shapes" if ev.meta.get("record_shapes") else "plain")
         counts = _Counts(ev)
         opt = [(o.ts, o.end) for o in ev.cpu_ops if o.name.startswith("Optimizer.")]
@@ -233,12 +245,12 @@ def _trace_records(path: Path) -> list[tuple[str, float, int, float, bool, str, 
 
 
 def trace_op_samples(path: Path, per_event_us: dict[str, float], samples: dict[str, OpSamples] | None = None,
-                     speed: float = 1.0) -> dict[str, OpSamples]:
+                     speed: float = 1.0, imported: list[Any] | None = None) -> dict[str, OpSamples]:
     """Add the in-context host time of every top-level CPU op of every step of the trace at `path`, at
     the reference host speed when the trace ran at `speed` (its durations / speed; `per_event_us` is then
-    the profiler's cost at the reference speed too)."""
+    the profiler's cost at the reference speed too); `imported` as _trace_records takes it."""
     out = samples if samples is not None else {}
-    for name, dur, inside, gap, grad, cfg, tensors in _trace_records(path):
+    for name, dur, inside, gap, grad, cfg, tensors in _trace_records(path, imported):
         host = dur / speed - per_event_us.get(cfg, 0.0) * inside + (gap if 0.0 <= gap < GAP_CAP_US else 0.0) / speed
         s = out.setdefault(name, OpSamples())
         (s.grad if grad else s.plain).append(max(0.0, host))
@@ -923,14 +935,23 @@ class MissingClassFit:
     skipped: int
 
 
-def missing_class_samples(root: Path, table: set[str], per_event_us: dict[str, float],
-                          trace_clock_us: dict[str, float]) -> tuple[dict[str, dict[str, list[float]]], int, int]:
-    """run -> framework op the table (`table`: its op names) lacks -> in-context us per call at the reference speed,
-    over the eager decode / inference steps of the calibration runs under `root`; with the traces read and left out."""
+# run -> framework op -> its in-context us per call at the reference speed, over the calibration runs' eager decode /
+# inference steps; with the traces read and left out. Per process and arguments: the class fit and the level fit share it.
+_CALIBRATION_SAMPLES: dict[tuple[Any, ...], tuple[dict[str, dict[str, list[float]]], int, int]] = {}
+
+
+def calibration_op_samples(root: Path, per_event_us: dict[str, float], trace_clock_us: dict[str, float],
+                           ) -> tuple[dict[str, dict[str, list[float]]], int, int]:
+    """run -> ATen framework op -> in-context us per call at the reference speed (trace_op_samples' plain calls), over
+    the eager decode / inference steps (CLOCK_LEVEL_PHASES) of the calibration runs under `root` (CLOCK_LEVEL_RUNS);
+    with the traces read and left out. Each trace is imported once (traced_steps: the clock-level fit's import)."""
     from sim.costmodel.trace_host import trace_host_speed
     from sim.errors import InputError
     from sim.validate.host import host_cases, traced_steps
 
+    key = (str(root.resolve()), tuple(sorted(per_event_us.items())), tuple(sorted(trace_clock_us.items())))
+    if key in _CALIBRATION_SAMPLES:
+        return _CALIBRATION_SAMPLES[key]
     out: dict[str, dict[str, list[float]]] = {}
     read = skipped = 0
     if not trace_clock_us or not per_event_us:
@@ -942,16 +963,27 @@ def missing_class_samples(root: Path, table: set[str], per_event_us: dict[str, f
             if c.record.get("mode") != "eager" or c.record.get("phase") not in CLOCK_LEVEL_PHASES:
                 continue
             try:
-                speed = statistics.median(trace_host_speed(st, trace_clock_us) for st in traced_steps(c.trace))
-                samples = trace_op_samples(c.trace, per_event_us, {}, speed)
+                steps = traced_steps(c.trace)  # imported once: clock_level_samples read them first
+                speed = statistics.median(trace_host_speed(st, trace_clock_us) for st in steps)
+                samples = trace_op_samples(c.trace, per_event_us, {}, speed, steps)
             except InputError:
                 skipped += 1
                 continue
             read += 1
             for name, smp in samples.items():
-                if name.startswith("aten::") and name not in table and smp.plain:
+                if name.startswith("aten::") and smp.plain:
                     out.setdefault(run, {}).setdefault(name, []).extend(smp.plain)
+    _CALIBRATION_SAMPLES[key] = (out, read, skipped)
     return out, read, skipped
+
+
+def missing_class_samples(root: Path, table: set[str], per_event_us: dict[str, float],
+                          trace_clock_us: dict[str, float]) -> tuple[dict[str, dict[str, list[float]]], int, int]:
+    """run -> framework op the table (`table`: its op names) lacks -> in-context us per call at the reference speed,
+    over the eager decode / inference steps of the calibration runs under `root`; with the traces read and left out."""
+    samples, read, skipped = calibration_op_samples(root, per_event_us, trace_clock_us)
+    out = {run: {name: v for name, v in ops.items() if name not in table} for run, ops in samples.items()}
+    return {run: ops for run, ops in out.items() if ops}, read, skipped
 
 
 def _class_medians(samples: dict[str, dict[str, list[float]]]) -> dict[str, tuple[float, int, dict[str, float]]]:
