@@ -976,6 +976,11 @@ def fit_gemm_tiles(raw: RawData, min_side: int) -> tuple[list[tuple[int, int]], 
 # 0.164 -> 0.222 crosses 0.186 (warm small-M shapes between correction points: the refitted table's ratios reach
 # 3.6 where the 128-row tile's padded compute had stood in for what a warm thin GEMM costs beyond its bytes) and
 # step/serving_decode/cuda_graph/unseen p90 0.279 -> 0.281 crosses 0.279 (docs/gemm_small_m.md).
+# With the thin kernels' K loop too (gemm.thin_*, small_m_min_k_slice, thin_split_reduce_us: fit_small_m_split,
+# fit_thin_stream; gpu12): heldout/gemm/unseen 6.7/23.6 %, heldout_w3 6.3/19.4 %, heldout_w4 5.5/17.7 %,
+# kernel/gemm/unseen 6.8/16.4 % (as main), serving_decode/cuda_graph/unseen 21.0/25.6 %, all tripwires held; but
+# that run's write-back fit still read held-out shapes' dirty records (fixed in dirty_gemm_cases), so
+# kernel/gemm_cold/unseen went unchecked: still off until a clean run (docs/gemm_small_m.md, last section).
 def fit_small_m_tiles(raw: RawData, tile_m: int) -> list[Fitted]:
     """The library's thin-kernel tile for M below the default tile_m (gemm.small_m_row_step, small_m_tile_n), read
     from the Hopper kernel names the training split's GEMM records ran (gemm.json, and l2_cold's calibration set).
