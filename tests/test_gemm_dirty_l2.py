@@ -14,7 +14,7 @@ import pytest
 from sim.calibrate.cases import _gemm
 from sim.calibrate.fit import dirty_gemm_cases, fit_dirty_writeback
 from sim.calibrate.heldout_cases import heldout_cases
-from sim.calibrate.raw import load_raw
+from sim.calibrate.raw import held_out, load_raw
 from sim.costmodel import kernel_cost
 from sim.costmodel.gemm import gemm_terms
 from sim.hardware import Hardware, load_profile
@@ -43,7 +43,8 @@ def test_the_write_back_adds_the_evicted_dirty_lines_to_the_cold_memory_term(tes
         *one_op_graph("gemm", attrs), no).time_s
 
 
-FITTED_GBPS = 8488.0  # fit_dirty_writeback on the shipped raw folder (docs/gemm_small_m.md)
+FITTED_GBPS = 7999.0  # fit_dirty_writeback on the shipped raw folder's 7 training-split records (8488 with the 5 held-out
+# shapes' dirty records in, before gpu12 kept them out: docs/gemm_small_m.md)
 
 
 def _on() -> Hardware:
@@ -56,7 +57,8 @@ def test_the_rate_is_fitted_on_the_calibrations_dirty_gemms_and_built_off() -> N
     hw = _on()
     raw = load_raw(ROOT / "calibration" / "h200" / "raw")
     cases = dirty_gemm_cases(raw)
-    assert len(cases) == 12 and all(c.graph.ops[0].attrs.get("l2_dirty") for c in cases)
+    assert len(cases) == 7 and all(c.graph.ops[0].attrs.get("l2_dirty") for c in cases)
+    assert not any(held_out(c.record) for c in cases)
     (fit,) = fit_dirty_writeback(raw, hw)
     assert fit.value == pytest.approx(FITTED_GBPS)
     assert fit.spread is not None and fit.spread[0] < fit.value < fit.spread[1]

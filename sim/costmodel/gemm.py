@@ -10,7 +10,12 @@
   thin kernels instead: one tile of M rounded up to a row step by a narrow N side (the profile's
   `small_m_row_step` x `small_m_tile_n`, read from the calibration's kernel names: nvjet ..._64x8_, _64x16_,
   _64x64_ at M = 1..8, 16, 64), so neither the padded rows nor split-K's partials are those of a 128-row tile
-  (off in the shipped profile: sim.calibrate.fit.fit_small_m_tiles says why).
+  (off in the shipped profile: sim.calibrate.fit.fit_small_m_tiles says why). Those kernels keep one or two tiles
+  in flight per SM, so their K loop has a cost of its own beyond the bytes: a pipeline fill and epilogue
+  (`thin_fill_us`) plus each wave of work units' A and B tile bytes at one SM's load rate (`thin_sm_stream_gbps`),
+  or all units' at the L2's (`thin_l2_stream_gbps`), a floor under the body warm or cold; they split K only into
+  slices at least `small_m_min_k_slice` deep, and a split runs the library's reduction as a second kernel
+  (`thin_split_reduce_us`). All fitted by calibration where the base profile carries the keys (off today).
 - Short K amortizes each tile's prologue/epilogue poorly: per-tile efficiency k / (k + k_half).
 - A leading dimension (row stride) that is not a multiple of 16 bytes falls off the fast (TMA,
   wgmma) path onto pre-Hopper CUTLASS kernels (measured on H200: `cutlass_80_tensorop_s16816` when
@@ -84,13 +89,20 @@ def correction(hw: Hardware, m: int, n: int, k: int, dtype: str, layout: str = "
     return interpolate(pts, (m, n, k)) if pts else 1.0
 
 
+def _thin(hw: Hardware, m: int) -> bool:
+    """Whether a GEMM of M rows runs the library's thin kernels (M below tile_m, the profile has their tile rule)."""
+    return m < hw.gemm_tile_m and bool(hw.gemm_small_m_row_step) and bool(hw.gemm_small_m_tile_n)
+
+
 def _tiling(hw: Hardware, m: int, n: int, k: int, batch: int, tm: int, tn: int) -> tuple[int, int, float, float, float]:
     """(tiles, split-K slices, waves, wave efficiency, tile efficiency) of an M x N output in tm x tn tiles."""
     tiles = math.ceil(m / tm) * math.ceil(n / tn) * batch
     split = 1
     if tiles < hw.sm_count:
-        # split-K: as many K slices as fill the SMs, each at least 4 k-tiles of 64 deep
-        split = max(1, min(hw.sm_count // tiles, k // 256))
+        # split-K: as many K slices as fill the SMs, each at least 4 k-tiles of 64 deep (the thin kernels: at least
+        # gemm.small_m_min_k_slice deep, where the profile has it)
+        min_slice = int(hw.gemm_small_m_min_k_slice) if _thin(hw, m) and hw.gemm_small_m_min_k_slice else 256
+        split = max(1, min(hw.sm_count // tiles, k // min_slice))
     work_units = tiles * split
     waves = math.ceil(work_units / hw.sm_count)
     wave_eff = work_units / (waves * hw.sm_count)
@@ -104,7 +116,8 @@ def choose_tile(hw: Hardware, m: int, n: int, k: int, batch: int) -> tuple[int, 
     waves x tile rounds' idle SMs and padded edges, at equal per-SM throughput (the first of equals); for M below
     tile_m, where the profile has the library's thin-kernel rule, M rounded up to its row step x its narrow N."""
     default = (hw.gemm_tile_m, hw.gemm_tile_n)
-    if m < hw.gemm_tile_m and hw.gemm_small_m_row_step and hw.gemm_small_m_tile_n:
+    if _thin(hw, m):
+        assert hw.gemm_small_m_row_step is not None and hw.gemm_small_m_tile_n is not None
         # the library's thin kernels (nvjet ..._{N}x{rows}_... in its transposed view): one tile of M rounded up
         # to the row step, a narrow N side; the tile count they give decides split-K (gemm.small_m_row_step)
         step = int(hw.gemm_small_m_row_step)
@@ -143,8 +156,17 @@ def gemm_terms(hw: Hardware, m: int, n: int, k: int, batch: int, dtype: str, lay
     if split > 1:
         hbm += 2 * m * n * 4 * split * batch  # fp32 partials written and read back
     memory_s = hbm / hw.hbm_sustained_bps + hw.mem_latency_s
+    stream_s = 0.0
+    fill, sm_rate, l2_rate = hw.gemm_thin_fill_s, hw.gemm_thin_sm_stream_bps, hw.gemm_thin_l2_stream_bps
+    if _thin(hw, m) and fill is not None and sm_rate is not None and l2_rate is not None:
+        # the thin kernel's K loop: each work unit loads its A rows and B columns over its K slice, one or two tiles
+        # in flight per SM, so a wave of units runs at one SM's load rate, and all of them at the L2's
+        unit_bytes = (tm + tn) * k_slice * item
+        stream_s = fill + max(waves * unit_bytes / sm_rate, tiles * split * unit_bytes / l2_rate)
+    reduce_s = hw.gemm_thin_split_reduce_s if _thin(hw, m) and split > 1 and hw.gemm_thin_split_reduce_s else 0.0
     return {
-        "flops": flops, "compute_s": compute_s, "memory_s": memory_s, "hbm_bytes": hbm,
+        "flops": flops, "compute_s": compute_s, "memory_s": memory_s, "stream_s": stream_s, "reduce_s": reduce_s,
+        "hbm_bytes": hbm,
         "tiles": tiles, "tile_m": float(tm), "tile_n": float(tn), "split_k": split, "waves": waves, "wave_eff": wave_eff, "tile_eff": tile_eff,
         "k_eff": k_eff, "aligned": float(aligned), "alignment_bytes": float(align), "efficiency": eff,
     }
@@ -159,7 +181,7 @@ def gemm_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
     layout = str(op.attrs.get("layout", "nn"))
     t = gemm_terms(hw, m, n, k, batch, dtype, layout)
     corr = correction(hw, m, n, k, dtype, layout)
-    body = max(t["compute_s"], t["memory_s"]) * corr
+    body = max(t["compute_s"], t["memory_s"], t["stream_s"]) * corr
     cold = op.attrs.get("l2") == "cold" and hw.gemm_cold_ramp_s is not None
     if cold:
         # operands from HBM: the correction table was measured with them in L2, so it scales the
@@ -170,9 +192,12 @@ def gemm_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
             # an L2 full of dirty lines (a written flush before the call): the lines the stream evicts are
             # written back first, up to the L2's capacity
             t["memory_s"] += min(t["hbm_bytes"], hw.l2_bytes) / hw.l2_dirty_writeback_bps
-        body = max(t["compute_s"] * corr, t["memory_s"])
-    time = hw.kernel_fixed_s + body
-    if t["compute_s"] >= t["memory_s"]:
+        body = max(t["compute_s"] * corr, t["memory_s"], t["stream_s"] * corr)
+    # the thin kernels' split-K reduction: a second kernel after the GEMM's body (gemm.thin_split_reduce_us)
+    time = hw.kernel_fixed_s + body + t["reduce_s"]
+    if t["stream_s"] > max(t["compute_s"], t["memory_s"]):
+        limiter, cat = "l2", "memory"  # the thin K loop's loads from L2
+    elif t["compute_s"] >= t["memory_s"]:
         limiter = "tensor_core" if t["wave_eff"] > 0.75 else "tail"
         if not t["aligned"]:
             limiter = "tensor_core"
@@ -182,7 +207,11 @@ def gemm_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
     if body < hw.kernel_fixed_s:
         limiter = "launch"
     detail: dict[str, float | str] = {k_: (round(v, 6) if isinstance(v, float) else v) for k_, v in t.items()
-                                      if k_ not in ("compute_s", "memory_s")}
+                                      if k_ not in ("compute_s", "memory_s", "stream_s", "reduce_s")}
+    if t["stream_s"] > 0:
+        detail["k_loop_us"] = round(t["stream_s"] * 1e6, 4)
+    if t["reduce_s"] > 0:
+        detail["split_reduce_us"] = round(t["reduce_s"] * 1e6, 4)
     detail["correction"] = round(corr, 4)
     if cold:
         detail["l2"] = "cold"
@@ -191,7 +220,7 @@ def gemm_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
     return KernelCost(
         time_s=time,
         compute_s=t["compute_s"] * corr,
-        memory_s=t["memory_s"] * (1.0 if cold else corr),
+        memory_s=max(t["memory_s"] * (1.0 if cold else corr), t["stream_s"] * corr),
         fixed_s=hw.kernel_fixed_s,
         limiter=limiter,
         category=cat,

@@ -201,6 +201,23 @@ class GemmSection(Strict):
         " small_m_tile_n columns, which sets its tile count, split-K and padded work; absent: tile_m x tile_n")
     small_m_tile_n: Count | None = Field(
         default=None, description="the N side of the thin kernels' tile (with small_m_row_step)")
+    small_m_min_k_slice: Count | None = Field(
+        default=None, description="the thin kernels split K only into slices at least this deep: split-K = min(SMs //"
+        " tiles, K // this) (read from the kernel grids of the calibration's small-M GEMMs; absent: 4 k-tiles of 64)")
+    thin_fill_us: PositiveQuantity | None = Field(
+        default=None, description="a thin kernel's (M below tile_m) pipeline fill and epilogue around its K loop,"
+        " with thin_sm_stream_gbps and thin_l2_stream_gbps (absent, any of the three: no K-loop term)")
+    thin_sm_stream_gbps: PositiveQuantity | None = Field(
+        default=None, description="the rate one SM's thin-kernel K loop loads its operand tiles from L2 (few tiles"
+        " in flight per SM): each wave of work units costs one unit's A and B tile bytes over its K slice at this"
+        " rate; the K-loop term (with thin_fill_us) is a floor under the GEMM's body, warm or cold")
+    thin_split_reduce_us: PositiveQuantity | None = Field(
+        default=None, description="a thin kernel that splits K launches the library's reduction of the partial"
+        " outputs as a second kernel: its device time, added to the GEMM's (absent: not priced; the partials' traffic"
+        " is in the memory term either way)")
+    thin_l2_stream_gbps: PositiveQuantity | None = Field(
+        default=None, description="the L2's aggregate rate to the SMs for the thin kernels' operand tiles (every work"
+        " unit's tile bytes; the floor when many SMs stream at once)")
     correction: list[GemmPoint] = Field(default_factory=list, description="measured/model ratios from calibration")
     correction_provenance: Provenance | None = None
 

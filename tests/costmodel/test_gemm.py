@@ -163,3 +163,42 @@ def test_below_one_default_tile_in_m_the_library_thin_tile_sets_padding_and_spli
     assert gemm(hw, 128, 2048, 8192).time_s == gemm(testgpu, 128, 2048, 8192).time_s
     assert gemm(dataclasses.replace(hw, gemm_small_m_tile_n=None), 40, 2048, 8192).time_s == \
         gemm(testgpu, 40, 2048, 8192).time_s
+
+
+def test_a_thin_kernels_k_loop_is_a_floor_at_one_sms_load_rate_and_the_l2s(testgpu: Hardware) -> None:
+    # gemm.thin_fill_us / thin_sm_stream_gbps / thin_l2_stream_gbps: 1 x 1024 x 1024 runs 16 tiles of 8 x 64 on
+    # 100 SMs; split-K min(100 // 16, 1024 // 1280) -> 1: one wave, each unit loads (8 + 64) rows x 1024 k x 2 bytes
+    rule = dataclasses.replace(testgpu, gemm_small_m_row_step=8.0, gemm_small_m_tile_n=64.0,
+                               gemm_small_m_min_k_slice=1280.0)
+    hw = dataclasses.replace(rule, gemm_thin_fill_s=1.5e-6, gemm_thin_sm_stream_bps=100e9,
+                             gemm_thin_l2_stream_bps=10000e9)
+    cost = gemm(hw, 1, 1024, 1024)
+    unit = (8 + 64) * 1024 * 2
+    assert cost.detail["split_k"] == 1 and cost.detail["tiles"] == 16
+    assert cost.time_s == pytest.approx(FIXED + 1.5e-6 + unit / 100e9, rel=1e-12)
+    assert (cost.limiter, cost.category) == ("l2", "memory")
+    assert cost.time_s > gemm(rule, 1, 1024, 1024).time_s  # the bytes alone (at HBM's rate) cost less
+    # many SMs at once: the L2's aggregate rate binds (256 units of 64 columns x 4096 k, one wave each on 100 SMs)
+    slow_l2 = dataclasses.replace(hw, gemm_thin_l2_stream_bps=2000e9)
+    c2 = gemm(slow_l2, 1, 16384, 4096)
+    assert c2.detail["tiles"] == 256 and c2.detail["waves"] == 3
+    assert c2.time_s == pytest.approx(FIXED + 1.5e-6 + 256 * (8 + 64) * 4096 * 2 / 2000e9, rel=1e-12)
+    # absent (any of the three) or M at one default tile: no K-loop term
+    assert gemm(dataclasses.replace(hw, gemm_thin_fill_s=None), 1, 1024, 1024).time_s == gemm(rule, 1, 1024, 1024).time_s
+    assert gemm(hw, 128, 1024, 1024).time_s == gemm(testgpu, 128, 1024, 1024).time_s
+
+
+def test_thin_kernels_split_k_only_into_deep_slices_and_pay_the_reduction_kernel(testgpu: Hardware) -> None:
+    rule = dataclasses.replace(testgpu, gemm_small_m_row_step=8.0, gemm_small_m_tile_n=64.0)
+    deep = dataclasses.replace(rule, gemm_small_m_min_k_slice=1280.0)
+    # 1 x 1024 x 4096: 16 tiles; 4 k-tiles of 64 per slice would split 6 ways (100 // 16), 1280-deep slices 3
+    assert gemm(rule, 1, 1024, 4096).detail["split_k"] == 6
+    assert gemm(deep, 1, 1024, 4096).detail["split_k"] == 3
+    assert gemm(deep, 1, 1024, 2048).detail["split_k"] == 1
+    # the split-K reduction kernel (gemm.thin_split_reduce_us): added where K is split, not otherwise
+    red = dataclasses.replace(deep, gemm_thin_split_reduce_s=1.8e-6)
+    assert gemm(red, 1, 1024, 4096).time_s == pytest.approx(gemm(deep, 1, 1024, 4096).time_s + 1.8e-6, rel=1e-12)
+    assert gemm(red, 1, 1024, 2048).time_s == gemm(deep, 1, 1024, 2048).time_s
+    # the default tile's split is not the thin kernels'
+    assert gemm(dataclasses.replace(testgpu, gemm_small_m_min_k_slice=1280.0), 1, 1024, 4096).detail["split_k"] == \
+        gemm(testgpu, 1, 1024, 4096).detail["split_k"]
