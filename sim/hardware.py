@@ -144,9 +144,16 @@ def _host_clock_level(f: HardwareProfileFile) -> tuple[float, float] | None:
     return (lvl.exponent, lvl.reference_us) if lvl is not None and lvl.apply else None
 
 
+def _framework_op_level(f: HardwareProfileFile) -> float:
+    lvl = f.host.framework_op_level
+    return lvl.value if lvl is not None and lvl.apply else 1.0
+
+
 def _framework_op_table_s(f: HardwareProfileFile) -> dict[str, tuple[float | None, float | None]]:
+    """The table's prices in s; those without autograd recording times host.framework_op_level where it applies."""
     us = UNIT_SCALE["us"]
-    return {name: (None if c.us is None else c.us * us, None if c.grad_us is None else c.grad_us * us)
+    level = _framework_op_level(f)
+    return {name: (None if c.us is None else c.us * level * us, None if c.grad_us is None else c.grad_us * us)
             for name, c in f.host.framework_ops.items()}
 
 
@@ -160,7 +167,8 @@ def _missing_op_class_s(f: HardwareProfileFile) -> dict[str, float]:
 
 
 def _framework_op_per_tensor_s(f: HardwareProfileFile) -> dict[str, tuple[int, float]]:
-    return {name: (c.tensors, c.per_tensor_us * UNIT_SCALE["us"]) for name, c in f.host.framework_ops.items()
+    level = _framework_op_level(f)  # a foreach op's per-tensor share of its `us` moves with it
+    return {name: (c.tensors, c.per_tensor_us * level * UNIT_SCALE["us"]) for name, c in f.host.framework_ops.items()
             if c.tensors is not None and c.per_tensor_us is not None}
 
 
@@ -328,7 +336,9 @@ class Hardware:
     # the level-aware relation (host.clock_level, applied): a clock of c us is host speed (c / reference) ** exponent;
     # None: c / host_clock_us (sim.costmodel.host.speed_at_clock)
     host_clock_level: tuple[float, float] | None = derived(_host_clock_level, default=None)
-    # framework op -> (host s per call without autograd recording, with it or None)
+    # the factor on the table's prices without autograd recording (host.framework_op_level where applied, else 1)
+    framework_op_level: float = derived(_framework_op_level, default=1.0)
+    # framework op -> (host s per call without autograd recording, times framework_op_level; with it or None)
     framework_op_table_s: dict[str, tuple[float | None, float | None]] = derived(_framework_op_table_s,
                                                                                  default_factory=dict)
     # a framework op the table lacks costs its tight-loop price times this (host.missing_framework_ops.ratio where

@@ -652,3 +652,53 @@ def test_trace_records_from_imported_steps_equal_a_fresh_read() -> None:
         assert host_fit._trace_records(path, steps[:1]) == fresh
         host_fit._RECORDS.pop(key, None)
 
+
+def test_table_level_fit_is_the_median_over_shared_ops_of_calibration_over_table() -> None:
+    """Per op the table prices without autograd recording: its median over the calibration calls (pooled over runs)
+    over the table's price; ops called fewer than MIN_LEVEL_CALLS times and ops the table lacks are left out; the
+    factor is the median over ops, with a seeded bootstrap interval over runs; none without a shared op."""
+    from sim.calibrate.host_fit import fit_table_level
+
+    table = {"aten::linear": 40.0, "aten::view": 8.0, "aten::add": 20.0, "aten::gelu": 20.0}
+    samples = {"r1": {"aten::linear": [50.0, 52.0], "aten::view": [10.0], "aten::mul": [99.0, 99.0, 99.0],
+                      "aten::gelu": [30.0]},
+               "r2": {"aten::linear": [48.0], "aten::view": [9.0, 11.0], "aten::add": [22.0, 24.0, 26.0]}}
+    fit = fit_table_level(samples, table)
+    assert fit is not None and set(fit.ops) == {"aten::linear", "aten::view", "aten::add"}  # gelu: 1 call
+    assert fit.ops["aten::linear"] == (pytest.approx(50.0 / 40.0), 3) and fit.ops["aten::view"][0] == pytest.approx(1.25)
+    assert fit.ops["aten::add"][0] == pytest.approx(1.2) and fit.value == pytest.approx(1.25)
+    assert fit.calls == 9 and fit.runs == ("r1", "r2") and set(fit.by_class) == {"module", "view", "functional"}
+    assert fit.spread is not None and fit.spread[0] <= fit.value <= fit.spread[1]
+    assert fit_table_level(samples, table) == fit
+    assert fit_table_level(samples, {"aten::softmax": 5.0}) is None
+    # per trace level = 1.3 x speed ** 0.25: the slope comes back
+    traces = [(f"r{k % 3}", s, {"aten::linear": [40.0 * 1.3 * s ** 0.25] * 3, "aten::view": [8.0 * 1.3 * s ** 0.25] * 3})
+              for k, s in enumerate((0.5, 0.6, 0.7, 0.8, 0.9, 1.0))]
+    sloped = fit_table_level(samples, table, traces=traces)
+    assert sloped is not None and sloped.speed_slope is not None and fit.speed_slope is None
+    assert sloped.speed_slope[0] == pytest.approx(0.25, abs=1e-3) and sloped.speed_slope[2] == 6
+
+
+def test_the_table_level_multiplies_prices_without_autograd_where_applied(tmp_path: Path) -> None:
+    """host.framework_op_level (apply true) multiplies the table's `us` prices and a foreach op's per-tensor share,
+    never its `grad_us`; off (the shipped default) the table is as fitted."""
+    import yaml
+
+    doc = yaml.safe_load((ROOT / "hardware_profiles" / "h200-measured.yaml").read_text())
+    level = doc["host"]["framework_op_level"]
+    assert level["apply"] is False and level["value"] > 1.0
+    base = load_profile("h200-measured")
+    assert base.framework_op_level == 1.0
+    level["apply"] = True
+    path = tmp_path / "on.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    on = load_profile(str(path))
+    assert on.framework_op_level == level["value"]
+    plain, grad = base.framework_op_table_s["aten::linear"]
+    assert on.framework_op_table_s["aten::linear"] == (pytest.approx(plain * level["value"]), grad)
+    for name, (n, per_tensor) in base.framework_op_per_tensor_s.items():
+        assert on.framework_op_per_tensor_s[name] == (n, pytest.approx(per_tensor * level["value"]))
+    linear = Op(name="l", kind="gemm", attrs={"framework_op": "aten::linear"})
+    assert eager_dispatch_s(linear, on) == pytest.approx(plain * level["value"] - on.launch_s)
+    grad_linear = Op(name="l", kind="gemm", attrs={"framework_op": "aten::linear", "requires_grad": True})
+    assert eager_dispatch_s(grad_linear, on) == eager_dispatch_s(grad_linear, base)

@@ -330,6 +330,17 @@ class MissingOpClassCost(Quantity):
     apply: bool = Field(default=False, description="price the table's missing framework ops of this class at this cost")
 
 
+class FrameworkOpLevel(Quantity):
+    """The framework-op table's level against the calibration runs (issue 15): the median over the ops the table
+    prices without autograd recording of (their in-context host time per call in the calibration runs' eager decode /
+    inference traces, at the reference trace speed) / (the table's `us`); fitted by the calibration
+    (sim.calibrate.host_fit.fit_table_level). Where `apply` is true, every `us` price of the table (and a foreach
+    op's per-tensor share) is multiplied by `value` (--host model, workload ops naming a `framework_op`); false: the
+    table's prices as fitted."""
+
+    apply: bool = Field(default=False, description="multiply the table's prices without autograd recording by value")
+
+
 class HostClockLevel(Provenance):
     """The level-aware relation between the host clock and the host speed the host costs are priced at
     (issue 15): a host whose clock (sim.calibrate.gpu.host_context.host_clock, us per call) reads c runs at
@@ -465,6 +476,10 @@ class HostSection(Strict):
         default=None,
         description="the measured in-context / tight-loop ratio for framework ops the table lacks, and whether it "
                     "prices them (none: their tight-loop cost)")
+    framework_op_level: FrameworkOpLevel | None = Field(
+        default=None,
+        description="the table's level against the calibration runs' traces at the same trace speed (a factor on its "
+                    "prices without autograd recording), and whether it applies (none: not fitted)")
     missing_framework_op_classes: dict[Literal["view", "module", "functional"], MissingOpClassCost] = Field(
         default_factory=dict,
         description="in-context host time per call of the framework ops the table lacks, by op class, without autograd "
