@@ -74,3 +74,14 @@ def test_the_calibrations_clean_cold_gemms_stream_faster_than_a_copy() -> None:
     assert set(got) == {"cold_ramp_us", "cold_stream_gbps"}  # the profile has no write-back rate: none fitted
     assert shipped.hbm_sustained_bps / 1e9 < got["cold_stream_gbps"] < shipped.hbm_peak_bps / 1e9
     assert shipped.gemm_cold_ramp_s is not None and shipped.gemm_cold_ramp_s * 1e6 < got["cold_ramp_us"] < 6
+
+
+def test_the_joint_fit_runs_only_where_the_profile_carries_the_key_and_takes_the_write_back_along() -> None:
+    shipped = load_profile("h200-measured")
+    raw = load_raw(ROOT / "calibration" / "h200" / "raw")
+    assert fit_cold_gemms_last(raw, shipped) == []  # off: the ramp alone stays fit_model_based's
+    on = dataclasses.replace(shipped, gemm_cold_stream_bps=shipped.hbm_sustained_bps, l2_dirty_writeback_bps=8000e9)
+    fits = fit_cold_gemms_last(raw, on)
+    assert [f"{f.section}.{f.key}" for f in fits] == ["gemm.cold_ramp_us", "gemm.cold_stream_gbps",
+                                                      "memory.l2_dirty_writeback_gbps"]
+    assert all(f.raw.endswith("l2_cold.json") and f.spread is not None for f in fits)
