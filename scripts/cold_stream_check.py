@@ -23,8 +23,8 @@ again under each combination of three switches a base profile turns on by carryi
 (gemm.cold_stream_gbps), gpu11's small-M tile rule (gemm.small_m_row_step / small_m_tile_n, fit_small_m_tiles) and the
 dirty flush's write-back (memory.l2_dirty_writeback_gbps): the fits these reach are run again as calibrate_from_raw
 runs them (stage2_gemm); every other number stays the profile's. Checked: with no switch this gives the profile's own
-cold ramp and correction table back. Prints validate's quantities of the tables holding `l2: cold`
-kernels (cold_tables) for the groups SHOWN and their tripwires; steps are not recomputed (the tile rule also moves
+cold ramp and correction table back. Prints validate's quantities of the held-out kernel tables
+(heldout_tables) for the groups SHOWN and their tripwires; the kernel table and steps are not recomputed (the tile rule also moves
 warm small-M GEMMs in steps: gpu11's full validate figures, docs/gemm_small_m.md).
 """
 
@@ -77,7 +77,7 @@ def _cache_the_kernel_split(path: Path | None) -> None:
 SHOWN = (("heldout_w3/all/unseen", "median_abs"), ("heldout_w3/gemm/unseen", "median_abs"),
          ("heldout_w3/gemm/unseen", "p90_abs"), ("heldout_w4/gemm/unseen", "median_abs"),
          ("heldout_w4/gemm/unseen", "p90_abs"), ("heldout/gemm/unseen", "median_abs"),
-         ("heldout/gemm/unseen", "p90_abs"), ("kernel/gemm/unseen", "p90_abs"))
+         ("heldout/gemm/unseen", "p90_abs"))
 PLACEHOLDER_WRITEBACK_GBPS = 8000.0  # where the profile has none: any value turns the fit on (its grid is fixed)
 
 
@@ -199,7 +199,7 @@ def variants(profile: str, raw_dir: Path, base_name: str) -> int:
         for tiles in (False, True):
             for dirty in (False, True):
                 h, v = stage2_gemm(raw_dir, hw, base, stream, tiles, dirty)
-                q = cold_tables(h)
+                q = heldout_tables(h)
                 row = ["/".join("on" if x else "off" for x in (stream, tiles, dirty)),
                        f"{v.get('gemm.cold_ramp_us', float('nan')):g}", f"{v.get('gemm.cold_stream_gbps', 0):.0f}" if stream else "—",
                        f"{v.get('memory.l2_dirty_writeback_gbps', 0):.0f}" if dirty else "—"]
@@ -209,6 +209,63 @@ def variants(profile: str, raw_dir: Path, base_name: str) -> int:
                     mark = " **over**" if trip is not None and val is not None and val > trip else ""
                     row.append(f"{val:.3f} ({trip}){mark}" if val is not None else "—")
                 print("| " + " | ".join(row) + " |", flush=True)
+    return 0
+
+
+def heldout_tables(hw: Hardware) -> dict[str, dict[str, float]]:
+    """validate's quantities of the held-out kernel tables (heldout: machines A, C, F; heldout_w3; heldout_w4), the
+    rows sim.validate.wave2.wave2_rows makes for them: seconds, no kernel table (which needs a calibration)."""
+    from sim.validate.core import measured_quantities, summarize
+    from sim.validate.wave2 import (
+        WAVE4_KERNELS,
+        heldout_kernel_rows,
+        wave3_kernel_rows,
+        wave4_kernel_rows,
+    )
+
+    rows = heldout_kernel_rows(hw, ROOT / "validation" / "h200" / "heldout_kernels", ROOT / "calibration" / "h200" / "raw")
+    rows += wave3_kernel_rows(hw, ROOT / "validation" / "h200" / "wave3" / "gpu" / "wave3_gpu.json")
+    rows += wave4_kernel_rows(hw, ROOT / WAVE4_KERNELS)
+    return {g: {k: round(float(x), 6) for k, x in q.items()} for g, q in measured_quantities(summarize(rows)).items()}
+
+
+def heldout_medians(hw: Hardware) -> dict[str, float]:
+    """The held-out kernel tables' medians |predicted / measured - 1| of the fresh limits every trimmed-plan profile
+    exceeds (heldout_w3 all / gemm / reduction, unseen) and the clean fourth wave's GEMMs, as validate groups them
+    (scripts/fresh_w3_drivers.medians): seconds, no kernel table."""
+    from fresh_w3_drivers import medians
+
+    m = medians(hw)
+    keys = {("heldout_w3", "all", "unseen"), ("heldout_w3", "gemm", "unseen"), ("heldout_w3", "reduction", "unseen"),
+            ("heldout_w4", "gemm", "unseen")}
+    return {"/".join(k): v for k, v in m.items() if k in keys}
+
+
+def light(names: list[str], profiles: Path, base_name: str, dirty: bool) -> int:
+    """Per fitted profile NAME.yaml (calibration/h200/<wave*_NAME>/raw or runs/NAME/raw): the cold fits (ramp alone
+    reproduced, joint) and the held-out medians own / joint against the fresh limits."""
+    from sim.validate.fresh import FRESH_FILE_NAME, load_fresh
+
+    fresh = load_fresh(ROOT / "validation" / FRESH_FILE_NAME)["limits"]
+    base = load_profile(str(resolve_profile(base_name, ROOT)))
+    keys = ["heldout_w3/all/unseen", "heldout_w3/gemm/unseen", "heldout_w3/reduction/unseen", "heldout_w4/gemm/unseen"]
+    head = ["calibration", "ramp alone us", "joint ramp us [90 %]", "joint stream GB/s [90 %]"]
+    head += [f"{k} median: own / joint (fresh limit)" for k in keys]
+    print("| " + " | ".join(head) + " |\n|" + " --- |" * len(head), flush=True)
+    for name in names:
+        raws = sorted((ROOT / "calibration" / "h200").glob(f"wave*_{name}/raw")) or [ROOT / "calibration/h200/runs" / name / "raw"]
+        hw = load_profile(str(profiles / f"{name}.yaml"))
+        r = cold_fits(raws[0], hw, base, dirty)
+        own_ramp = round(hw.gemm_cold_ramp_s * 1e6, 2) if hw.gemm_cold_ramp_s is not None else None
+        assert own_ramp == r["alone"][0], (name, own_ramp, r["alone"][0])  # the fit's own ramp, reproduced
+        a, j = heldout_medians(r["hw_alone"] if dirty else hw), heldout_medians(r["hw_joint"])
+        ramp, rate, sp_ramp, sp_rate, _ = r["joint"]
+        row = [name, f"{r['alone'][0]:g}", f"{ramp:g} {list(sp_ramp) if sp_ramp else ''}",
+               f"{rate:.0f} {list(sp_rate) if sp_rate else ''}"]
+        for k in keys:
+            lim = (fresh.get(k) or {}).get("median_abs")
+            row.append(f"{a[k]:.3f} / {j[k]:.3f} ({lim})")
+        print("| " + " | ".join(row) + " |", flush=True)
     return 0
 
 
@@ -227,7 +284,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     ap.add_argument("--split-cache", metavar="FILE",
                     help="keep the kernel table's calibrated/unseen split (one calibration of the shipped raw folder) here")
+    ap.add_argument("--light", action="store_true",
+                    help="with --profiles and NAMEs: the cold fits and the held-out medians only (no document needed)")
     ns = ap.parse_args(argv)
+    if ns.light:
+        return light(ns.names, Path(ns.profiles), ns.base, ns.dirty)
     _cache_the_kernel_split(Path(ns.split_cache) if ns.split_cache else None)
     if ns.variants:
         return variants(ns.profile, ROOT / ns.raw, ns.base)
