@@ -300,6 +300,7 @@ class Hardware:
     libraries: dict[str, dict[str, float]] = derived(_libraries, default_factory=dict)
     primitives: dict[str, float] = from_profile("primitives", default_factory=dict)
     gemm_cold_ramp_s: float | None = from_profile("gemm.cold_ramp_us", default=None)
+    gemm_cold_stream_bps: float | None = from_profile("gemm.cold_stream_gbps", default=None)
     gemm_misaligned_odd_factor: float | None = from_profile("gemm.misaligned_odd_factor", default=None)
     gemm_tile_choices: tuple[tuple[int, int], ...] = derived(_gemm_tile_choices, default=())
     gemm_small_m_row_step: float | None = from_profile("gemm.small_m_row_step", default=None)

@@ -172,6 +172,12 @@ def gemm_terms(hw: Hardware, m: int, n: int, k: int, batch: int, dtype: str, lay
     }
 
 
+def cold_stream_bps(hw: Hardware) -> float:
+    """The rate a cold GEMM's operands stream from HBM after its ramp: gemm.cold_stream_gbps where the profile
+    has it (a read-only stream), else the copy-fitted memory.hbm_sustained_gbps."""
+    return hw.gemm_cold_stream_bps if hw.gemm_cold_stream_bps is not None else hw.hbm_sustained_bps
+
+
 def gemm_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
     m, n, k = int(op.attrs["m"]), int(op.attrs["n"]), int(op.attrs["k"])
     batch = int(op.attrs.get("batch", 1))
@@ -185,9 +191,10 @@ def gemm_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
     cold = op.attrs.get("l2") == "cold" and hw.gemm_cold_ramp_s is not None
     if cold:
         # operands from HBM: the correction table was measured with them in L2, so it scales the
-        # compute term only; the stream runs at the sustained HBM rate after the pipeline fills
+        # compute term only; the stream runs at the sustained HBM rate after the pipeline fills (a GEMM's
+        # read-only operand stream at its own rate, gemm.cold_stream_gbps, where the profile has one)
         assert hw.gemm_cold_ramp_s is not None
-        t = {**t, "memory_s": hw.gemm_cold_ramp_s + t["hbm_bytes"] / hw.hbm_sustained_bps}
+        t = {**t, "memory_s": hw.gemm_cold_ramp_s + t["hbm_bytes"] / cold_stream_bps(hw)}
         if op.attrs.get("l2_dirty") and hw.l2_dirty_writeback_bps is not None:
             # an L2 full of dirty lines (a written flush before the call): the lines the stream evicts are
             # written back first, up to the L2's capacity

@@ -190,6 +190,11 @@ class GemmSection(Strict):
     cold_ramp_us: PositiveQuantity | None = Field(
         default=None, description="a GEMM whose operands come from HBM (op attribute l2: cold): time to fill its load"
         " pipeline before the weight stream runs at the sustained HBM rate; absent: cold GEMMs priced as warm ones")
+    cold_stream_gbps: PositiveQuantity | None = Field(
+        default=None, description="the rate a cold GEMM's operands stream from HBM at once its load pipeline is full"
+        " (after cold_ramp_us): a read-only stream of many tensor-memory-accelerator loads, which runs faster than a"
+        " copy's read+write stream (memory.hbm_sustained_gbps); fitted jointly with cold_ramp_us when the base"
+        " profile carries it; absent: memory.hbm_sustained_gbps")
     tile_choices: list[tuple[int, int]] | None = Field(
         default=None, description="output tiles (M x N) the library's kernels use: a GEMM at least one default"
         " tile_m in M and N runs the one (or tile_m x tile_n) that leaves the least quantized work (fewest tile"
