@@ -179,6 +179,7 @@ def calibrate_one(raw_dir: Path, name: str, base: str, work: Path, validation_ra
 
 
 LOW_PRIORITY_NICE = 10  # a calibration past --first N runs at this niceness: ~1/10 of a core beside normal ones
+_RUN_NICE = 0  # the niceness of the process that starts the pool (set before it forks its workers)
 
 
 def _calibrate_one_low_priority(*args: Any) -> Calibration:
@@ -187,7 +188,9 @@ def _calibrate_one_low_priority(*args: Any) -> Calibration:
     the freed cores; the result is the same (priority changes only when each process runs)."""
     import os
 
-    os.nice(LOW_PRIORITY_NICE)
+    # the pool reuses its workers: the niceness is set to the run's own plus LOW_PRIORITY_NICE, not raised again by
+    # each low-priority calibration a worker runs (a second one went to 19)
+    os.nice(max(0, min(19, _RUN_NICE + LOW_PRIORITY_NICE) - os.nice(0)))
     return calibrate_one(*args)
 
 
@@ -249,6 +252,8 @@ def calibrate_all(raw_dirs: list[Path], names: list[str], base: str, work: Path,
         # multiprocessing.Pool, not concurrent.futures: leaving its `with` block by any exception (a worker's
         # error, KeyboardInterrupt, the Interrupted that `stop_on_signals` raises for SIGTERM) terminates the
         # workers and joins them, so an interrupted run leaves no process behind
+        global _RUN_NICE
+        _RUN_NICE = __import__("os").nice(0)
         with multiprocessing.get_context("fork").Pool(jobs, initializer=_worker_signals) as pool:
             ref_job = (pool.apply_async(_reference_measured, (reference, base, validation_raw, cases, thresholds, work),
                                         callback=lambda r: keep(ref=r))
