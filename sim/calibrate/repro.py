@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import re
 import signal
 import statistics
@@ -186,8 +187,6 @@ def _calibrate_one_low_priority(*args: Any) -> Calibration:
     """calibrate_one at a lower CPU priority (os.nice): with more processes than cores the first calibrations get
     the cores and finish first (what a run stopped by a time limit keeps), the rest take the idle cycles and then
     the freed cores; the result is the same (priority changes only when each process runs)."""
-    import os
-
     # the pool reuses its workers: the niceness is set to the run's own plus LOW_PRIORITY_NICE, not raised again by
     # each low-priority calibration a worker runs (a second one went to 19)
     os.nice(max(0, min(19, _RUN_NICE + LOW_PRIORITY_NICE) - os.nice(0)))
@@ -253,7 +252,7 @@ def calibrate_all(raw_dirs: list[Path], names: list[str], base: str, work: Path,
         # error, KeyboardInterrupt, the Interrupted that `stop_on_signals` raises for SIGTERM) terminates the
         # workers and joins them, so an interrupted run leaves no process behind
         global _RUN_NICE
-        _RUN_NICE = __import__("os").nice(0)
+        _RUN_NICE = os.nice(0)
         with multiprocessing.get_context("fork").Pool(jobs, initializer=_worker_signals) as pool:
             ref_job = (pool.apply_async(_reference_measured, (reference, base, validation_raw, cases, thresholds, work),
                                         callback=lambda r: keep(ref=r))
