@@ -4,7 +4,10 @@ what the fit produces from the committed raw data; the fits recover known synthe
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -298,10 +301,20 @@ def test_the_gemm_tile_choices_are_the_calibration_kernels_named_tiles() -> None
     assert len(used) > 50
 
 
+def _heldout_thin_kernels() -> Iterator[tuple[dict[str, Any], dict[str, Any], re.Match[str]]]:
+    """The held-out sets' small-M GEMM kernels (no fit reads them) whose name gives a tile, with the name's match."""
+    names = re.compile(r"^nvjet_sm\d+_\w+?_(\d+)x(\d+)_")
+    for rel in ("validation/h200/wave3/gpu/wave3_gpu.json", "validation/h200/wave4/heldout_l2/heldout_l2.json"):
+        for r in json.loads((ROOT / rel).read_text())["records"]:
+            if r.get("bench") != "gemm" or r["m"] >= 128:
+                continue
+            for k in r.get("kernels") or []:
+                if (mt := names.match(k["name"])):
+                    yield r, k, mt
+
+
 def test_the_small_m_tile_rule_is_read_from_the_calibration_kernels_and_names_the_held_out_ones() -> None:
-    import json
     import math
-    import re
 
     from sim.calibrate.fit import fit_small_m_tiles
     from sim.hardware import load_profile
@@ -313,22 +326,15 @@ def test_the_small_m_tile_rule_is_read_from_the_calibration_kernels_and_names_th
     assert (tile_n.key, tile_n.value) == ("small_m_tile_n", 64.0)
     assert step.n is not None and step.n >= 40  # training-split records (45 today), none held out
     # the held-out sets' small-M GEMMs (no fit reads them): the rule names most of their M tiles exactly
-    names = re.compile(r"^nvjet_sm\d+_\w+?_(\d+)x(\d+)_")
     hits = total = 0
-    for rel in ("validation/h200/wave3/gpu/wave3_gpu.json", "validation/h200/wave4/heldout_l2/heldout_l2.json"):
-        for r in json.loads((ROOT / rel).read_text())["records"]:
-            if r.get("bench") != "gemm" or r["m"] >= 128:
-                continue
-            for k in r.get("kernels") or []:
-                if (mt := names.match(k["name"])):
-                    total += 1
-                    hits += int(mt.group(2)) == math.ceil(r["m"] / 8) * 8
+    for r, _k, mt in _heldout_thin_kernels():
+        total += 1
+        hits += int(mt.group(2)) == math.ceil(r["m"] / 8) * 8
     assert total >= 40 and hits / total > 0.8, (hits, total)
 
 
 def test_the_thin_kernels_split_k_depth_is_read_from_their_grids_and_names_the_held_out_splits() -> None:
     import math
-    import re
 
     from sim.calibrate.fit import fit_small_m_split
 
@@ -339,18 +345,13 @@ def test_the_thin_kernels_split_k_depth_is_read_from_their_grids_and_names_the_h
     red = fits["thin_split_reduce_us"]
     assert red.spread is not None and red.spread[0] <= red.value <= red.spread[1]
     # the held-out sets' thin kernels (no fit reads them): CTAs / tiles is min(SMs // tiles, K // depth) for most
-    names = re.compile(r"^nvjet_sm\d+_\w+?_(\d+)x(\d+)_")
     hits = total = 0
-    for rel in ("validation/h200/wave3/gpu/wave3_gpu.json", "validation/h200/wave4/heldout_l2/heldout_l2.json"):
-        for r in json.loads((ROOT / rel).read_text())["records"]:
-            if r.get("bench") != "gemm" or r["m"] >= 128:
-                continue
-            for k in r.get("kernels") or []:
-                if (mt := names.match(k["name"])) and len(k.get("grid") or []) == 3:
-                    tiles = math.ceil(r["m"] / int(mt.group(2))) * math.ceil(r["n"] / int(mt.group(1)))
-                    ctas = k["grid"][0] * k["grid"][1] * k["grid"][2]
-                    total += 1
-                    hits += ctas == tiles * max(1, min(132 // tiles, r["k"] // int(depth.value)))
+    for r, k, mt in _heldout_thin_kernels():
+        if len(k.get("grid") or []) == 3:
+            tiles = math.ceil(r["m"] / int(mt.group(2))) * math.ceil(r["n"] / int(mt.group(1)))
+            ctas = k["grid"][0] * k["grid"][1] * k["grid"][2]
+            total += 1
+            hits += ctas == tiles * max(1, min(132 // tiles, r["k"] // int(depth.value)))
     assert total >= 40 and hits / total > 0.8, (hits, total)
 
 

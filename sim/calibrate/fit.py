@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -1044,24 +1044,33 @@ def fit_gemm_tiles(raw: RawData, min_side: int) -> tuple[list[tuple[int, int]], 
 # kernel/gemm/unseen 6.8/16.4 % (as main), serving_decode/cuda_graph/unseen 21.0/25.6 %, all tripwires held; but
 # that run's write-back fit still read held-out shapes' dirty records (fixed in dirty_gemm_cases), so
 # kernel/gemm_cold/unseen went unchecked: still off until a clean run (docs/gemm_small_m.md, last section).
+def _small_m_records(raw: RawData, tile_m: int) -> list[dict[str, Any]]:
+    """The training split's GEMM records with M below tile_m (gemm.json, and l2_cold.json's calibration set)."""
+    recs = [r for r in raw.records("gemm", "gemm") if not held_out(r)]
+    recs += [r for r in raw.records("l2_cold", "gemm") if r.get("set") == "cal" and not held_out(r)]
+    return [r for r in recs if int(r["m"]) < tile_m]
+
+
+def _small_m_kernels(recs: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any], dict[str, Any], re.Match[str]]]:
+    """Each record's Hopper kernels whose name gives a tile (nvjet_sm90_*_{N}x{M}_), with the name's match."""
+    for r in recs:
+        for kern in r.get("kernels") or []:
+            mt = _NVJET_TILE.match(str(kern.get("name", "")))
+            if mt:
+                yield r, kern, mt
+
+
 def fit_small_m_tiles(raw: RawData, tile_m: int) -> list[Fitted]:
     """The library's thin-kernel tile for M below the default tile_m (gemm.small_m_row_step, small_m_tile_n), read
     from the Hopper kernel names the training split's GEMM records ran (gemm.json, and l2_cold's calibration set).
     cuBLAS is called on the transposed problem (C^T = B^T A^T), so nvjet_sm90_tst_{A}x{B}_ tiles the output's N by
     A and its M by B: the row step is the smallest B seen (the tensor-core instruction's N granularity), the N
     side the most common A. The fit text says how many records the rule (M rounded up to the step) names exactly."""
-    recs = [r for r in raw.records("gemm", "gemm") if not held_out(r)]
-    recs += [r for r in raw.records("l2_cold", "gemm") if r.get("set") == "cal" and not held_out(r)]
     seen: list[tuple[int, int, int]] = []  # (m, tile rows, tile n)
     used: set[str] = set()
-    for r in recs:
-        if int(r["m"]) >= tile_m:
-            continue
-        for kern in r.get("kernels") or []:
-            mt = _NVJET_TILE.match(str(kern.get("name", "")))
-            if mt:
-                seen.append((int(r["m"]), int(mt.group(2)), int(mt.group(1))))
-                used.add(record_id(r))
+    for r, _kern, mt in _small_m_kernels(_small_m_records(raw, tile_m)):
+        seen.append((int(r["m"]), int(mt.group(2)), int(mt.group(1))))
+        used.add(record_id(r))
     if not seen:
         return []
     step = min(rows for _, rows, _ in seen)
@@ -1087,23 +1096,18 @@ def fit_small_m_split(raw: RawData, tile_m: int, sm_count: int, split_reduce: bo
     training split's small-M GEMMs (gemm.json, l2_cold.json's calibration set): a record's split is its nvjet grid's
     CTAs over the output tiles its kernel name gives; the fitted depth (a multiple of the 64-deep k-tile) is the
     smallest that names the most records' split by min(SMs // tiles, K // depth)."""
-    recs = [r for r in raw.records("gemm", "gemm") if not held_out(r)]
-    recs += [r for r in raw.records("l2_cold", "gemm") if r.get("set") == "cal" and not held_out(r)]
+    recs = _small_m_records(raw, tile_m)
     seen: list[tuple[int, int, int]] = []  # (tiles, k, split)
     used: set[str] = set()
-    for r in recs:
-        if int(r["m"]) >= tile_m:
+    for r, kern, mt in _small_m_kernels(recs):
+        grid = kern.get("grid")
+        if not isinstance(grid, list) or len(grid) != 3:
             continue
-        for kern in r.get("kernels") or []:
-            mt = _NVJET_TILE.match(str(kern.get("name", "")))
-            grid = kern.get("grid")
-            if not mt or not isinstance(grid, list) or len(grid) != 3:
-                continue
-            tiles = math.ceil(int(r["m"]) / int(mt.group(2))) * math.ceil(int(r["n"]) / int(mt.group(1)))
-            ctas = int(grid[0]) * int(grid[1]) * int(grid[2])
-            if ctas % tiles == 0:
-                seen.append((tiles, int(r["k"]), ctas // tiles))
-                used.add(record_id(r))
+        tiles = math.ceil(int(r["m"]) / int(mt.group(2))) * math.ceil(int(r["n"]) / int(mt.group(1)))
+        ctas = int(grid[0]) * int(grid[1]) * int(grid[2])
+        if ctas % tiles == 0:
+            seen.append((tiles, int(r["k"]), ctas // tiles))
+            used.add(record_id(r))
     if not seen:
         return []
 
@@ -1114,7 +1118,7 @@ def fit_small_m_split(raw: RawData, tile_m: int, sm_count: int, split_reduce: bo
     best = max(depths, key=lambda d: (named(d), -d))
     ok = [d for d in depths if named(d) == named(best)]
     out: list[Fitted] = []
-    reduce_us = [float(k["duration_us"]) for r in recs if int(r["m"]) < tile_m for k in r.get("kernels") or []
+    reduce_us = [float(k["duration_us"]) for r in recs for k in r.get("kernels") or []
                  if "splitKreduce" in str(k.get("name", "")) and "duration_us" in k]
     if reduce_us and split_reduce:
         out.append(Fitted("gemm", "thin_split_reduce_us", round(_median(reduce_us), 2), raw.file_of("gemm"),
