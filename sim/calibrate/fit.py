@@ -18,7 +18,15 @@ from typing import Any
 
 from sim.calibrate.host_fit import fit_host_context
 from sim.calibrate.profile_yaml import dump_profile
-from sim.calibrate.raw import RawData, RawGroup, held_out, kernel_time_us, record_id
+from sim.calibrate.raw import (
+    UNSTEADY_MEDIAN_OVER_MIN,
+    RawData,
+    RawGroup,
+    held_out,
+    kernel_time_us,
+    record_id,
+    unsteady,
+)
 from sim.errors import InputError
 from sim.schema.hardware import HardwareProfileFile
 from sim.schema.loader import load_yaml_model
@@ -891,9 +899,14 @@ def fit_unit_costs(raw: RawData, sm_count: int, lanes: dict[str, float]) -> tupl
     f = raw.file_of("elementwise")
     for prefix, name, unit in (("erf_x", "erf", "fp32"), ("rand_x", "rng", "int"), ("fma_x", "fma", "fp32")):
         by_n: dict[int, dict[int, dict[str, Any]]] = {}
+        dropped: list[str] = []
         for r in recs:
             kern = str(r.get("kernel", ""))
             if kern.startswith(prefix):
+                if unsteady(r):  # one disturbed record would set this numel's whole slope (machine I's erf_x1)
+                    dropped.append(f"{kern} at {int(r['numel'])} elements (median {float(r['time_us']):.1f} us,"
+                                   f" fastest {float(r['min_us']):.1f} us)")
+                    continue
                 by_n.setdefault(int(r["numel"]), {})[int(r["k"])] = r
         slopes = []
         used: set[str] = set()
@@ -917,7 +930,9 @@ def fit_unit_costs(raw: RawData, sm_count: int, lanes: dict[str, float]) -> tupl
             continue
         other = {u: 0.0 for u in ("fp32", "sfu", "int") if u != unit}
         fit = (f"slope of time vs {name} calls per element (k={sorted(next(iter(by_n.values())))}) "
-               f"× {lanes[unit]:.0f} {unit} lanes/SM at {clock / 1e6:.0f} MHz; all its work counted on {unit}")
+               f"× {lanes[unit]:.0f} {unit} lanes/SM at {clock / 1e6:.0f} MHz; all its work counted on {unit}"
+               + (f"; left out, median over {UNSTEADY_MEDIAN_OVER_MIN}x its fastest repeat: {'; '.join(dropped)}"
+                  if dropped else ""))
         out.append(Fitted("compute.op_costs", name, {unit: round(instr, 2), **other}, f, fit, used))
         if name == "erf":
             out.append(Fitted("compute.op_costs", "gelu", {"fp32": round(instr + 3, 2), "sfu": 0.0, "int": 0.0}, f,

@@ -29,7 +29,7 @@ from types import MappingProxyType
 from typing import Any
 
 from sim.calibrate.fit import Fitted, _grid_fit, _scaled
-from sim.calibrate.raw import RawData, held_out, record_id
+from sim.calibrate.raw import RawData, held_out, record_id, unsteady
 from sim.hardware import Hardware
 
 # The extra work of one iteration of math_k_kernel besides the op (sim/calibrate/gpu/triton_kernels.py):
@@ -249,7 +249,7 @@ def math_k_case(rec: dict[str, Any], op_name: str) -> Any:
 
 def fit_math_ops(raw: RawData, hw: Hardware) -> list[Fitted]:
     """Each math op's FP32-equivalent instructions per element from its K = 1, 4, 16 Triton kernels."""
-    recs = raw.records("math_ops", "math_k")
+    recs = [r for r in raw.records("math_ops", "math_k") if not unsteady(r)]
     by_op: dict[str, list[dict[str, Any]]] = {}
     for r in recs:
         by_op.setdefault(str(r["op"]), []).append(r)
@@ -286,7 +286,7 @@ def fit_rng(raw: RawData, hw: Hardware) -> list[Fitted]:
 
     recs = [r for r in raw.records("elementwise", "elementwise")
             if r.get("impl", "triton") == "triton" and str(r.get("kernel", "")).startswith("rand_x")]
-    cases = [c for c in cases_from_raw({"elementwise": recs}) if c.measured_us > 0]
+    cases = [c for c in cases_from_raw({"elementwise": recs}) if c.measured_us > 0 and not unsteady(c.record)]
     if len({int(c.record.get("k") or 0) for c in cases}) < 2:
         return []
     base = hw.op_costs["rng"]
