@@ -298,6 +298,8 @@ def _profiled_reduction(rec: dict[str, Any]) -> Case | None:
     measured = sum(float(k["duration_us"]) for k in kernels)
     # where the input was when the kernel ran: L2 after the warm-up call (no flush), HBM after a flush
     l2 = "warm" if rec.get("l2_state", "warm") == "warm" else "cold"
+    # after a flush that wrote: an L2 full of dirty lines, written back as the input streams in (PyTorch's sums)
+    dirty = {"l2_dirty": True} if rec.get("l2_state") == "dirty" else {}
     x, y = Tensor("x", (rows, cols), "bf16"), Tensor("y", (rows, cols), "bf16")
     vec, col = Tensor("v", (cols,), "bf16"), Tensor("r", (rows,), "bf16")
 
@@ -325,11 +327,11 @@ def _profiled_reduction(rec: dict[str, Any]) -> Case | None:
         tensors = [x, y]
     elif bench == "sum_dim0":
         ops = [red(bench, ("x",), ("v",), axis="rows", math=MappingProxyType({"add": 1}), impl="torch_reduce",
-                   l2=l2, launch=LaunchConfig(block=128, regs_per_thread=54))]
+                   l2=l2, **dirty, launch=LaunchConfig(block=128, regs_per_thread=54))]
         tensors = [x, vec]
     elif bench == "sum_dim1":
         ops = [red(bench, ("x",), ("r",), threads_per_row=32, math=MappingProxyType({"add": 1}), impl="torch_reduce",
-                   l2=l2, launch=LaunchConfig(block=512, regs_per_thread=32))]
+                   l2=l2, **dirty, launch=LaunchConfig(block=512, regs_per_thread=32))]
         tensors = [x, col]
     else:
         return None

@@ -153,6 +153,12 @@ def _torch_reduce_cost(op: Op, graph: Graph, hw: Hardware, rows: int, cols: int)
     entry = rk.get(f"entry_ns_{path}_{state}", rk.get(f"entry_ns_{path}_warm", 0.0)) * 1e-9
     split = rk.get(f"split_ns_{state}", rk.get("split_ns_warm", 0.0)) * 1e-9 if ctas > 1 else 0.0
     mem_s = stream + sync_s + glob + entry + split
+    # an L2 full of dirty lines (a written flush before the call; op attribute `l2_dirty`): the lines the
+    # input evicts are written back first, up to the L2's capacity -- the GEMMs' term (sim.costmodel.gemm),
+    # priced only where the profile has memory.l2_dirty_writeback_gbps
+    writeback = (min(r, hw.l2_bytes) / hw.l2_dirty_writeback_bps
+                 if state == "cold" and op.attrs.get("l2_dirty") and hw.l2_dirty_writeback_bps is not None else 0.0)
+    mem_s += writeback
     limiter = "latency" if little < hw.hbm_sustained_bps else "hbm"
     time = hw.kernel_fixed_s + mem_s
     return KernelCost(
@@ -163,7 +169,8 @@ def _torch_reduce_cost(op: Op, graph: Graph, hw: Hardware, rows: int, cols: int)
                                  "iter_ns": round(t_iter * 1e9, 2), "waves": waves,
                                  "chain_us": round(waves * chain * 1e6, 4), "stream_us": round(stream * 1e6, 4),
                                  "global_us": round(glob * 1e6, 4),
-                                 "entry_us": round(entry * 1e6, 4), "split_us": round(split * 1e6, 4)}),
+                                 "entry_us": round(entry * 1e6, 4), "split_us": round(split * 1e6, 4),
+                                 **({"writeback_us": round(writeback * 1e6, 4)} if writeback else {})}),
     )
 
 
