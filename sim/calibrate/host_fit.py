@@ -1090,6 +1090,12 @@ MIN_LEVEL_CALLS = 3
 # (eager steps dearer, compiled ones not); trace predict unchanged. 84 tripwires cross; with
 # missing_framework_op_classes on too 103, with clock_level on as well 111. Off.
 APPLY_TABLE_LEVEL = False
+# The level as a function of host speed (host.framework_op_speed_level; issue 15, host12): level(s) = L0 x s ** exponent,
+# fitted on the same traces (fit_table_level's speed_slope / speed_l0), applied only where a step is priced at a
+# given host speed (own-speed rows, replay --host-clock / --host-speed): framework ops then follow their own clock
+# exponent (~ clock_level's x (1 + exponent)); reference-speed pricing keeps the table. Measured: see
+# docs/host.md "The framework-op level as a function of host speed". Off.
+APPLY_SPEED_LEVEL = False
 
 
 @dataclass(frozen=True)
@@ -1106,6 +1112,9 @@ class TableLevelFit:
     # how the level moves with the trace's host speed: least squares of log(a trace's level) on log(its speed) over
     # the traces (slope, its 90 % bootstrap interval with traces resampled within runs, traces); None without traces
     speed_slope: tuple[float, tuple[float, float] | None, int] | None = None
+    # the same least squares' level at speed 1, L0 = exp(intercept), and its 90 % bootstrap interval (the same
+    # resamples): level(speed) = L0 * speed ** slope (host.framework_op_speed_level); None without traces
+    speed_l0: tuple[float, tuple[float, float] | None] | None = None
 
 
 def _level_ratios(samples: dict[str, dict[str, list[float]]], table_us: dict[str, float],
@@ -1119,9 +1128,12 @@ def _level_ratios(samples: dict[str, dict[str, list[float]]], table_us: dict[str
             if len(v) >= min_calls}
 
 
-def _speed_slope(traces: list[tuple[str, float, dict[str, list[float]]]], table_us: dict[str, float],
-                 resamples: int = 200, seed: int = 20261201) -> tuple[float, tuple[float, float] | None, int] | None:
-    """log(level) on log(speed) over the traces (each trace's level: the median over its ops of the table's ratio)."""
+def _speed_fit(traces: list[tuple[str, float, dict[str, list[float]]]], table_us: dict[str, float],
+               resamples: int = 200, seed: int = 20261201,
+               ) -> tuple[tuple[float, tuple[float, float] | None, int], tuple[float, tuple[float, float] | None]] | None:
+    """Least squares of log(level) on log(speed) over the traces (each trace's level: the median over its ops of the
+    table's ratio): ((slope, its 90 % bootstrap interval, traces), (L0 = exp(intercept), its interval)); the
+    bootstrap resamples traces within runs."""
     import random
 
     by_run: dict[str, list[tuple[float, float]]] = {}
@@ -1130,21 +1142,29 @@ def _speed_slope(traces: list[tuple[str, float, dict[str, list[float]]]], table_
         if ratios and speed > 0:
             by_run.setdefault(run, []).append((math.log(speed), math.log(statistics.median(r for r, _ in ratios.values()))))
 
-    def slope(points: list[tuple[float, float]]) -> float | None:
+    def line(points: list[tuple[float, float]]) -> tuple[float, float] | None:
         mx, my = statistics.fmean(x for x, _ in points), statistics.fmean(y for _, y in points)
         sxx = sum((x - mx) ** 2 for x, _ in points)
-        return None if sxx <= 0 else sum((x - mx) * (y - my) for x, y in points) / sxx
+        if sxx <= 0:
+            return None
+        b = sum((x - mx) * (y - my) for x, y in points) / sxx
+        return b, math.exp(my - b * mx)
 
     pooled = [p for ps in by_run.values() for p in ps]
-    whole = slope(pooled) if len(pooled) >= 3 else None
+    whole = line(pooled) if len(pooled) >= 3 else None
     if whole is None:
         return None
     rng = random.Random(seed)
-    boots = sorted(b for b in (slope([ps[rng.randrange(len(ps))] for _, ps in sorted(by_run.items()) for _ in ps])
-                               for _ in range(resamples)) if b is not None)
-    spread = ((round(min(boots[int(0.05 * (len(boots) - 1))], whole), 3),
-               round(max(boots[int(round(0.95 * (len(boots) - 1)))], whole), 3)) if boots else None)
-    return round(whole, 3), spread, len(pooled)
+    boots = [b for b in (line([ps[rng.randrange(len(ps))] for _, ps in sorted(by_run.items()) for _ in ps])
+                         for _ in range(resamples)) if b is not None]
+
+    def interval(xs: list[float], at: float) -> tuple[float, float] | None:
+        xs = sorted(xs)
+        return ((round(min(xs[int(0.05 * (len(xs) - 1))], at), 3), round(max(xs[int(round(0.95 * (len(xs) - 1)))], at), 3))
+                if xs else None)
+
+    return ((round(whole[0], 3), interval([b for b, _ in boots], whole[0]), len(pooled)),
+            (round(whole[1], 3), interval([a for _, a in boots], whole[1])))
 
 
 def fit_table_level(samples: dict[str, dict[str, list[float]]], table_us: dict[str, float],
@@ -1174,14 +1194,17 @@ def fit_table_level(samples: dict[str, dict[str, list[float]]], table_us: dict[s
     by: dict[str, list[float]] = {}
     for name, (r, _) in ratios.items():
         by.setdefault(framework_op_class(name), []).append(r)
+    speed = _speed_fit(traces, table_us) if traces else None
     return TableLevelFit(round(value, 3), spread, {n: (round(r, 3), k) for n, (r, k) in ratios.items()},
                          {cls: round(statistics.median(v), 3) for cls, v in sorted(by.items())}, tuple(runs),
-                         sum(k for _, k in ratios.values()), _speed_slope(traces, table_us) if traces else None)
+                         sum(k for _, k in ratios.values()), speed[0] if speed else None, speed[1] if speed else None)
 
 
 def table_level_values(root: Path, table: dict[str, dict[str, float]], per_event_us: dict[str, float],
-                       trace_clock_us: dict[str, float], apply: bool = APPLY_TABLE_LEVEL) -> list[Any]:
-    """host.framework_op_level as a fitted value (fit_table_level); none without samples."""
+                       trace_clock_us: dict[str, float], apply: bool = APPLY_TABLE_LEVEL,
+                       apply_speed: bool = APPLY_SPEED_LEVEL) -> list[Any]:
+    """host.framework_op_level and host.framework_op_speed_level as fitted values (fit_table_level); none without
+    samples."""
     from sim.calibrate.fit import Fitted
 
     samples, read, skipped = calibration_op_samples(root, per_event_us, trace_clock_us)
@@ -1204,8 +1227,25 @@ def table_level_values(root: Path, table: dict[str, dict[str, float]], per_event
             "read); per op ratio (calls): " + ", ".join(f"{n} {r:g} ({k})" for n, (r, k) in fit.ops.items())
             + "; median per op class: " + ", ".join(f"{c} {v:g}" for c, v in fit.by_class.items())
             + slope + "; spread: bootstrap, runs resampled")
-    return [Fitted("host", "framework_op_level", {"value": fit.value, "apply": apply}, "..", text, n=fit.calls,
-                   spread=fit.spread, date=max((d for d in dates.values() if d), default="") or None)]
+    date = max((d for d in dates.values() if d), default="") or None
+    out = [Fitted("host", "framework_op_level", {"value": fit.value, "apply": apply}, "..", text, n=fit.calls,
+                  spread=fit.spread, date=date)]
+    if fit.speed_slope is not None and fit.speed_l0 is not None:
+        b, b_spread, k = fit.speed_slope
+        l0, l0_spread = fit.speed_l0
+        value: dict[str, Any] = {"value": l0, "exponent": b, "apply": apply_speed}
+        if l0_spread is not None:
+            value["value_spread"] = list(l0_spread)
+        out.append(Fitted(
+            "host", "framework_op_speed_level", value, "..",
+            f"level(s) = L0 x s ** exponent: least squares of log(a trace's level) on log(its host speed s) over the "
+            f"{k} traces of the framework_op_level fit (a trace's level: the median over its ops of (its in-context "
+            "host time per call at the reference trace speed) / (the table's us); s: the trace's median traced-step "
+            "speed against host.trace_profiler.clock_us); L0 = exp(intercept) " + f"{l0:g}"
+            + (f" [{l0_spread[0]:g}, {l0_spread[1]:g}]" if l0_spread else "") + f", exponent {b:g}"
+            + (f" [{b_spread[0]:g}, {b_spread[1]:g}]" if b_spread else "")
+            + "; spread: the exponent's, bootstrap, traces resampled within runs", n=k, spread=b_spread, date=date))
+    return out
 
 
 def host_clock_dates_in(root: Path, runs: dict[str, int]) -> dict[str, str]:
