@@ -32,8 +32,11 @@ def variant(on: list[str], sets: list[str], out: Path) -> Path:
         if sec == "missing_framework_op_classes":
             for c in doc["host"][sec].values():
                 c["apply"] = True
-        else:
-            doc["host"][sec]["apply"] = True
+        else:  # a section of host, or one of its entries (compiled_in_context.kernel_us)
+            node = doc["host"]
+            for part in sec.split("."):
+                node = node[part]
+            node["apply"] = True
     for s in sets:
         path, value = s.split("=", 1)
         sec, key = path.split(".", 1)
