@@ -1093,8 +1093,25 @@ APPLY_TABLE_LEVEL = False
 # The level as a function of host speed (host.framework_op_speed_level; issue 15, host12): level(s) = L0 x s ** exponent,
 # fitted on the same traces (fit_table_level's speed_slope / speed_l0), applied only where a step is priced at a
 # given host speed (own-speed rows, replay --host-clock / --host-speed): framework ops then follow their own clock
-# exponent (~ clock_level's x (1 + exponent)); reference-speed pricing keeps the table. Measured: see
-# docs/host.md "The framework-op level as a function of host speed". Off.
+# exponent (~ clock_level's x (1 + exponent)); reference-speed pricing keeps the table (its rows do not move).
+# Measured with it on (L0 1.37, exponent 0.224: the fit before machine AB; main 4253df8's held-out machines; python
+# scripts/host_level_check.py --own-only, own-speed rows median / max |error| %, off -> on): decode Y (unseen) 2.0 /
+# 5.1 -> 36.8 / 36.9, L 9.2 -> 8.6, M 15.0 / 26.4 -> 9.2 / 40.4, N 13.5 -> 11.4, O 12.0 -> 19.8, I 15.9 -> 6.4 / 45.1,
+# J 11.6 -> 19.9, AA 15.8 -> 40.2; eager inference Y 2.5 -> 14.0, L 15.0 -> 9.9, M 17.2 -> 13.6, N 3.8 -> 19.7, O 22.8
+# -> 17.8, J 11.9 -> 26.5; compiled rows unchanged; own-speed compile gain median |pp| Y 9.0 -> 17.1, L 16.8 -> 28.0,
+# M 4.7 -> 29.5, N 17.5 -> 28.5, I 1.7 -> 8.0, AA 8.0 -> 12.2, O 12.5 -> 3.1, J 4.8 -> 3.8. 25 tripwires cross (the
+# whole host check, scripts/host_level_check.py without --own-only); with clock_level too 31, with the missing classes
+# 37, classes + clock_level 46, with compiled_in_context.kernel_us 39 (own-speed groups). L0 = 1 (the table's level
+# at speed 1, only the trend): 28 (fast machines' eager rows shorter: L decode 19.6, M 24.0 %). No level that is a
+# function of the trace speed alone serves machine Y (right at level 1 at its slow clock) and the fast machines
+# (short by 10-25 % at theirs) at once. Compile gains worsen because the level raises eager steps only: at their own
+# speed (off) the compiled inference steps of L, M, N are short too (signed medians -25.7, -12.2, -28.4 %; eager
+# -15.0, -17.2, -3.8 %). The compiled wrapper's cost per kernel carries no table level: fit_compiled_kernel's measure
+# on each calibration run's compiled GPT forwards (3 regions each, at the reference trace speed) gives V 41.2, X 37.4,
+# Y 39.8, L 37.2, calib7 46.7, M 42.2, N 33.3, O 33.5, J 39.7, I 35.8, AA 32.7, K 34.2 us against the fit traces'
+# 37.54 (compiled_in_context.kernel_us); --host model prices those kernels at tight-loop costs (~15-24 us) while
+# kernel_us is off, and with it on the fast machines' compiled rows come out 35-45 % long at their own speed (20
+# own-speed tripwires alone). Off.
 APPLY_SPEED_LEVEL = False
 
 
