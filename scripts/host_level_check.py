@@ -41,12 +41,12 @@ def variant(on: list[str], sets: list[str], out: Path) -> Path:
         path, value = s.split("=", 1)
         sec, key = path.split(".", 1)
         doc["host"][sec][key] = float(value)
-    doc["name"] = "h200-measured-" + ("+".join(on) or "off")
+    doc["name"] = "h200-measured-" + ("-".join(on) or "off").replace("_", "-").replace(".", "-")
     out.write_text(yaml.safe_dump(doc, sort_keys=False))
     return out
 
 
-def host_measured(hw: Any) -> tuple[dict[str, dict[str, float]], list[Any], list[Any]]:
+def host_measured(hw: Any, own_only: bool = False) -> tuple[dict[str, dict[str, float]], list[Any], list[Any]]:
     import dataclasses
 
     from sim.validate.core import measured_quantities, summarize
@@ -59,6 +59,14 @@ def host_measured(hw: Any) -> tuple[dict[str, dict[str, float]], list[Any], list
     )
 
     raw = ROOT / "calibration" / "h200" / "raw"
+    if own_only:  # the groups a switch applied only at a given host speed can move (reference rows cannot)
+        rows, mgains = own_speed_rows(ROOT, hw), own_speed_gains(ROOT, hw)
+        measured = measured_quantities(summarize(rows))
+        for msplit in sorted({g.split for g in mgains}):
+            for key, grp in gain_groups([g for g in mgains if g.split == msplit]).items():
+                measured[f"host_gains/{key}/{msplit}"] = {
+                    "median_abs_pp": statistics.median(abs(g.error_pp) for g in grp), "n": float(len(grp))}
+        return measured, rows, mgains
     hrows, hgains = host_rows(raw.parent / "host_context", hw)
     rows = [dataclasses.replace(r, split="calibrated" if r.split == "fit" else "unseen") for r in hrows]
     mrows, mgains = heldout_machine_rows(ROOT, hw)
@@ -107,17 +115,20 @@ def main() -> int:
     ap.add_argument("--on", action="append", default=[])
     ap.add_argument("--set", action="append", default=[])
     ap.add_argument("--json")
+    ap.add_argument("--skip-off", action="store_true", help="do not price the shipped profile first")
+    ap.add_argument("--own-only", action="store_true",
+                    help="own-speed rows and gains only (what a switch applied at a given host speed moves)")
     args = ap.parse_args()
     from sim.hardware import load_profile
 
     result: dict[str, Any] = {}
     base_measured = None
     with tempfile.TemporaryDirectory() as tmp:
-        for combo in [""] + args.on:
+        for combo in ([] if args.skip_off else [""]) + args.on:
             on = [s for s in combo.split(",") if s]
             path = variant(on, args.set if on else [], Path(tmp) / f"v{len(result)}.yaml")
             hw = load_profile(str(path), ROOT, path="--profile")
-            measured, rows, gains = host_measured(hw)
+            measured, rows, gains = host_measured(hw, args.own_only)
             crossed = tripwires(measured)
             if base_measured is None:
                 base_measured = measured
@@ -128,8 +139,8 @@ def main() -> int:
             print(f"== {combo or 'off'}: {len(crossed)} tripwires crossed", flush=True)
             for c in crossed:
                 print("  ", c)
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1))
+            if args.json:  # after each combination: a partial run keeps what it priced
+                Path(args.json).write_text(json.dumps(result, indent=1))
     return 0
 
 
