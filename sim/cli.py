@@ -287,11 +287,11 @@ def cmd_import_trace(args: argparse.Namespace, console: Console) -> int:
     return EXIT_OK
 
 
-def _host_speed(value: str | None, host: str, mode: str) -> float | str:
-    """--host-speed: "trace" or a positive number (1, the profile's reference host speed, by default);
-    only with --mode predict --host model."""
+def _host_speed(value: str | None, host: str, mode: str) -> float | str | None:
+    """--host-speed: "trace" or a positive number (1, the profile's reference host speed); None (not given): the
+    reference speed with the table as fitted; only with --mode predict --host model."""
     if value is None:
-        return 1.0
+        return None
     if host != "model" or mode != "predict":
         raise InputError("--host-speed prices the host model's costs", value=value,
                          expected="--mode predict --host model with it")

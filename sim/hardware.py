@@ -149,6 +149,11 @@ def _framework_op_level(f: HardwareProfileFile) -> float:
     return lvl.value if lvl is not None and lvl.apply else 1.0
 
 
+def _framework_op_speed_level(f: HardwareProfileFile) -> tuple[float, float] | None:
+    lvl = f.host.framework_op_speed_level
+    return (lvl.value, lvl.exponent) if lvl is not None and lvl.apply else None
+
+
 def _framework_op_table_s(f: HardwareProfileFile) -> dict[str, tuple[float | None, float | None]]:
     """The table's prices in s; those without autograd recording times host.framework_op_level where it applies."""
     us = UNIT_SCALE["us"]
@@ -339,6 +344,9 @@ class Hardware:
     host_clock_level: tuple[float, float] | None = derived(_host_clock_level, default=None)
     # the factor on the table's prices without autograd recording (host.framework_op_level where applied, else 1)
     framework_op_level: float = derived(_framework_op_level, default=1.0)
+    # (L0, exponent) of host.framework_op_speed_level where applied: a step priced at host speed s pays the table's
+    # prices without autograd recording times L0 * s ** exponent (sim.costmodel.host.at_host_speed); None: not
+    framework_op_speed_level: tuple[float, float] | None = derived(_framework_op_speed_level, default=None)
     # framework op -> (host s per call without autograd recording, times framework_op_level; with it or None)
     framework_op_table_s: dict[str, tuple[float | None, float | None]] = derived(_framework_op_table_s,
                                                                                  default_factory=dict)

@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from sim.costmodel import KernelCost
-from sim.costmodel.host import host_costs
+from sim.costmodel.host import at_host_speed, host_costs
 from sim.costmodel.pricing import price
 from sim.costmodel.trace_host import (
     HostTimeline,
@@ -80,7 +80,7 @@ def graph_member_costs(costs: tuple[KernelCost | None, ...], graph: Graph, step:
 def replay(path: Path, hw: Hardware, mode: str = "measured", step: str | None = None, host: str = "trace",
            keep_profiler: bool = False, unprofiled_us: float | None = None,
            idle_start: bool = False, imported: ImportedStep | None = None,
-           host_speed: float | str = 1.0) -> tuple[dict[str, Any], Trace]:
+           host_speed: float | str | None = None) -> tuple[dict[str, Any], Trace]:
     """Simulate one step of the trace at `path`; returns the JSON-ready result and the simulated Trace.
 
     In predict mode `host` says where host time comes from: "trace" keeps the trace's own host
@@ -91,7 +91,8 @@ def replay(path: Path, hw: Hardware, mode: str = "measured", step: str | None = 
     the step already imported from `path` (to replay one trace several ways without reading it again).
     `host_speed` (`host="model"` only): how slow the host runs against the profile's reference host
     speed (1.0, the speed its host table was fitted at: host.trace_profiler.clock_us); "trace": the
-    trace's own, from its clock ops (sim.costmodel.trace_host.trace_host_speed)."""
+    trace's own, from its clock ops (sim.costmodel.trace_host.trace_host_speed); None: the reference speed with the
+    table as fitted (a given speed, 1.0 included, prices the table at that speed: sim.costmodel.host.at_host_speed)."""
     if mode not in MODES:
         raise ValueError(f"unknown replay mode {mode!r} (expected one of {MODES})")
     if host not in HOST_SOURCES:
@@ -116,8 +117,11 @@ def replay(path: Path, hw: Hardware, mode: str = "measured", step: str | None = 
         if host == "trace":
             timeline = trace_host(graph, imported, hw, keep_profiler)
         else:
-            speed = trace_host_speed(imported, hw.trace_clock_us) if host_speed == "trace" else float(host_speed)
-            timeline = model_host(graph, imported, hw, keep_profiler, speed)
+            if host_speed is None:
+                timeline = model_host(graph, imported, hw, keep_profiler, 1.0)
+            else:
+                speed = trace_host_speed(imported, hw.trace_clock_us) if host_speed == "trace" else float(host_speed)
+                timeline = model_host(graph, imported, at_host_speed(hw, speed), keep_profiler, speed)
         graph = timeline.graph
         costs = graph_member_costs(price(graph, hw), graph, imported, hw)
     trace = simulate(graph, costs, host_costs(run_hw))
@@ -126,7 +130,7 @@ def replay(path: Path, hw: Hardware, mode: str = "measured", step: str | None = 
         result["host"] = host_comparison(recorded, graph, costs, hw)
         # What the prediction took from the trace as measured rather than from the model.
         result["host_source"] = host
-        if host == "model" and host_speed != 1.0:
+        if host == "model" and host_speed is not None and host_speed != 1.0:
             result["host_speed"] = round(timeline.host_speed, 4)
         profiler_us = timeline.profiler_removed_s * 1e6
         result["profiler_removed_us"] = round(profiler_us, 3)

@@ -677,6 +677,49 @@ def test_table_level_fit_is_the_median_over_shared_ops_of_calibration_over_table
     sloped = fit_table_level(samples, table, traces=traces)
     assert sloped is not None and sloped.speed_slope is not None and fit.speed_slope is None
     assert sloped.speed_slope[0] == pytest.approx(0.25, abs=1e-3) and sloped.speed_slope[2] == 6
+    # ... and the level at speed 1 (host.framework_op_speed_level's value), inside its bootstrap interval
+    assert sloped.speed_l0 is not None and fit.speed_l0 is None
+    assert sloped.speed_l0[0] == pytest.approx(1.3, abs=1e-3)
+    assert sloped.speed_l0[1] is not None and sloped.speed_l0[1][0] <= sloped.speed_l0[0] <= sloped.speed_l0[1][1]
+
+
+def test_the_speed_level_prices_the_table_at_a_given_host_speed_only(tmp_path: Path) -> None:
+    """host.framework_op_speed_level (apply true): at a given host speed s the table's prices without autograd
+    recording (and a foreach op's per-tensor share) are times L0 * s ** exponent in place of framework_op_level,
+    never `grad_us`; without it, or off (the shipped default), the profile is unchanged; replay at the reference speed
+    (no speed given) keeps the table, a given speed prices it."""
+    import yaml
+
+    from sim.costmodel.host import at_host_speed
+    from sim.replay import replay
+
+    doc = yaml.safe_load((ROOT / "hardware_profiles" / "h200-measured.yaml").read_text())
+    level = doc["host"]["framework_op_speed_level"]
+    assert level["apply"] is False and level["value"] > 1.0 and level["exponent"] > 0
+    base = load_profile("h200-measured")
+    assert base.framework_op_speed_level is None and at_host_speed(base, 1.7) is base
+    level["apply"] = True
+    doc["host"]["framework_op_level"]["apply"] = True  # replaced, not compounded
+    path = tmp_path / "on.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    on = load_profile(str(path))
+    assert on.framework_op_speed_level == (level["value"], level["exponent"])
+    for speed in (0.6, 1.0, 1.7):
+        at = at_host_speed(on, speed)
+        factor = level["value"] * speed ** level["exponent"]
+        plain, grad = base.framework_op_table_s["aten::linear"]
+        assert at.framework_op_table_s["aten::linear"] == (pytest.approx(plain * factor), grad)
+        for name, (n, per_tensor) in base.framework_op_per_tensor_s.items():
+            assert at.framework_op_per_tensor_s[name] == (n, pytest.approx(per_tensor * factor))
+    doc["host"]["framework_op_level"]["apply"] = False
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    on = load_profile(str(path))
+    trace = ROOT / "calibration" / "h200" / "host_context" / "A" / "traces" / "decode_b8_inference.json.gz"
+    ref = replay(trace, base, "predict", host="model")[0]["priced_host_us"]
+    assert replay(trace, on, "predict", host="model")[0]["priced_host_us"] == pytest.approx(ref)
+    at_one = replay(trace, on, "predict", host="model", host_speed=1.0)[0]["priced_host_us"]
+    at_two = replay(trace, on, "predict", host="model", host_speed=2.0)[0]["priced_host_us"]
+    assert at_one > ref and at_two > 2 * at_one  # the table's share grows faster than the speed
 
 
 def test_the_table_level_multiplies_prices_without_autograd_where_applied(tmp_path: Path) -> None:

@@ -1090,6 +1090,29 @@ MIN_LEVEL_CALLS = 3
 # (eager steps dearer, compiled ones not); trace predict unchanged. 84 tripwires cross; with
 # missing_framework_op_classes on too 103, with clock_level on as well 111. Off.
 APPLY_TABLE_LEVEL = False
+# The level as a function of host speed (host.framework_op_speed_level; issue 15, host12): level(s) = L0 x s ** exponent,
+# fitted on the same traces (fit_table_level's speed_slope / speed_l0), applied only where a step is priced at a
+# given host speed (own-speed rows, replay --host-clock / --host-speed): framework ops then follow their own clock
+# exponent (~ clock_level's x (1 + exponent)); reference-speed pricing keeps the table (its rows do not move).
+# Measured with it on (L0 1.37, exponent 0.224: the fit before machine AB; main 4253df8's held-out machines; python
+# scripts/host_level_check.py --own-only, own-speed rows median / max |error| %, off -> on): decode Y (unseen) 2.0 /
+# 5.1 -> 36.8 / 36.9, L 9.2 -> 8.6, M 15.0 / 26.4 -> 9.2 / 40.4, N 13.5 -> 11.4, O 12.0 -> 19.8, I 15.9 -> 6.4 / 45.1,
+# J 11.6 -> 19.9, AA 15.8 -> 40.2; eager inference Y 2.5 -> 14.0, L 15.0 -> 9.9, M 17.2 -> 13.6, N 3.8 -> 19.7, O 22.8
+# -> 17.8, J 11.9 -> 26.5; compiled rows unchanged; own-speed compile gain median |pp| Y 9.0 -> 17.1, L 16.8 -> 28.0,
+# M 4.7 -> 29.5, N 17.5 -> 28.5, I 1.7 -> 8.0, AA 8.0 -> 12.2, O 12.5 -> 3.1, J 4.8 -> 3.8. 25 tripwires cross (the
+# whole host check, scripts/host_level_check.py without --own-only); with clock_level too 31, with the missing classes
+# 37, classes + clock_level 46, with compiled_in_context.kernel_us 39 (own-speed groups). L0 = 1 (the table's level
+# at speed 1, only the trend): 28 (fast machines' eager rows shorter: L decode 19.6, M 24.0 %). No level that is a
+# function of the trace speed alone serves machine Y (right at level 1 at its slow clock) and the fast machines
+# (short by 10-25 % at theirs) at once. Compile gains worsen because the level raises eager steps only: at their own
+# speed (off) the compiled inference steps of L, M, N are short too (signed medians -25.7, -12.2, -28.4 %; eager
+# -15.0, -17.2, -3.8 %). The compiled wrapper's cost per kernel carries no table level: fit_compiled_kernel's measure
+# on each calibration run's compiled GPT forwards (3 regions each, at the reference trace speed) gives V 41.2, X 37.4,
+# Y 39.8, L 37.2, calib7 46.7, M 42.2, N 33.3, O 33.5, J 39.7, I 35.8, AA 32.7, K 34.2 us against the fit traces'
+# 37.54 (compiled_in_context.kernel_us); --host model prices those kernels at tight-loop costs (~15-24 us) while
+# kernel_us is off, and with it on the fast machines' compiled rows come out 35-45 % long at their own speed (20
+# own-speed tripwires alone). Off.
+APPLY_SPEED_LEVEL = False
 
 
 @dataclass(frozen=True)
@@ -1106,6 +1129,9 @@ class TableLevelFit:
     # how the level moves with the trace's host speed: least squares of log(a trace's level) on log(its speed) over
     # the traces (slope, its 90 % bootstrap interval with traces resampled within runs, traces); None without traces
     speed_slope: tuple[float, tuple[float, float] | None, int] | None = None
+    # the same least squares' level at speed 1, L0 = exp(intercept), and its 90 % bootstrap interval (the same
+    # resamples): level(speed) = L0 * speed ** slope (host.framework_op_speed_level); None without traces
+    speed_l0: tuple[float, tuple[float, float] | None] | None = None
 
 
 def _level_ratios(samples: dict[str, dict[str, list[float]]], table_us: dict[str, float],
@@ -1119,9 +1145,12 @@ def _level_ratios(samples: dict[str, dict[str, list[float]]], table_us: dict[str
             if len(v) >= min_calls}
 
 
-def _speed_slope(traces: list[tuple[str, float, dict[str, list[float]]]], table_us: dict[str, float],
-                 resamples: int = 200, seed: int = 20261201) -> tuple[float, tuple[float, float] | None, int] | None:
-    """log(level) on log(speed) over the traces (each trace's level: the median over its ops of the table's ratio)."""
+def _speed_fit(traces: list[tuple[str, float, dict[str, list[float]]]], table_us: dict[str, float],
+               resamples: int = 200, seed: int = 20261201,
+               ) -> tuple[tuple[float, tuple[float, float] | None, int], tuple[float, tuple[float, float] | None]] | None:
+    """Least squares of log(level) on log(speed) over the traces (each trace's level: the median over its ops of the
+    table's ratio): ((slope, its 90 % bootstrap interval, traces), (L0 = exp(intercept), its interval)); the
+    bootstrap resamples traces within runs."""
     import random
 
     by_run: dict[str, list[tuple[float, float]]] = {}
@@ -1130,21 +1159,29 @@ def _speed_slope(traces: list[tuple[str, float, dict[str, list[float]]]], table_
         if ratios and speed > 0:
             by_run.setdefault(run, []).append((math.log(speed), math.log(statistics.median(r for r, _ in ratios.values()))))
 
-    def slope(points: list[tuple[float, float]]) -> float | None:
+    def line(points: list[tuple[float, float]]) -> tuple[float, float] | None:
         mx, my = statistics.fmean(x for x, _ in points), statistics.fmean(y for _, y in points)
         sxx = sum((x - mx) ** 2 for x, _ in points)
-        return None if sxx <= 0 else sum((x - mx) * (y - my) for x, y in points) / sxx
+        if sxx <= 0:
+            return None
+        b = sum((x - mx) * (y - my) for x, y in points) / sxx
+        return b, math.exp(my - b * mx)
 
     pooled = [p for ps in by_run.values() for p in ps]
-    whole = slope(pooled) if len(pooled) >= 3 else None
+    whole = line(pooled) if len(pooled) >= 3 else None
     if whole is None:
         return None
     rng = random.Random(seed)
-    boots = sorted(b for b in (slope([ps[rng.randrange(len(ps))] for _, ps in sorted(by_run.items()) for _ in ps])
-                               for _ in range(resamples)) if b is not None)
-    spread = ((round(min(boots[int(0.05 * (len(boots) - 1))], whole), 3),
-               round(max(boots[int(round(0.95 * (len(boots) - 1)))], whole), 3)) if boots else None)
-    return round(whole, 3), spread, len(pooled)
+    boots = [b for b in (line([ps[rng.randrange(len(ps))] for _, ps in sorted(by_run.items()) for _ in ps])
+                         for _ in range(resamples)) if b is not None]
+
+    def interval(xs: list[float], at: float) -> tuple[float, float] | None:
+        xs = sorted(xs)
+        return ((round(min(xs[int(0.05 * (len(xs) - 1))], at), 3), round(max(xs[int(round(0.95 * (len(xs) - 1)))], at), 3))
+                if xs else None)
+
+    return ((round(whole[0], 3), interval([b for b, _ in boots], whole[0]), len(pooled)),
+            (round(whole[1], 3), interval([a for _, a in boots], whole[1])))
 
 
 def fit_table_level(samples: dict[str, dict[str, list[float]]], table_us: dict[str, float],
@@ -1174,14 +1211,17 @@ def fit_table_level(samples: dict[str, dict[str, list[float]]], table_us: dict[s
     by: dict[str, list[float]] = {}
     for name, (r, _) in ratios.items():
         by.setdefault(framework_op_class(name), []).append(r)
+    speed = _speed_fit(traces, table_us) if traces else None
     return TableLevelFit(round(value, 3), spread, {n: (round(r, 3), k) for n, (r, k) in ratios.items()},
                          {cls: round(statistics.median(v), 3) for cls, v in sorted(by.items())}, tuple(runs),
-                         sum(k for _, k in ratios.values()), _speed_slope(traces, table_us) if traces else None)
+                         sum(k for _, k in ratios.values()), speed[0] if speed else None, speed[1] if speed else None)
 
 
 def table_level_values(root: Path, table: dict[str, dict[str, float]], per_event_us: dict[str, float],
-                       trace_clock_us: dict[str, float], apply: bool = APPLY_TABLE_LEVEL) -> list[Any]:
-    """host.framework_op_level as a fitted value (fit_table_level); none without samples."""
+                       trace_clock_us: dict[str, float], apply: bool = APPLY_TABLE_LEVEL,
+                       apply_speed: bool = APPLY_SPEED_LEVEL) -> list[Any]:
+    """host.framework_op_level and host.framework_op_speed_level as fitted values (fit_table_level); none without
+    samples."""
     from sim.calibrate.fit import Fitted
 
     samples, read, skipped = calibration_op_samples(root, per_event_us, trace_clock_us)
@@ -1204,8 +1244,25 @@ def table_level_values(root: Path, table: dict[str, dict[str, float]], per_event
             "read); per op ratio (calls): " + ", ".join(f"{n} {r:g} ({k})" for n, (r, k) in fit.ops.items())
             + "; median per op class: " + ", ".join(f"{c} {v:g}" for c, v in fit.by_class.items())
             + slope + "; spread: bootstrap, runs resampled")
-    return [Fitted("host", "framework_op_level", {"value": fit.value, "apply": apply}, "..", text, n=fit.calls,
-                   spread=fit.spread, date=max((d for d in dates.values() if d), default="") or None)]
+    date = max((d for d in dates.values() if d), default="") or None
+    out = [Fitted("host", "framework_op_level", {"value": fit.value, "apply": apply}, "..", text, n=fit.calls,
+                  spread=fit.spread, date=date)]
+    if fit.speed_slope is not None and fit.speed_l0 is not None:
+        b, b_spread, k = fit.speed_slope
+        l0, l0_spread = fit.speed_l0
+        value: dict[str, Any] = {"value": l0, "exponent": b, "apply": apply_speed}
+        if l0_spread is not None:
+            value["value_spread"] = list(l0_spread)
+        out.append(Fitted(
+            "host", "framework_op_speed_level", value, "..",
+            f"level(s) = L0 x s ** exponent: least squares of log(a trace's level) on log(its host speed s) over the "
+            f"{k} traces of the framework_op_level fit (a trace's level: the median over its ops of (its in-context "
+            "host time per call at the reference trace speed) / (the table's us); s: the trace's median traced-step "
+            "speed against host.trace_profiler.clock_us); L0 = exp(intercept) " + f"{l0:g}"
+            + (f" [{l0_spread[0]:g}, {l0_spread[1]:g}]" if l0_spread else "") + f", exponent {b:g}"
+            + (f" [{b_spread[0]:g}, {b_spread[1]:g}]" if b_spread else "")
+            + "; spread: the exponent's, bootstrap, traces resampled within runs", n=k, spread=b_spread, date=date))
+    return out
 
 
 def host_clock_dates_in(root: Path, runs: dict[str, int]) -> dict[str, str]:

@@ -106,6 +106,24 @@ def speed_at_clock(clock_us: float, hw: Hardware) -> float | None:
     return float(clock_us / hw.host_clock_us)
 
 
+def at_host_speed(hw: Hardware, speed: float) -> Hardware:
+    """The profile as a step priced at host speed `speed` sees it: where host.framework_op_speed_level applies, the
+    table's prices without autograd recording (and a foreach op's per-tensor share) times L0 * speed ** exponent in
+    place of host.framework_op_level (the host speed itself still scales every priced cost, model_host); else `hw`.
+    Only for a step priced at a given speed (own-speed rows, replay --host-clock / --host-speed): pricing at the
+    reference speed keeps the table."""
+    if hw.framework_op_speed_level is None or not speed > 0:
+        return hw
+    from dataclasses import replace
+
+    l0, exponent = hw.framework_op_speed_level
+    factor = l0 * speed ** exponent / hw.framework_op_level
+    return replace(
+        hw,
+        framework_op_table_s={n: (None if p is None else p * factor, g) for n, (p, g) in hw.framework_op_table_s.items()},
+        framework_op_per_tensor_s={n: (k, t * factor) for n, (k, t) in hw.framework_op_per_tensor_s.items()})
+
+
 def _tensors(op: Op) -> int | None:
     """The tensors per list of an op's foreach framework op (`tensors:` in a workload), if it says."""
     n = op.attrs.get("tensors")

@@ -346,6 +346,21 @@ class FrameworkOpLevel(Quantity):
     apply: bool = Field(default=False, description="multiply the table's prices without autograd recording by value")
 
 
+class FrameworkOpSpeedLevel(Provenance):
+    """The framework-op table's level as a function of host speed (issue 15): a calibration trace at host speed s
+    (its traced-step speed against host.trace_profiler.clock_us) pays level(s) = value x s ** exponent times the
+    table's prices at the reference speed; fitted by the calibration (sim.calibrate.host_fit.fit_table_level,
+    least squares in logs over the traces); `spread` is the exponent's 90 % bootstrap interval, `value_spread`
+    value's. Where `apply` is true, a step priced at a given host speed s (own-speed rows, replay --host-clock /
+    --host-speed) pays the table's prices without autograd recording (and a foreach op's per-tensor share) times
+    level(s), so framework ops scale as s ** (1 + exponent); pricing at the reference speed keeps the table."""
+
+    value: float = Field(gt=0, allow_inf_nan=False, description="L0: the level at host speed 1")
+    exponent: float = Field(allow_inf_nan=False, description="level(s) = value x s ** exponent")
+    value_spread: list[float] | None = Field(default=None, description="90 % bootstrap interval [low, high] of value")
+    apply: bool = Field(default=False, description="price the table at a given host speed by level(s)")
+
+
 class HostClockLevel(Provenance):
     """The level-aware relation between the host clock and the host speed the host costs are priced at
     (issue 15): a host whose clock (sim.calibrate.gpu.host_context.host_clock, us per call) reads c runs at
@@ -485,6 +500,10 @@ class HostSection(Strict):
         default=None,
         description="the table's level against the calibration runs' traces at the same trace speed (a factor on its "
                     "prices without autograd recording), and whether it applies (none: not fitted)")
+    framework_op_speed_level: FrameworkOpSpeedLevel | None = Field(
+        default=None,
+        description="the table's level as a function of host speed, L0 x speed ** exponent, for steps priced at a given "
+                    "host speed, and whether it applies (none: not fitted)")
     missing_framework_op_classes: dict[Literal["view", "module", "functional"], MissingOpClassCost] = Field(
         default_factory=dict,
         description="in-context host time per call of the framework ops the table lacks, by op class, without autograd "
