@@ -562,15 +562,24 @@ class _Stream:
     (Ranks.collective) is a generator: its events are followed the same way until it returns.
     """
 
-    __slots__ = ("sim", "env", "queue", "stream", "track", "busy_until", "op", "start_s", "work_s", "cost",
-                 "collective", "args_by_cost")
+    __slots__ = ("sim", "env", "queue", "items", "stream", "track", "costs", "latency_s", "graph_kernel_s",
+                 "dep_starts", "dep_flat", "finished", "ops", "records", "busy_until", "op", "start_s", "work_s",
+                 "cost", "collective", "args_by_cost")
 
     def __init__(self, sim: Simulation, stream: int) -> None:
         self.sim = sim
         self.env = sim.env
         self.queue = sim.queues[stream]
+        self.items = self.queue.items
         self.stream = stream
         self.track = stream_track(stream)
+        # what every kernel reads, kept here (one attribute each)
+        self.costs = sim.costs
+        self.latency_s = sim.host_costs.launch_latency_s
+        self.graph_kernel_s = sim.host_costs.graph_kernel_s
+        self.dep_starts, self.dep_flat, self.finished = sim.dep_starts, sim.dep_flat, sim.finished
+        self.ops = sim.graph.ops
+        self.records = sim._records
         self.busy_until = 0.0  # when this stream's last kernel ended
         # the kernel in progress: its op, start, work alone, cost; a rank's collective in progress
         self.op = -1
@@ -590,36 +599,36 @@ class _Stream:
 
     def take(self, _event: simpy.Event | None = None) -> None:
         """The top of the loop: the next kernel from the queue (or wait for one), then its dependencies."""
-        queue = self.queue
-        items = queue.items
+        items = self.items
         if not items:
-            ev = queue.taker = simpy.Event(self.env)
+            ev = self.queue.taker = simpy.Event(self.env)
             ev.callbacks.append(self.take)
             return
         # LaunchQueue.take, written out.
         i, issued_s, graph_member = items.popleft()
+        queue = self.queue
         room = queue.room
         if room is not None:
             queue.room = None
             room.succeed()
-        sim = self.sim
-        cost = sim.costs[i]
+        cost = self.cost = self.costs[i]
         assert cost is not None
+        self.op = i
         if graph_member:
             # Inside a graph the per-kernel fixed cost is the graph's, not a stream launch's.
-            self.work_s = cost.time_s - cost.fixed_s + sim.host_costs.graph_kernel_s
+            self.work_s = cost.time_s - cost.fixed_s + self.graph_kernel_s
             busy_until = self.busy_until
-            earliest = issued_s + sim.host_costs.launch_latency_s
+            earliest = issued_s + self.latency_s
             self.start_s = busy_until if busy_until > earliest else earliest  # max(busy_until, earliest)
         else:
             self.work_s = cost.time_s
-            self.start_s = issued_s + sim.host_costs.launch_latency_s
-        self.op = i
-        self.cost = cost
-        lo, hi = sim.dep_starts[i], sim.dep_starts[i + 1]
+            self.start_s = issued_s + self.latency_s
+        dep_starts = self.dep_starts
+        lo, hi = dep_starts[i], dep_starts[i + 1]
         if hi > lo:
-            finished = sim.finished
-            pending = [sim._waiter(d) for d in sim.dep_flat[lo:hi] if not finished[d]]
+            finished = self.finished
+            waiter = self.sim._waiter
+            pending = [waiter(d) for d in self.dep_flat[lo:hi] if not finished[d]]
             if pending:
                 self.env.all_of(pending).callbacks.append(self.launch)
                 return
@@ -628,17 +637,16 @@ class _Stream:
     def launch(self, _event: simpy.Event | None = None) -> None:
         """Dependencies met: wait out the launch latency, then run the kernel."""
         env = self.env
-        now = env._now
-        earliest = self.start_s
-        if earliest > now:
-            Timeout(env, earliest - now).callbacks.append(self.run)
+        delay = self.start_s - env._now
+        if delay > 0:
+            Timeout(env, delay).callbacks.append(self.run)
             return
         self.run()
 
     def run(self, _event: simpy.Event | None = None) -> None:
         """Start the kernel now on the GPU (a rank's collective: its rendezvous)."""
         sim = self.sim
-        self.start_s = self.sim.env._now
+        self.start_s = self.env._now
         cost = self.cost
         assert cost is not None
         meet = sim.rendezvous  # None on one rank: collectives run as plain kernels
@@ -674,19 +682,19 @@ class _Stream:
 
     def record(self, args: MappingProxyType[str, Any]) -> None:
         """The kernel ended now: its interval, its waiters, the stream's idle event; then the next kernel."""
-        sim = self.sim
         i, cost = self.op, self.cost
         assert cost is not None
-        busy_until = self.busy_until = sim.env._now
-        recs = sim._records  # Records.add, written out
+        busy_until = self.busy_until = self.env._now
+        recs = self.records  # Records.add, written out
         recs.start.append(self.start_s)
         recs.end.append(busy_until)
         recs.track.append(self.track)
-        recs.name.append(sim.graph.ops[i].name)
+        recs.name.append(self.ops[i].name)
         recs.cat.append(cost.category)
         recs.op.append(i)
         recs.args.append(args)
-        sim.finished[i] = True
+        self.finished[i] = True
+        sim = self.sim
         waiters = sim.waiters
         if waiters:
             ev = waiters.pop(i, None)
@@ -698,7 +706,6 @@ class _Stream:
         if left == 0 and s in sim.idle_events:
             sim.idle_events.pop(s).succeed()
         self.take()
-
 
 class HoldingGPU(FluidGPU):
     """A FluidGPU that can also hold work of no set length: a collective kernel waiting for its
