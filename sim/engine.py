@@ -524,8 +524,8 @@ class Simulation:
             raise RuntimeError(f"simulation of '{self.graph.name}' deadlocked (a wait on an op that never ran)")
         return self._trace(max(self._records.last_end(), self.env._now))
 
-    def _start(self) -> simpy.Process:
-        host = self.env.process(self.host())
+    def _start(self) -> simpy.Event:
+        host = Driven(self.env, self.host()).finished
         self._start_streams()
         return host
 
@@ -545,6 +545,38 @@ class Simulation:
     def _trace(self, end: float) -> Trace:
         # The records go to the Trace as they are: Interval objects are made only if someone asks.
         return Trace(self.graph, self.host_costs.profile_name, self.costs, end_s=end, records=self._records)
+
+
+class Driven:
+    """A generator of simpy events run as `env.process(generator)` runs it, with less Python per
+    wait: an urgent start event scheduled now (simpy's Initialize), each event the generator yields
+    resumes it from that event's callbacks (where the process's `_resume` would be), and when the
+    generator returns, `finished` succeeds (scheduled now, as the process's own event would be).
+    The same events in the same order as with a process; no failed events are thrown into the
+    generator (the engine's events do not fail) and nothing sets env.active_process. The host
+    resumes about 2.7 times per kernel on the benchmark's eager graph."""
+
+    __slots__ = ("send", "finished")
+
+    def __init__(self, env: simpy.Environment, generator: Any) -> None:
+        self.send = generator.send
+        self.finished = simpy.Event(env)
+        init = simpy.Event(env)
+        init._ok = True
+        init._value = None
+        init.callbacks.append(self.resume)
+        env.schedule(init, URGENT)
+
+    def resume(self, event: simpy.Event) -> None:
+        send = self.send
+        try:
+            event = send(event._value)
+            while event.callbacks is None:  # already processed: a process goes on at once too
+                event = send(event._value)
+        except StopIteration as stop:
+            self.finished.succeed(stop.value)
+            return
+        event.callbacks.append(self.resume)
 
 
 class _Stream:
@@ -1116,7 +1148,7 @@ class Ranks:
         hosts = []
         for sim, delay in zip(self.sims, self.host_delay_s, strict=True):
             if delay > 0:
-                hosts.append(self.env.process(self._delayed_host(sim, delay)))
+                hosts.append(Driven(self.env, self._delayed_host(sim, delay)).finished)
                 sim._start_streams()
             else:
                 hosts.append(sim._start())
