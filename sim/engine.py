@@ -49,7 +49,6 @@ from types import MappingProxyType
 from typing import Any
 
 import simpy
-from simpy.core import URGENT
 from simpy.events import Timeout
 
 from sim.costmodel.host import HostCosts
@@ -350,6 +349,7 @@ class Simulation:
         self.idle_events: dict[int, simpy.Event] = {}
         self.rank = 0
         self.rendezvous: Ranks | None = None  # set when this is one rank of several (Ranks)
+        self._stream_loops: list[Any] = []  # the streams' generators: they wait for work forever
 
     # -- ops' completion ----------------------------------------------------------------
     def _finish(self, i: int) -> None:
@@ -514,7 +514,80 @@ class Simulation:
             self._blocked_interval(op.name, start, i)
         queue.put((i, start, graph_member))
 
-    # -- device: each stream is a _Stream (below), driven by its events' callbacks -------------
+    # -- device -----------------------------------------------------------------------
+    def stream(self, s: int):
+        hc, env, gpu = self.host_costs, self.env, self.gpu
+        ops, costs, finished = self.graph.ops, self.costs, self.finished
+        dep_starts, dep_flat = self.dep_starts, self.dep_flat
+        queue = self.queues[s]
+        track = stream_track(s)
+        recs = self._records  # Records.add, written out in the loop below
+        r_start, r_end, r_track, r_name = recs.start.append, recs.end.append, recs.track.append, recs.name.append
+        r_cat, r_op, r_args = recs.cat.append, recs.op.append, recs.args.append
+        latency = hc.launch_latency_s
+        args_by_cost: dict[int, MappingProxyType[str, Any]] = {}
+        meet = self.rendezvous  # None on one rank: collectives run as plain kernels
+        items = queue.items
+        popleft = items.popleft
+        waiters, outstanding, idle_events = self.waiters, self.outstanding, self.idle_events
+        collective_ops = meet.collective_ops if meet is not None else frozenset()
+        run = gpu.run
+        busy_until = 0.0  # when this stream's last kernel ended
+        while True:
+            if not items:
+                yield queue.wait_item()
+            # LaunchQueue.take, written out.
+            i, issued_s, graph_member = popleft()
+            room = queue.room
+            if room is not None:
+                queue.room = None
+                room.succeed()
+            lo, hi = dep_starts[i], dep_starts[i + 1]
+            if hi > lo:
+                pending = [self._waiter(d) for d in dep_flat[lo:hi] if not finished[d]]
+                if pending:
+                    yield env.all_of(pending)
+            cost = costs[i]
+            assert cost is not None
+            if graph_member:
+                # Inside a graph the per-kernel fixed cost is the graph's, not a stream launch's.
+                work = cost.time_s - cost.fixed_s + hc.graph_kernel_s
+                earliest = max(busy_until, issued_s + latency)
+            else:
+                work = cost.time_s
+                earliest = issued_s + latency
+            now = env._now
+            if earliest > now:
+                yield Timeout(env, earliest - now)
+                now = env._now
+            if i in collective_ops:
+                assert meet is not None
+                args = yield from meet.collective(self, i, cost)
+            else:
+                if meet is None:
+                    yield run(work, cost.bw_demand, cost.sm_demand)
+                else:
+                    yield gpu.run_kernel(work, cost)  # type: ignore[attr-defined]
+                args = args_by_cost.get(id(cost))
+                if args is None:
+                    args = args_by_cost[id(cost)] = MappingProxyType({"limiter": cost.limiter, "alone_us": cost.time_s * 1e6})
+            busy_until = env._now
+            r_start(now)
+            r_end(busy_until)
+            r_track(track)
+            r_name(ops[i].name)
+            r_cat(cost.category)
+            r_op(i)
+            r_args(args)
+            finished[i] = True
+            if waiters:
+                ev = waiters.pop(i, None)
+                if ev is not None:
+                    ev.succeed()
+            left = outstanding[s] = outstanding[s] - 1
+            if left == 0 and s in idle_events:
+                idle_events.pop(s).succeed()
+
     def run(self) -> Trace:
         host = self._start()
         # Streams wait on their queues forever; the run ends when no event is left.
@@ -524,220 +597,33 @@ class Simulation:
             raise RuntimeError(f"simulation of '{self.graph.name}' deadlocked (a wait on an op that never ran)")
         return self._trace(max(self._records.last_end(), self.env._now))
 
-    def _start(self) -> simpy.Event:
-        host = Driven(self.env, self.host()).finished
+    def _start(self) -> simpy.Process:
+        host = self.env.process(self.host())
         self._start_streams()
         return host
 
     def _start_streams(self) -> None:
         for s in self.queues:
-            _Stream(self, s).start()
+            loop = self.stream(s)
+            self._stream_loops.append(loop)
+            self.env.process(loop)
 
     def _stop_streams(self) -> None:
-        """End the streams' loops once no event is left. Each waits on its queue's next item: the event
-        holds the stream's callback and the stream its queue, a cycle only the collector would free.
-        Nothing can fire the event any more, so the callback is dropped."""
+        """End the streams' loops once no event is left. Each waits on its queue's next item: its process
+        holds that event and the event holds the process's resume callback, a cycle only the
+        collector would free. Nothing can fire the event any more, so the callback is dropped."""
         for queue in self.queues.values():
             if queue.taker is not None:
                 queue.taker.callbacks.clear()
                 queue.taker = None
+        for loop in self._stream_loops:
+            loop.close()
+        self._stream_loops.clear()
 
     def _trace(self, end: float) -> Trace:
         # The records go to the Trace as they are: Interval objects are made only if someone asks.
         return Trace(self.graph, self.host_costs.profile_name, self.costs, end_s=end, records=self._records)
 
-
-class Driven:
-    """A generator of simpy events run as `env.process(generator)` runs it, with less Python per
-    wait: an urgent start event scheduled now (simpy's Initialize), each event the generator yields
-    resumes it from that event's callbacks (where the process's `_resume` would be), and when the
-    generator returns, `finished` succeeds (scheduled now, as the process's own event would be).
-    The same events in the same order as with a process; no failed events are thrown into the
-    generator (the engine's events do not fail) and nothing sets env.active_process. The host
-    resumes about 2.7 times per kernel on the benchmark's eager graph."""
-
-    __slots__ = ("send", "finished")
-
-    def __init__(self, env: simpy.Environment, generator: Any) -> None:
-        self.send = generator.send
-        self.finished = simpy.Event(env)
-        init = simpy.Event(env)
-        init._ok = True
-        init._value = None
-        init.callbacks.append(self.resume)
-        env.schedule(init, URGENT)
-
-    def resume(self, event: simpy.Event) -> None:
-        send = self.send
-        try:
-            event = send(event._value)
-            while event.callbacks is None:  # already processed: a process goes on at once too
-                event = send(event._value)
-        except StopIteration as stop:
-            self.finished.succeed(stop.value)
-            return
-        event.callbacks.append(self.resume)
-
-
-class _Stream:
-    """One stream's loop: take the next kernel from the launch queue, wait for its dependencies and
-    its launch latency, run it on the GPU, record it, repeat; it waits for work forever.
-
-    Driven by callbacks on simpy events instead of a simpy Process: each wait appends the method
-    that goes on to the callbacks of the event that ends it, where a process would append its
-    `_resume` (and send the event's value into its generator). The events are the ones the process
-    created, created and waited on in the same order, and the loop starts from an urgent event
-    scheduled when it is started, as a process's Initialize is; so simpy processes everything in
-    the same order as with a process per stream, and the results are the same bit for bit
-    (tests/test_engine_outputs.py, the goldens). What it saves is the process's resume per wait
-    (about 2.8 waits per kernel on the benchmark's eager graph). A collective of several ranks
-    (Ranks.collective) is a generator: its events are followed the same way until it returns.
-    """
-
-    __slots__ = ("sim", "env", "queue", "items", "stream", "track", "costs", "latency_s", "graph_kernel_s",
-                 "dep_starts", "dep_flat", "finished", "ops", "records", "busy_until", "op", "start_s", "work_s",
-                 "cost", "collective", "args_by_cost")
-
-    def __init__(self, sim: Simulation, stream: int) -> None:
-        self.sim = sim
-        self.env = sim.env
-        self.queue = sim.queues[stream]
-        self.items = self.queue.items
-        self.stream = stream
-        self.track = stream_track(stream)
-        # what every kernel reads, kept here (one attribute each)
-        self.costs = sim.costs
-        self.latency_s = sim.host_costs.launch_latency_s
-        self.graph_kernel_s = sim.host_costs.graph_kernel_s
-        self.dep_starts, self.dep_flat, self.finished = sim.dep_starts, sim.dep_flat, sim.finished
-        self.ops = sim.graph.ops
-        self.records = sim._records
-        self.busy_until = 0.0  # when this stream's last kernel ended
-        # the kernel in progress: its op, start, work alone, cost; a rank's collective in progress
-        self.op = -1
-        self.start_s = 0.0
-        self.work_s = 0.0
-        self.cost: KernelCost | None = None
-        self.collective: Any = None
-        self.args_by_cost: dict[int, MappingProxyType[str, Any]] = {}
-
-    def start(self) -> None:
-        """As env.process(loop) starts a process: an urgent event, scheduled now, that begins the loop."""
-        init = simpy.Event(self.env)
-        init._ok = True
-        init._value = None
-        init.callbacks.append(self.take)
-        self.env.schedule(init, URGENT)
-
-    def take(self, _event: simpy.Event | None = None) -> None:
-        """The top of the loop: the next kernel from the queue (or wait for one), then its dependencies."""
-        items = self.items
-        if not items:
-            ev = self.queue.taker = simpy.Event(self.env)
-            ev.callbacks.append(self.take)
-            return
-        # LaunchQueue.take, written out.
-        i, issued_s, graph_member = items.popleft()
-        queue = self.queue
-        room = queue.room
-        if room is not None:
-            queue.room = None
-            room.succeed()
-        cost = self.cost = self.costs[i]
-        assert cost is not None
-        self.op = i
-        if graph_member:
-            # Inside a graph the per-kernel fixed cost is the graph's, not a stream launch's.
-            self.work_s = cost.time_s - cost.fixed_s + self.graph_kernel_s
-            busy_until = self.busy_until
-            earliest = issued_s + self.latency_s
-            self.start_s = busy_until if busy_until > earliest else earliest  # max(busy_until, earliest)
-        else:
-            self.work_s = cost.time_s
-            self.start_s = issued_s + self.latency_s
-        dep_starts = self.dep_starts
-        lo, hi = dep_starts[i], dep_starts[i + 1]
-        if hi > lo:
-            finished = self.finished
-            waiter = self.sim._waiter
-            pending = [waiter(d) for d in self.dep_flat[lo:hi] if not finished[d]]
-            if pending:
-                self.env.all_of(pending).callbacks.append(self.launch)
-                return
-        self.launch()
-
-    def launch(self, _event: simpy.Event | None = None) -> None:
-        """Dependencies met: wait out the launch latency, then run the kernel."""
-        env = self.env
-        delay = self.start_s - env._now
-        if delay > 0:
-            Timeout(env, delay).callbacks.append(self.run)
-            return
-        self.run()
-
-    def run(self, _event: simpy.Event | None = None) -> None:
-        """Start the kernel now on the GPU (a rank's collective: its rendezvous)."""
-        sim = self.sim
-        self.start_s = self.env._now
-        cost = self.cost
-        assert cost is not None
-        meet = sim.rendezvous  # None on one rank: collectives run as plain kernels
-        if meet is None:
-            sim.gpu.run(self.work_s, cost.bw_demand, cost.sm_demand).callbacks.append(self.ended)
-        elif self.op in meet.collective_ops:
-            self.collective = meet.collective(sim, self.op, cost)
-            self.follow(None)
-        else:
-            sim.gpu.run_kernel(self.work_s, cost).callbacks.append(self.ended)  # type: ignore[attr-defined]
-
-    def follow(self, event: simpy.Event | None) -> None:
-        """The collective's generator, on to its next wait (as a process resumes it) or to its end."""
-        while True:
-            try:
-                ev = self.collective.send(None if event is None else event._value)
-            except StopIteration as stop:
-                self.collective = None
-                self.record(stop.value)
-                return
-            if ev.callbacks is not None:
-                ev.callbacks.append(self.follow)
-                return
-            event = ev  # already processed: a process goes on at once too
-
-    def ended(self, _event: simpy.Event) -> None:
-        cost = self.cost
-        assert cost is not None
-        args = self.args_by_cost.get(id(cost))
-        if args is None:
-            args = self.args_by_cost[id(cost)] = MappingProxyType({"limiter": cost.limiter, "alone_us": cost.time_s * 1e6})
-        self.record(args)
-
-    def record(self, args: MappingProxyType[str, Any]) -> None:
-        """The kernel ended now: its interval, its waiters, the stream's idle event; then the next kernel."""
-        i, cost = self.op, self.cost
-        assert cost is not None
-        busy_until = self.busy_until = self.env._now
-        recs = self.records  # Records.add, written out
-        recs.start.append(self.start_s)
-        recs.end.append(busy_until)
-        recs.track.append(self.track)
-        recs.name.append(self.ops[i].name)
-        recs.cat.append(cost.category)
-        recs.op.append(i)
-        recs.args.append(args)
-        self.finished[i] = True
-        sim = self.sim
-        waiters = sim.waiters
-        if waiters:
-            ev = waiters.pop(i, None)
-            if ev is not None:
-                ev.succeed()
-        s = self.stream
-        outstanding = sim.outstanding
-        left = outstanding[s] = outstanding[s] - 1
-        if left == 0 and s in sim.idle_events:
-            sim.idle_events.pop(s).succeed()
-        self.take()
 
 class HoldingGPU(FluidGPU):
     """A FluidGPU that can also hold work of no set length: a collective kernel waiting for its
@@ -1148,7 +1034,7 @@ class Ranks:
         hosts = []
         for sim, delay in zip(self.sims, self.host_delay_s, strict=True):
             if delay > 0:
-                hosts.append(Driven(self.env, self._delayed_host(sim, delay)).finished)
+                hosts.append(self.env.process(self._delayed_host(sim, delay)))
                 sim._start_streams()
             else:
                 hosts.append(sim._start())
