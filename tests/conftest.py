@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import yaml
 
 from sim.hardware import Hardware, load_profile
 
+if TYPE_CHECKING:
+    from sim.calibrate.fit import FitResult
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
 TEST_PROFILE = FIXTURES / "profiles" / "testgpu.yaml"
+SHIPPED_RAW = ROOT / "calibration" / "h200" / "raw"
+SHIPPED_BASE = ROOT / "hardware_profiles" / "h200-sxm.yaml"
+MEASURED_PROFILE = ROOT / "hardware_profiles" / "h200-measured.yaml"
 
 
 @pytest.fixture(scope="session")
@@ -23,6 +29,17 @@ def testgpu() -> Hardware:
 @pytest.fixture(scope="session")
 def h200() -> Hardware:
     return load_profile("h200-sxm")
+
+
+@pytest.fixture(scope="session")
+def shipped_fit() -> tuple[str, FitResult]:
+    """The shipped raw folder fitted over the shipped base profile, exactly as h200-measured.yaml is written
+    (`kernelsim calibrate --from-raw calibration/h200/raw --out hardware_profiles/h200-measured.yaml`):
+    the profile text and the fit. One full fit per test session, shared by the tests that need this fit
+    (it is the slowest step of the suite); they only read it."""
+    from sim.calibrate.fit import calibrate_from_raw
+
+    return calibrate_from_raw(SHIPPED_RAW, SHIPPED_BASE, MEASURED_PROFILE, "h200-measured")
 
 
 def workload_doc(ops: list[dict[str, Any]], tensors: dict[str, Any], params: dict[str, Any] | None = None,
