@@ -1246,7 +1246,7 @@ def fit_all(raw: RawData, base: HardwareProfileFile) -> FitResult:
                                   base.sm.max_registers_per_thread.value)
     values += fit_gemm(raw, {d: q.value for d, q in base.compute.tensor_tflops.items()})
     if base.gemm.small_m_row_step is not None and base.gemm.small_m_tile_n is not None:
-        # NB: off in the shipped profile (the base h200-sxm carries no small_m keys): see fit_small_m_tiles
+        # on where the base profile carries the small_m keys (h200-sxm does, as estimates): see fit_small_m_tiles
         values += fit_small_m_tiles(raw, int(base.gemm.tile_m.value))
         if base.gemm.small_m_min_k_slice is not None:
             values += fit_small_m_split(raw, int(base.gemm.tile_m.value), sm_count,
