@@ -361,9 +361,10 @@ def test_the_small_m_tile_rule_is_read_from_the_calibration_kernels_and_names_th
     from sim.calibrate.fit import fit_small_m_tiles
     from sim.hardware import load_profile
 
-    # built off: the base profile carries no small_m keys, so the shipped fit has none (sim/calibrate/fit.py says why)
-    assert load_profile("h200-measured").gemm_small_m_row_step is None
     step, tile_n = fit_small_m_tiles(load_raw(RAW), 128)
+    # on: the base profile carries the keys (as estimates), so the shipped fit has them
+    shipped = load_profile("h200-measured")
+    assert (shipped.gemm_small_m_row_step, shipped.gemm_small_m_tile_n) == (step.value, tile_n.value)
     assert (step.section, step.key, step.value) == ("gemm", "small_m_row_step", 8.0)
     assert (tile_n.key, tile_n.value) == ("small_m_tile_n", 64.0)
     assert step.n is not None and step.n >= 40  # training-split records (45 today), none held out
@@ -407,7 +408,7 @@ def test_the_thin_k_loop_fitted_on_training_gemms_prices_the_held_out_warm_thin_
     from sim.hardware import load_profile
 
     raw = load_raw(RAW)
-    # the rule and the keys as estimates (the shipped profile has none: built off, sim/calibrate/fit.py says why)
+    # the rule, and the K loop's keys at starting points away from the shipped fit
     hw = dataclasses.replace(load_profile("h200-measured"), gemm_correction=(), gemm_small_m_row_step=8.0,
                              gemm_small_m_tile_n=64.0, gemm_small_m_min_k_slice=1216.0, gemm_thin_split_reduce_s=1.78e-6,
                              gemm_thin_fill_s=1e-6, gemm_thin_sm_stream_bps=100e9, gemm_thin_l2_stream_bps=10000e9)

@@ -1,7 +1,8 @@
 """Small-M GEMMs profiled after a flush that wrote a 256 MB buffer (an L2 full of dirty lines): the lines the
 weight stream evicts are written back first (memory.l2_dirty_writeback_gbps, fitted on the calibration's dirty
-l2_cold GEMMs), issue 18. Built off: the shipped profile has no rate (with the fitted 8488 GB/s the held-out
-heldout_w3/gemm/unseen p90 crosses its tripwire, 0.298 -> 0.343: docs/gemm_small_m.md)."""
+l2_cold GEMMs), issue 18. On in the shipped profile since gpu13, with the small-M tile rule and the thin kernels'
+K loop (alone, with the fitted 8488 GB/s, the held-out heldout_w3/gemm/unseen p90 had crossed its tripwire, 0.298 ->
+0.343: docs/gemm_small_m.md)."""
 
 from __future__ import annotations
 
@@ -43,33 +44,34 @@ def test_the_write_back_adds_the_evicted_dirty_lines_to_the_cold_memory_term(tes
         *one_op_graph("gemm", attrs), no).time_s
 
 
-FITTED_GBPS = 7999.0  # fit_dirty_writeback on the shipped raw folder's 7 training-split records (8488 with the 5 held-out
-# shapes' dirty records in, before gpu12 kept them out: docs/gemm_small_m.md)
+FITTED_GBPS = 7688.0  # fit_dirty_writeback on the shipped raw folder's 7 training-split records, on the shipped model
+# (tile rule and K loop on; 7999 without them, 8488 with the 5 held-out shapes' dirty records in, before gpu12 kept
+# them out: docs/gemm_small_m.md)
 
 
 def _on() -> Hardware:
-    return dataclasses.replace(load_profile("h200-measured"), l2_dirty_writeback_bps=FITTED_GBPS * 1e9)
+    return load_profile("h200-measured")
 
 
-def test_the_rate_is_fitted_on_the_calibrations_dirty_gemms_and_built_off() -> None:
-    shipped = load_profile("h200-measured")
-    assert shipped.l2_dirty_writeback_bps is None  # built off: see the module docstring
+def test_the_rate_is_fitted_on_the_calibrations_dirty_gemms_and_shipped() -> None:
     hw = _on()
+    assert hw.l2_dirty_writeback_bps == pytest.approx(FITTED_GBPS * 1e9)  # on: the base h200-sxm carries the key
     raw = load_raw(ROOT / "calibration" / "h200" / "raw")
     cases = dirty_gemm_cases(raw)
     assert len(cases) == 7 and all(c.graph.ops[0].attrs.get("l2_dirty") for c in cases)
     assert not any(held_out(c.record) for c in cases)
-    (fit,) = fit_dirty_writeback(raw, hw)
+    # calibrate fits it before the GEMM correction table (on the shipped profile's table: 9008)
+    (fit,) = fit_dirty_writeback(raw, dataclasses.replace(hw, gemm_correction=()))
     assert fit.value == pytest.approx(FITTED_GBPS)
     assert fit.spread is not None and fit.spread[0] < fit.value < fit.spread[1]
-    # a base profile without the key (the datasheet profile a fresh calibration starts from) fits nothing
-    assert fit_dirty_writeback(raw, load_profile("h200-sxm")) == []
-    # the dirty records sit well above their cold price; with the write-back a median of 4 %, at most 14 %
-    # (1 x 2048 x 2048: 8.4 MB, less write-back than its share of the L2)
+    # a base profile without the key fits nothing
+    assert fit_dirty_writeback(raw, dataclasses.replace(hw, l2_dirty_writeback_bps=None)) == []
+    # the dirty records sit well above their cold price; with the write-back a median of 4 %, at most 17 %
+    # (1 x 2048 x 2048: 8.4 MB, -17 % with or without the write-back: the thin kernel's K-loop floor binds)
     off = dataclasses.replace(hw, l2_dirty_writeback_bps=None)
     assert statistics.median(abs(c.predicted_us(off) / c.measured_us - 1) for c in cases) > 0.15
     assert statistics.median(abs(c.predicted_us(hw) / c.measured_us - 1) for c in cases) < 0.05
-    assert max(abs(c.predicted_us(hw) / c.measured_us - 1) for c in cases) < 0.15
+    assert max(abs(c.predicted_us(hw) / c.measured_us - 1) for c in cases) < 0.2
 
 
 def test_the_held_out_machines_flushed_gemms_are_dirty_and_priced_closer() -> None:

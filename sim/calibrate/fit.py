@@ -1047,18 +1047,13 @@ def fit_gemm_tiles(raw: RawData, min_side: int) -> tuple[list[tuple[int, int]], 
     return sorted(tiles), used
 
 
-# NB: OFF in the shipped profile (fitted only when the base profile carries gemm.small_m_row_step and small_m_tile_n,
-# e.g. as estimates). On, with h200-measured refitted and memory.l2_dirty_writeback_gbps fitted too (9559 GB/s):
-# heldout/gemm/unseen 22.2/31.8 -> 5.8/22.0 %, heldout_w3/gemm/unseen 18.2/26.6 -> 5.0/15.4 %, heldout_w4/gemm/unseen
-# 8.0/20.4 -> 6.0/14.2 % (median/p90), the real decode trace's GEMMs -4.6 -> -2.7 %; but kernel/gemm/unseen p90
-# 0.164 -> 0.222 crosses 0.186 (warm small-M shapes between correction points: the refitted table's ratios reach
-# 3.6 where the 128-row tile's padded compute had stood in for what a warm thin GEMM costs beyond its bytes) and
-# step/serving_decode/cuda_graph/unseen p90 0.279 -> 0.281 crosses 0.279 (docs/gemm_small_m.md).
-# With the thin kernels' K loop too (gemm.thin_*, small_m_min_k_slice, thin_split_reduce_us: fit_small_m_split,
-# fit_thin_stream; gpu12): heldout/gemm/unseen 6.7/23.6 %, heldout_w3 6.3/19.4 %, heldout_w4 5.5/17.7 %,
-# kernel/gemm/unseen 6.8/16.4 % (as main), serving_decode/cuda_graph/unseen 21.0/25.6 %, all tripwires held; but
-# that run's write-back fit still read held-out shapes' dirty records (fixed in dirty_gemm_cases), so
-# kernel/gemm_cold/unseen went unchecked: still off until a clean run (docs/gemm_small_m.md, last section).
+# On in the shipped profile since gpu13 (fitted only where the base profile carries gemm.small_m_row_step and
+# small_m_tile_n, as h200-sxm does, as estimates). The tile rule alone (with memory.l2_dirty_writeback_gbps) had
+# crossed kernel/gemm/unseen's p90 tripwire (0.164 -> 0.222: warm small-M shapes between correction points) and
+# serving_decode/cuda_graph/unseen's; with the thin kernels' K loop too (gemm.thin_*, small_m_min_k_slice,
+# thin_split_reduce_us: fit_small_m_split, fit_thin_stream; gpu12) and the write-back fit kept off held-out shapes,
+# every tripwire holds and the held-out GEMM groups improve (validation/thresholds.yaml v25_gpu13 gives the figures;
+# docs/gemm_small_m.md).
 def _small_m_records(raw: RawData, tile_m: int) -> list[dict[str, Any]]:
     """The training split's GEMM records with M below tile_m (gemm.json, and l2_cold.json's calibration set)."""
     recs = [r for r in raw.records("gemm", "gemm") if not held_out(r)]
@@ -1261,7 +1256,7 @@ def fit_all(raw: RawData, base: HardwareProfileFile) -> FitResult:
                                   base.sm.max_registers_per_thread.value)
     values += fit_gemm(raw, {d: q.value for d, q in base.compute.tensor_tflops.items()})
     if base.gemm.small_m_row_step is not None and base.gemm.small_m_tile_n is not None:
-        # NB: off in the shipped profile (the base h200-sxm carries no small_m keys): see fit_small_m_tiles
+        # on where the base profile carries the small_m keys (h200-sxm does, as estimates): see fit_small_m_tiles
         values += fit_small_m_tiles(raw, int(base.gemm.tile_m.value))
         if base.gemm.small_m_min_k_slice is not None:
             values += fit_small_m_split(raw, int(base.gemm.tile_m.value), sm_count,

@@ -10,12 +10,12 @@
   thin kernels instead: one tile of M rounded up to a row step by a narrow N side (the profile's
   `small_m_row_step` x `small_m_tile_n`, read from the calibration's kernel names: nvjet ..._64x8_, _64x16_,
   _64x64_ at M = 1..8, 16, 64), so neither the padded rows nor split-K's partials are those of a 128-row tile
-  (off in the shipped profile: sim.calibrate.fit.fit_small_m_tiles says why). Those kernels keep one or two tiles
+  (on in the shipped profile since gpu13: sim.calibrate.fit.fit_small_m_tiles). Those kernels keep one or two tiles
   in flight per SM, so their K loop has a cost of its own beyond the bytes: a pipeline fill and epilogue
   (`thin_fill_us`) plus each wave of work units' A and B tile bytes at one SM's load rate (`thin_sm_stream_gbps`),
   or all units' at the L2's (`thin_l2_stream_gbps`), a floor under the body warm or cold; they split K only into
   slices at least `small_m_min_k_slice` deep, and a split runs the library's reduction as a second kernel
-  (`thin_split_reduce_us`). All fitted by calibration where the base profile carries the keys (off today).
+  (`thin_split_reduce_us`). All fitted by calibration where the base profile carries the keys (h200-sxm does).
 - Short K amortizes each tile's prologue/epilogue poorly: per-tile efficiency k / (k + k_half).
 - A leading dimension (row stride) that is not a multiple of 16 bytes falls off the fast (TMA,
   wgmma) path onto pre-Hopper CUTLASS kernels (measured on H200: `cutlass_80_tensorop_s16816` when
