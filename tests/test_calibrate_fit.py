@@ -232,10 +232,16 @@ def test_every_measured_number_carries_its_spread_and_count() -> None:
                     missing.append(f"{path}: n")
                 if "spread" not in node and "no interval" not in node["fit"] and "not a fit" not in node["fit"]:
                     missing.append(f"{path}: spread")
-                if "spread" in node:
-                    lo, hi = node["spread"]
-                    value = node.get("value", node.get("fp32") or node.get("int"))
-                    assert lo <= hi and lo <= value * 1.001 + 1e-9 and value <= hi * 1.001 + 1e-9, path
+                # a two-parameter entry (host.framework_op_speed_level: value L0 and an exponent, as clock_level's
+                # exponent and reference): `spread` is the exponent's interval, `value_spread` the value's
+                pairs = ([("exponent", node.get("spread")), ("value", node["value_spread"])] if "value_spread" in node
+                         else [("value", node.get("spread"))])
+                for key, interval in pairs:
+                    if interval is None:
+                        continue
+                    lo, hi = interval
+                    value = node[key] if key == "exponent" else node.get("value", node.get("fp32") or node.get("int"))
+                    assert lo <= hi and lo <= value * 1.001 + 1e-9 and value <= hi * 1.001 + 1e-9, f"{path}.{key}"
             for k, v in node.items():
                 walk(v, f"{path}.{k}")
 
