@@ -1047,7 +1047,7 @@ def fit_gemm_tiles(raw: RawData, min_side: int) -> tuple[list[tuple[int, int]], 
     return sorted(tiles), used
 
 
-# On in the shipped profile since gpu13 (fitted only where the base profile carries gemm.small_m_row_step and
+# On in the shipped profile since 2026-12-02 (fitted only where the base profile carries gemm.small_m_row_step and
 # small_m_tile_n, as h200-sxm does, as estimates). The tile rule alone (with memory.l2_dirty_writeback_gbps) had
 # crossed kernel/gemm/unseen's p90 tripwire (0.164 -> 0.222: warm small-M shapes between correction points) and
 # serving_decode/cuda_graph/unseen's; with the thin kernels' K loop too (gemm.thin_*, small_m_min_k_slice,

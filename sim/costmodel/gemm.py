@@ -10,7 +10,7 @@
   thin kernels instead: one tile of M rounded up to a row step by a narrow N side (the profile's
   `small_m_row_step` x `small_m_tile_n`, read from the calibration's kernel names: nvjet ..._64x8_, _64x16_,
   _64x64_ at M = 1..8, 16, 64), so neither the padded rows nor split-K's partials are those of a 128-row tile
-  (on in the shipped profile since gpu13: sim.calibrate.fit.fit_small_m_tiles). Those kernels keep one or two tiles
+  (on in the shipped profile since 2026-12-02: sim.calibrate.fit.fit_small_m_tiles). Those kernels keep one or two tiles
   in flight per SM, so their K loop has a cost of its own beyond the bytes: a pipeline fill and epilogue
   (`thin_fill_us`) plus each wave of work units' A and B tile bytes at one SM's load rate (`thin_sm_stream_gbps`),
   or all units' at the L2's (`thin_l2_stream_gbps`), a floor under the body warm or cold; they split K only into
@@ -38,6 +38,7 @@ from types import MappingProxyType
 
 from sim.costmodel import KernelCost
 from sim.costmodel.corrections import interpolate
+from sim.costmodel.memory import dirty_writeback_time
 from sim.errors import KernelsimError
 from sim.graph import DTYPE_BYTES, Graph, Op
 from sim.hardware import Hardware
@@ -195,10 +196,8 @@ def gemm_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
         # read-only operand stream at its own rate, gemm.cold_stream_gbps, where the profile has one)
         assert hw.gemm_cold_ramp_s is not None
         t = {**t, "memory_s": hw.gemm_cold_ramp_s + t["hbm_bytes"] / cold_stream_bps(hw)}
-        if op.attrs.get("l2_dirty") and hw.l2_dirty_writeback_bps is not None:
-            # an L2 full of dirty lines (a written flush before the call): the lines the stream evicts are
-            # written back first, up to the L2's capacity
-            t["memory_s"] += min(t["hbm_bytes"], hw.l2_bytes) / hw.l2_dirty_writeback_bps
+        # an L2 full of dirty lines (a written flush before the call): the evicted lines' write-back first
+        t["memory_s"] += dirty_writeback_time(hw, op.attrs, t["hbm_bytes"])
         body = max(t["compute_s"] * corr, t["memory_s"], t["stream_s"] * corr)
     # the thin kernels' split-K reduction: a second kernel after the GEMM's body (gemm.thin_split_reduce_us)
     time = hw.kernel_fixed_s + body + t["reduce_s"]

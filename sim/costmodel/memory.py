@@ -12,6 +12,7 @@ least), and tails (a last partial wave) run with fewer SMs.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 from sim.hardware import Hardware, Occupancy
 
@@ -138,3 +139,13 @@ def spill_time(hw: Hardware, traffic_bytes: float, active_sms: float, resident_t
         off_bw, _ = spill_bandwidth(hw, active_sms, resident_threads_per_sm, float("inf"))
         t += traffic_bytes * miss / off_bw
     return t, miss
+
+
+def dirty_writeback_time(hw: Hardware, op_attrs: Mapping[str, object], read_bytes: float) -> float:
+    """An L2 full of dirty lines (a written flush before the call; op attribute `l2_dirty`): the lines a cold
+    kernel's reads evict are written back first, up to the L2's capacity -- min(bytes read, L2) at
+    memory.l2_dirty_writeback_gbps. 0 where the op is not marked or the profile has no rate. The GEMMs'
+    cold stream (sim.costmodel.gemm) and the reductions' (sim.costmodel.reduction) both pay it."""
+    if not op_attrs.get("l2_dirty") or hw.l2_dirty_writeback_bps is None:
+        return 0.0
+    return min(read_bytes, hw.l2_bytes) / hw.l2_dirty_writeback_bps

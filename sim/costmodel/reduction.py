@@ -35,7 +35,7 @@ from sim.costmodel.elementwise import (
     read_bytes_per_elem,
     streaming_cost,
 )
-from sim.costmodel.memory import bandwidth, smooth_min
+from sim.costmodel.memory import bandwidth, dirty_writeback_time, smooth_min
 from sim.errors import KernelsimError
 from sim.graph import Graph, LaunchConfig, Op
 from sim.hardware import Hardware, occupancy
@@ -154,10 +154,9 @@ def _torch_reduce_cost(op: Op, graph: Graph, hw: Hardware, rows: int, cols: int)
     split = rk.get(f"split_ns_{state}", rk.get("split_ns_warm", 0.0)) * 1e-9 if ctas > 1 else 0.0
     mem_s = stream + sync_s + glob + entry + split
     # an L2 full of dirty lines (a written flush before the call; op attribute `l2_dirty`): the lines the
-    # input evicts are written back first, up to the L2's capacity -- the GEMMs' term (sim.costmodel.gemm),
-    # priced only where the profile has memory.l2_dirty_writeback_gbps
-    writeback = (min(r, hw.l2_bytes) / hw.l2_dirty_writeback_bps
-                 if state == "cold" and op.attrs.get("l2_dirty") and hw.l2_dirty_writeback_bps is not None else 0.0)
+    # input evicts are written back first, up to the L2's capacity -- the GEMMs' term
+    # (sim.costmodel.memory.dirty_writeback_time), priced only where the profile has the rate
+    writeback = dirty_writeback_time(hw, op.attrs, r) if state == "cold" else 0.0
     mem_s += writeback
     limiter = "latency" if little < hw.hbm_sustained_bps else "hbm"
     time = hw.kernel_fixed_s + mem_s
