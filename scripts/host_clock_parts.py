@@ -105,6 +105,7 @@ def step_parts(trace: Path, hw: Any) -> dict[str, Any] | None:
     traced = dict.fromkeys(PARTS, 0.0)
     model = dict.fromkeys(PARTS, 0.0)
     recorded = dict.fromkeys(PARTS, 0.0)
+    kernels = dict.fromkeys(PARTS, 0)
     in_region = False
     for k, (op, io) in enumerate(zip(graph.ops, imp.ops, strict=True)):
         if op.is_kernel and io.family is not None:
@@ -120,13 +121,14 @@ def step_parts(trace: Path, hw: Any) -> dict[str, Any] | None:
         traced[part] += t_us
         model[part] += m_us
         recorded[part] += (raw.graph.ops[k].host_s or 0.0) * 1e6
+        kernels[part] += 1 if op.is_kernel else 0
     recorded[HOST_EAGER] = recorded["eager"] + recorded["python"]
     traced[HOST_EAGER] = traced["eager"] + traced["python"]
     model[HOST_EAGER] = model["eager"] + model["python"]
     # the driver's launch path on its own: the median traced runtime launch call (profiled: it carries one event's
     # cost of the profiler)
     calls = [r.end - r.ts for r in imp.events.runtime if r.name in LAUNCH_CALLS]
-    return {"traced": traced, "model": model, "recorded": recorded, "launch_call_us": statistics.median(calls) if len(calls) >= 5 else None,
+    return {"traced": traced, "model": model, "recorded": recorded, "kernels": kernels, "launch_call_us": statistics.median(calls) if len(calls) >= 5 else None,
             "launch_calls": len(calls)}
 
 
@@ -250,6 +252,18 @@ def analyse(steps: list[dict[str, Any]], c_ref: float, own_ref: float, own_exp: 
             if f is not None:
                 res.setdefault("clocked_steps", {})[f"{split}/{kind}"] = {
                     "exponent": f["exponent"], "exponent_90": f["exponent_90"], "n": f["n"], "runs": f["runs"]}
+    # per launch inside compiled regions (issue 15 task 3: training regions are priced at tight-loop costs): the trace's
+    # host per kernel of the region (profiler removed) and the profile's, median per config over the calibration runs
+    for s in cal:
+        n = s["kernels"]["compiled_kernel"]
+        if n and s["kind"].endswith("_compiled"):
+            res.setdefault("compiled_per_launch", {}).setdefault(s["config"], []).append(
+                (s["traced"]["compiled_kernel"] / n, s["model"]["compiled_kernel"] / n, s["clock_after"]))
+    for cfg, v in list(res.get("compiled_per_launch", {}).items()):
+        res["compiled_per_launch"][cfg] = {
+            "traced_us": round(statistics.median(x[0] for x in v), 1),
+            "traced_range_us": [round(min(x[0] for x in v), 1), round(max(x[0] for x in v), 1)],
+            "profile_us": round(statistics.median(x[1] for x in v), 1), "runs": len(v)}
     # the clock's own ops against their geometric mean (the add launches a kernel; the view does not)
     for op in ("empty_us", "view_us", "add_us"):
         pts = [(s["run"], math.log(s["clock_after"] / c_ref), math.log(s["clock_ops_after"][op])) for s in cal
@@ -292,6 +306,89 @@ def analyse(steps: list[dict[str, Any]], c_ref: float, own_ref: float, own_exp: 
     return res
 
 
+PRICED = ("eager", "compiled_call", "compiled_kernel", "graph", "backward")  # the parts model_host prices (x speed)
+
+
+def part_factor(res: dict[str, Any], kind: str, part: str, clock: float, variant: str) -> float | None:
+    """A part's speed at `clock` from the calibration fits: level x (clock / c_ref) ** exponent. `variant`
+    "fitted": each part its own fit (eager by the eager+python fit: the profile folds the Python into the price);
+    "compiled_as_eager": the compiled parts take the eager+python fit (the timed compiled steps follow the clock as the
+    eager ones do, while their traces cannot be placed by the clock). None: no fit (the part keeps the one speed)."""
+    if variant == "one_speed":  # every part at clock / host.clock_us: validate's own-speed rows (a check of this path)
+        return None
+    gname = "training" if kind.startswith("train") else "forward (decode, inference)"
+    key = HOST_EAGER if part == "eager" or (variant == "compiled_as_eager" and part.startswith("compiled")) else part
+    f = res["fits"].get(f"{gname}/{key}")
+    if f is None:
+        return None
+    return float(f["level_at_ref"] * (clock / res["c_ref_us"]) ** f["exponent"])
+
+
+def own_speed_check(res: dict[str, Any], hw: Any, variant: str) -> dict[str, Any]:
+    """Validate's own-speed rows and gains with each step priced at an effective speed: the profile-priced parts'
+    speeds (part_factor at the step's own clock, the geometric mean of before and after, as validate) weighted by
+    their reference prices; the tripwires of validation/thresholds.yaml crossed (scripts/host_level_check.py's check).
+    An approximation of per-part speeds (each op keeps its share of the step's priced host), not a profile switch."""
+    from scripts.host_level_check import tripwires
+    from sim.replay import replay
+    from sim.validate.core import Row, measured_quantities, summarize
+    from sim.validate.host import (
+        HOST_TABLE,
+        OWN_SPEED,
+        _pairs,
+        gain_groups,
+        host_cases,
+        host_clock_us,
+        machine_split,
+        own_speed_split,
+        traced_steps,
+    )
+    from sim.validate.steps import GainRow
+
+    rows: list[Any] = []
+    gains: list[Any] = []
+    own_ref = hw.host_clock_us
+    for machine, folder in heldout_folders():
+        priced, preds = [], {}
+        for c in host_cases(folder):
+            clock = c.record.get("host_clock") or {}
+            before, after = host_clock_us(clock.get("before", {})), host_clock_us(clock.get("after", {}))
+            step = res["heldout"].get(machine, {}).get(c.config.split("/")[-1])
+            if before is None or after is None or step is None:
+                continue
+            own = (before * after) ** 0.5
+            num = den = 0.0
+            for part in PRICED:
+                m = step["parts"].get(part, {}).get("model_ref_us", 0.0)
+                f = part_factor(res, c.kind, part, own, variant)
+                num += m * (f if f is not None else own / own_ref)
+                den += m
+            speed = num / den if den > 0 else own / own_ref
+            pred = float(replay(c.trace, hw, "predict", host="model", idle_start=True,
+                                imported=traced_steps(c.trace)[0], host_speed=speed)[0]["predicted_time_us"])
+            preds[c.config] = pred
+            priced.append(c)
+            rows.append(Row(HOST_TABLE, f"{OWN_SPEED}/{c.kind}", f"{machine}/{c.config}",
+                            own_speed_split(machine, c.split == "fit"), c.measured_us, pred))
+        for eager, var, label in _pairs(priced):
+            gains.append(GainRow("host/own_speed", f"{machine}/{eager.config}", f"{label} ({var.split})",
+                                 1.0 - var.measured_us / eager.measured_us, 1.0 - preds[var.config] / preds[eager.config],
+                                 split=machine_split(machine, False)))
+    measured = measured_quantities(summarize(rows))
+    for msplit in sorted({g.split for g in gains}):
+        for key, grp in gain_groups([g for g in gains if g.split == msplit]).items():
+            measured[f"host_gains/{key}/{msplit}"] = {"median_abs_pp": statistics.median(abs(g.error_pp) for g in grp),
+                                                      "n": float(len(grp))}
+    per: dict[str, dict[str, list[float]]] = {}
+    for r in rows:
+        per.setdefault(r.label.split("/")[0], {}).setdefault(r.family.split("/")[-1], []).append(100 * r.error)
+    for g in gains:
+        per.setdefault(g.bucket.split("/")[0], {}).setdefault("compile gain pp", []).append(g.error_pp)
+    return {"tripwires_crossed": tripwires(measured),
+            "per_machine": {m: {k: [round(statistics.median(abs(x) for x in v), 1), round(statistics.median(v), 1)]
+                                for k, v in sorted(d.items())} for m, d in sorted(per.items())}}
+
+
 def tables(res: dict[str, Any]) -> str:
     lines = [f"Clock reference c_ref = {res['c_ref_us']} us (host.clock_level's reference_us).", "",
              "| steps / part | exponent on the clock: trace / profile price (90 %) | level at c_ref | "
@@ -309,6 +406,11 @@ def tables(res: dict[str, Any]) -> str:
     for key, f in sorted(res.get("clocked_steps", {}).items()):
         lines.append(f"| {key} | {f['exponent']:+.2f} [{f['exponent_90'][0]:+.2f}, {f['exponent_90'][1]:+.2f}] | "
                      f"{f['n']} ({f['runs']}) |")
+    lines += ["", "| compiled region (calibration runs) | host per launch in the trace, profiler removed: median (range) "
+              "| the profile's price per launch | runs |", "| --- | --- | ---: | ---: |"]
+    for cfg, f in sorted(res.get("compiled_per_launch", {}).items()):
+        lines.append(f"| {cfg} | {f['traced_us']} us ({f['traced_range_us'][0]}-{f['traced_range_us'][1]}) | "
+                     f"{f['profile_us']} us | {f['runs']} |")
     lines += ["", "| clock op | exponent on the clock's geometric mean (90 %) | steps |", "| --- | --- | ---: |"]
     for op, f in res["clock_ops"].items():
         lines.append(f"| {op} | {f['exponent']:+.2f} [{f['exponent_90'][0]:+.2f}, {f['exponent_90'][1]:+.2f}] | {f['n']} |")
@@ -345,6 +447,8 @@ def main() -> int:
     ap.add_argument("--json")
     ap.add_argument("--md")
     ap.add_argument("--profile", default=str(ROOT / "hardware_profiles" / "h200-measured.yaml"))
+    ap.add_argument("--own-speed-check", action="append", default=[], choices=("one_speed", "fitted", "compiled_as_eager"),
+                    help="price validate's own-speed rows with per-part speeds (this variant) and list the tripwires crossed")
     args = ap.parse_args()
     import yaml
 
@@ -358,6 +462,17 @@ def main() -> int:
     res = analyse(steps, c_ref, float(reference_clock(hw) or c_ref), reference_exponent(hw))
     res["steps"] = steps
     text = tables(res)
+    for variant in args.own_speed_check:
+        chk = own_speed_check(res, hw, variant)
+        res.setdefault("own_speed_check", {})[variant] = chk
+        text += (f"\n\nOwn-speed rows with per-part speeds ({variant}): {len(chk['tripwires_crossed'])} tripwires crossed\n"
+                 + "".join(f"  {t}\n" for t in chk["tripwires_crossed"])
+                 + "\n| machine | " + " | ".join(["decode_eager", "infer_eager", "infer_compiled", "compile gain pp"])
+                 + " |\n| --- | --- | --- | --- | --- |\n"
+                 + "".join(f"| {m} | " + " | ".join(
+                     (f"{d[k][0]:.1f} ({d[k][1]:+.1f})" if k in d else "—")
+                     for k in ("decode_eager", "infer_eager", "infer_compiled", "compile gain pp")) + " |\n"
+                     for m, d in chk["per_machine"].items()))
     print(text)
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=1))
