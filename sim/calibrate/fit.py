@@ -618,7 +618,7 @@ def fit_dirty_writeback(raw: RawData, hw: Any) -> list[Fitted]:
     return [Fitted("memory", "l2_dirty_writeback_gbps", g.best["v"], raw.file_of("l2_cold"),
                    f"least squares (log time) over {len(cases)} small-M GEMMs profiled after an L2 flush that wrote a"
                    " 256 MB buffer (min(HBM bytes, l2_bytes) written back, added to the cold memory term; gemm.cold_ramp_us"
-                   " from the same shapes after a read-only flush)",
+                   " from the same shapes after a read-only flush; fitted last, on the profile with its GEMM correction table)",
                    {record_id(c.record) for c in cases}, spread=g.spread["v"])]
 
 
