@@ -317,6 +317,7 @@ BLOCKS: dict[str, Generator] = {
     "comm-release-loss": Generator(lambda: gen_comm_release_loss(), slow=False),
     "spill-regimes": Generator(lambda: gen_spill_regimes(), slow=True),  # refits the spill constants
     "spill-traffic": Generator(lambda: gen_spill_traffic(), slow=False),
+    "spill-wave-floor": Generator(lambda: gen_spill_wave_floor(), slow=True),  # prices every spilling config
     "host-validation": Generator(lambda: gen_host_validation(), slow=True),  # kernelsim validate (issue 15)
     "host-config-spread": Generator(lambda: gen_host_config_spread(), slow=True),
     "host-optimizer": Generator(lambda: gen_host_optimizer(), slow=True),  # reads nine traces
@@ -1214,6 +1215,18 @@ def gen_spill_regimes() -> str:
 
     hw = load_profile("h200-measured")
     return regime_table(regime_rows(hw, ROOT), shipped_rule(hw))
+
+
+def gen_spill_wave_floor() -> str:
+    """docs/spills.md: the spilling configs under compositions of the spill time as a floor per wave of resident
+    blocks, each constant fitted on the calibration's configs (scripts/spill_wave_floor_check.py prints it)."""
+    import importlib
+
+    from sim.hardware import load_profile
+
+    check = importlib.import_module("scripts.spill_wave_floor_check")
+    lines, _ = check.table(check.parts(load_profile("h200-measured")))
+    return "\n".join(lines) + "\n"
 
 
 def gen_spill_traffic() -> str:
