@@ -5,12 +5,12 @@ what it does to fresh calibrations' held-out GEMMs and fresh limits (issue 16, c
 
 DOC: a `python -m sim.calibrate.repro --json` document (its calibrations' raw folders and validate quantities);
 DIR: the profiles that run kept (--profiles-out), NAME.yaml each. For each calibration (default: all in DOC):
-1. the cold fits as `kernelsim calibrate` runs them (sim.calibrate.fit.fit_model_based), on the fitted profile
-   with the base profile's GEMM correction table (the fit runs before the table is fitted; the cold numbers are
-   read by nothing fitted after them, so this is the calibration's own fit): first the ramp alone, which must
-   give the profile's own gemm.cold_ramp_us back (checked), then the ramp and the stream rate together, last, on
-   the profile with its own correction table (sim.calibrate.fit.fit_cold_gemms_last); with --dirty, memory.l2_dirty_writeback_gbps after each (as the fit
-   does when the base profile carries it);
+1. the cold fits as `kernelsim calibrate` runs them (sim.calibrate.fit.fit_cold_gemms_last: last, on the fitted
+   profile with its own GEMM correction table; the cold numbers are read by nothing fitted after them, so this is
+   the calibration's own fit; until 2026-12-02 the ramp alone and the write-back ran before the table, on the base
+   profile's): first the ramp alone, which must give the profile's own gemm.cold_ramp_us back (checked), then the
+   ramp and the stream rate together; with --dirty, memory.l2_dirty_writeback_gbps after each (as the fit does when
+   the base profile carries it);
 2. validate's quantities of the tables holding `l2: cold` kernels (scripts/fresh_w3_drivers.cold_tables: the
    kernel table and the held-out kernel tables) for each variant, and the fresh limits each exceeds (every other
    group keeps what DOC's validate run measured; the own-ramp recomputation must give DOC's back: checked).
@@ -87,7 +87,7 @@ def cold_fits(raw_dir: Path, hw: Hardware, base: Hardware, dirty: bool) -> dict[
     raw = load_raw(raw_dir)
     cases = [c for c in cases_from_raw({"l2_cold": list(raw.groups["l2_cold"].records)})
              if not held_out(c.record) and c.family == "gemm_cold"]
-    stage = dataclasses.replace(hw, gemm_correction=base.gemm_correction)
+    stage = hw  # the profile's own correction table: calibrate fits the cold numbers last (fit_cold_gemms_last)
     if dirty and stage.l2_dirty_writeback_bps is None:
         stage = dataclasses.replace(stage, l2_dirty_writeback_bps=PLACEHOLDER_WRITEBACK_GBPS * 1e9)
     alone = _grid_fit(cases, [{"v": 0.05 * i} for i in range(1, 161)],
@@ -128,9 +128,9 @@ def _field_of(path: str) -> tuple[str, float] | None:
 def stage2_gemm(raw_dir: Path, hw: Hardware, base: Hardware, stream: bool, tiles: bool,
                 dirty: bool) -> tuple[Hardware, dict[str, float]]:
     """`hw` (a profile fitted from raw_dir) with calibrate's GEMM fits that the switches reach re-run: the small-M
-    tiles (first stage, after fit_gemm), the cold ramp alone and the write-back (fit_model_based, on the base's
-    correction table) or, with the stream on, the joint cold fit and the write-back last (fit_cold_gemms_last), and
-    the correction table (fit_gemm_correction). The misaligned factors do not read the tile rule (misaligned shapes
+    tiles (first stage, after fit_gemm), the correction table (fit_gemm_correction), then last on it the cold ramp
+    alone or, with the stream on, the joint cold fit, and the write-back (fit_cold_gemms_last; since 2026-12-02 the
+    ramp alone and the write-back too, before that fit_model_based's, on the base's table). The misaligned factors do not read the tile rule (misaligned shapes
     skip the Hopper tiles) and no other second-stage fit prices a GEMM. Returns the new hardware and {profile path:
     value} of the numbers fitted."""
     from sim.calibrate.fit import (
@@ -150,23 +150,13 @@ def stage2_gemm(raw_dir: Path, hw: Hardware, base: Hardware, stream: bool, tiles
         stage = _apply(stage, values)
     if dirty:
         stage = dataclasses.replace(stage, l2_dirty_writeback_bps=PLACEHOLDER_WRITEBACK_GBPS * 1e9)
-    if not stream:  # fit_model_based: the ramp alone on the base's table, then the write-back
-        cases = [c for c in cases_from_raw({"l2_cold": list(raw.groups["l2_cold"].records)})
-                 if not held_out(c.record) and c.family == "gemm_cold"]
-        g = _grid_fit(cases, [{"v": 0.05 * i} for i in range(1, 161)],
-                      lambda c: dataclasses.replace(stage, gemm_cold_ramp_s=c["v"] * 1e-6))
-        values["gemm.cold_ramp_us"] = round(g.best["v"], 2)
-        if dirty:
-            for f in fit_dirty_writeback(raw, dataclasses.replace(stage, gemm_cold_ramp_s=g.best["v"] * 1e-6)):
-                values[f"{f.section}.{f.key}"] = float(f.value)  # type: ignore[arg-type]
-        stage = _apply(stage, values)
     table = fit_gemm_correction(raw, model_us_for(stage))
     out = dataclasses.replace(stage, gemm_correction=tuple((p["m"], p["n"], p["k"], p["dtype"], p["ratio"]) for p in table))
     if stream:
         out = dataclasses.replace(out, gemm_cold_stream_bps=out.hbm_sustained_bps)
-        last = {f"{f.section}.{f.key}": float(f.value) for f in fit_cold_gemms_last(raw, out)}  # type: ignore[arg-type]
-        values.update(last)
-        out = _apply(out, last)
+    last = {f"{f.section}.{f.key}": float(f.value) for f in fit_cold_gemms_last(raw, out)}  # type: ignore[arg-type]
+    values.update(last)
+    out = _apply(out, last)
     return out, values
 
 

@@ -80,7 +80,9 @@ def test_the_calibrations_clean_cold_gemms_stream_faster_than_a_copy() -> None:
 def test_the_joint_fit_runs_only_where_the_profile_carries_the_key_and_takes_the_write_back_along() -> None:
     shipped = load_profile("h200-measured")
     raw = load_raw(ROOT / "calibration" / "h200" / "raw")
-    assert fit_cold_gemms_last(raw, shipped) == []  # off: the ramp alone stays fit_model_based's
+    # off: the ramp alone, then the write-back, on the same table
+    assert [f"{f.section}.{f.key}" for f in fit_cold_gemms_last(raw, shipped)] == ["gemm.cold_ramp_us",
+                                                                                "memory.l2_dirty_writeback_gbps"]
     on = dataclasses.replace(shipped, gemm_cold_stream_bps=shipped.hbm_sustained_bps, l2_dirty_writeback_bps=8000e9)
     fits = fit_cold_gemms_last(raw, on)
     assert [f"{f.section}.{f.key}" for f in fits] == ["gemm.cold_ramp_us", "gemm.cold_stream_gbps",
