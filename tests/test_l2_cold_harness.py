@@ -92,3 +92,44 @@ def test_the_cold_row_sums_are_few_block_long_chains_on_the_training_side_and_no
         assert not held_out({"bench": "sum_dim1", "rows": rows, "cols": cols, "dtype": "bfloat16"}), (rows, cols)
     assert len(iters) == len(heldout_l2.CAL_ROW_SUM)  # distinct chain lengths: a slope, not one point
     assert not set(heldout_l2.CAL_ROW_SUM) & set(heldout_l2.W3_SUM + heldout_l2.NEW_SUM + heldout_l2.CAL_SUM)
+
+
+def test_the_cold_fit_separates_iteration_and_entry_when_the_row_sums_are_there() -> None:
+    """sim.calibrate.fit.fit_reduce_kernel over l2_cold's clean sums as calibrate reads them (cases_from_raw, the
+    training split): row_sum_cal's records enter the cold fit when a raw folder has them (counted in its n), and
+    with them the row sums' iteration and entry come back from times the model makes at known values (215 ns per
+    iteration, 500 ns entry; the shipped profile starts the fit at 155 / 1100), within the grids' steps traded
+    along the chains (5 ns x 20-44 iterations). Model-made times cannot show the real data's trade-off (on them
+    the fit also recovers without the rows: 205 / 600): that is what the device records are for."""
+    import dataclasses
+
+    from sim.calibrate.cases import cases_from_raw
+    from sim.calibrate.fit import fit_reduce_kernel
+    from sim.calibrate.gpu import heldout_l2
+    from sim.calibrate.raw import held_out
+    from sim.hardware import load_profile
+
+    hw = load_profile("h200-measured")
+    truth = dataclasses.replace(hw, reduce_kernel={**hw.reduce_kernel, "iter_ns_vec_cold": 215.0,
+                                                   "entry_ns_vec_cold": 500.0})
+
+    def records(shapes: list[tuple[int, int]], dims: tuple[int, ...]) -> list[dict[str, object]]:
+        recs: list[dict[str, object]] = [
+            {"bench": "sum", "set": "cal", "l2_state": "clean", "dim": d, "rows": r, "cols": c, "dtype": "bfloat16",
+             "kernels": [{"name": "reduce_kernel", "duration_us": 1.0}]} for r, c in shapes for d in dims]
+        for rec in recs:  # the model's own time at the true values: what a device would measure if it were right
+            case = cases_from_raw({"l2_cold": [rec]})[0]
+            rec["kernels"] = [{"name": "reduce_kernel", "duration_us": case.predicted_us(truth)}]
+        return recs
+
+    base = records(heldout_l2.CAL_SUM, (0, 1))
+    rows = records(heldout_l2.CAL_ROW_SUM, (1,))
+
+    def fit(recs: list[dict[str, object]]) -> dict[str, tuple[float, int | None]]:
+        cases = [c for c in cases_from_raw({"l2_cold": recs}) if not held_out(c.record)]
+        return {f.key: (float(f.value), f.n) for f in fit_reduce_kernel(cases, hw, "cold", "l2_cold.json")}  # type: ignore[arg-type]
+
+    without, with_rows = fit(base), fit(base + rows)
+    assert with_rows["iter_ns_vec_cold"][1] == without["iter_ns_vec_cold"][1] + len(heldout_l2.CAL_ROW_SUM)  # type: ignore[operator]
+    assert abs(with_rows["iter_ns_vec_cold"][0] - 215.0) <= 5.0, with_rows
+    assert abs(with_rows["entry_ns_vec_cold"][0] - 500.0) <= 100.0, with_rows
