@@ -23,7 +23,8 @@ again under each combination of three switches a base profile turns on by carryi
 (gemm.cold_stream_gbps), gpu11's small-M tile rule (gemm.small_m_row_step / small_m_tile_n, fit_small_m_tiles) and the
 dirty flush's write-back (memory.l2_dirty_writeback_gbps): the fits these reach are run again as calibrate_from_raw
 runs them (stage2_gemm); every other number stays the profile's. Checked: with no switch this gives the profile's own
-cold ramp and correction table back. Prints validate's quantities of the held-out kernel tables
+cold ramp and correction table back (since 2026-12-02, when h200-sxm carries the tiles and the write-back rate:
+the base's own switches give the profile's numbers back). Prints validate's quantities of the held-out kernel tables
 (heldout_tables) for the groups SHOWN and their tripwires; the kernel table and steps are not recomputed (the tile rule also moves
 warm small-M GEMMs in steps: gpu11's full validate figures, docs/gemm_small_m.md).
 """
@@ -175,15 +176,19 @@ def variants(profile: str, raw_dir: Path, base_name: str) -> int:
     hw = load_profile(str(resolve_profile(profile, ROOT)))
     base = load_profile(str(resolve_profile(base_name, ROOT)))
     gates = load_thresholds(ROOT / "validation" / "thresholds.yaml")["gates"]
-    # no switch: the profile's own numbers back (the emulation is calibrate's own second stage)
-    off, vals = stage2_gemm(raw_dir, hw, base, False, False, False)
+    # the switches the base carries (h200-sxm since 2026-12-02: the small-M tiles and the write-back rate on, the
+    # stream off) give the profile's own numbers back (the emulation is calibrate's own second stage)
+    own = (base.gemm_cold_stream_bps is not None, base.gemm_small_m_row_step is not None,
+           base.l2_dirty_writeback_bps is not None)
+    off, vals = stage2_gemm(raw_dir, hw, base, *own)
     assert off.gemm_correction == hw.gemm_correction, "correction table not reproduced"
     for path, v in vals.items():
         name, scale = _field_of(path) or (None, 1.0)
         assert name is not None and abs(getattr(hw, name) - v * scale) <= 1e-9 * abs(v * scale), (path, v)
     head = ["stream / tiles / write-back", "cold_ramp_us", "cold_stream_gbps", "l2_dirty_writeback_gbps"]
     head += [f"{g} {k.split('_')[0]} (tripwire)" for g, k in SHOWN]
-    print(f"{profile} from {raw_dir}: stage-2 GEMM fits re-run; no switch gives its own numbers back (checked)\n")
+    print(f"{profile} from {raw_dir}: stage-2 GEMM fits re-run; the base's own switches (stream / tiles / write-back "
+          f"{'/'.join('on' if x else 'off' for x in own)}) give its own numbers back (checked)\n")
     print("| " + " | ".join(head) + " |\n|" + " --- |" * len(head))
     for stream in (False, True):
         for tiles in (False, True):

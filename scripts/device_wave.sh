@@ -31,6 +31,10 @@
 #               occupancy (instruction mix), GPU 0 [PIPE_BUDGET_S=60]
 #   gemm_release  sim.calibrate.gpu.gemm_release: a GEMM beside spin kernels that release their SMs part-way,
 #               calibration-split shapes, GPU 0 [RELEASE_BUDGET_S=40]
+#   l2_cold_rows  sim.calibrate.gpu.l2_cold: the full calibration's cold-L2 group with its few-block row sums of
+#               20-44 loop iterations (part row_sum_cal), then sim.calibrate.gpu.heldout_l2 --parts sum_w3 (the
+#               third wave's held-out sums in three L2 states: a check no fit reads), GPU 0
+#               [L2COLD_BUDGET_S=30, SUMW3_BUDGET_S=12]
 # Parts run one after the other: host costs are measured, so nothing else runs beside them.
 set -u -o pipefail
 WAVE=${1:?wave number}
@@ -85,6 +89,8 @@ for p in ${PARTS//,/ }; do
                   --parts infer_compiled --budget-s "${HOST_BUDGET_S:-90}" ;;
     pipe_mix) part pipe_mix 0 sim.calibrate.gpu.pipe_mix --budget-s "${PIPE_BUDGET_S:-60}" ;;
     gemm_release) part gemm_release 0 sim.calibrate.gpu.gemm_release --budget-s "${RELEASE_BUDGET_S:-40}" ;;
+    l2_cold_rows) part l2_cold_rows 0 sim.calibrate.gpu.l2_cold --budget-s "${L2COLD_BUDGET_S:-30}"
+                  part l2_cold_rows 0 sim.calibrate.gpu.heldout_l2 --parts sum_w3 --budget-s "${SUMW3_BUDGET_S:-12}" ;;
     *) echo "unknown part $p" ;;
   esac
   echo "== part $p: exit $?, $(( $(date +%s) - P0 )) s"

@@ -42,7 +42,7 @@ def test_l2_cold_writes_calibration_shapes_the_fits_read(tmp_path: Path, monkeyp
                              "kind": "kernel"}], "flush_kernels": 1}
 
     current = ["gemm"]
-    for fn_name, bench in (("_gemm", "gemm"), ("_copy", "copy"), ("_sum", "sum")):
+    for fn_name, bench in (("_gemm", "gemm"), ("_copy", "copy"), ("_sum", "sum"), ("_row_sum", "sum")):
         orig = getattr(heldout_l2, fn_name)
 
         def wrapped(c: object, shapes: object, tag: str, orig: object = orig, bench: str = bench) -> None:
@@ -56,15 +56,80 @@ def test_l2_cold_writes_calibration_shapes_the_fits_read(tmp_path: Path, monkeyp
     assert doc["group"] == "l2_cold" and doc["status"] == "complete" and not doc["errors"]
     recs = doc["records"]
     assert {r["set"] for r in recs} == {"cal"} and {r["l2_state"] for r in recs} == {"clean", "warm"}
-    n_cases = len(heldout_l2.CAL_GEMM) + 2 * len(heldout_l2.CAL_SUM) + len(heldout_l2.CAL_COPY_KIB)
+    n_cases = (len(heldout_l2.CAL_GEMM) + 2 * len(heldout_l2.CAL_SUM) + len(heldout_l2.CAL_COPY_KIB)
+               + len(heldout_l2.CAL_ROW_SUM))
     assert len(recs) == 2 * n_cases
     # exactly the calibration-split shapes (CAL_GEMM shares 1x2048x2048 with the third wave's set, a
     # shape of the GEMM calibration grid; none of the new held-out shapes)
     assert {(r["m"], r["n"], r["k"]) for r in recs if r["bench"] == "gemm"} == set(heldout_l2.CAL_GEMM)
     assert not set(heldout_l2.CAL_GEMM) & set(heldout_l2.NEW_GEMM)
-    assert {(r["rows"], r["cols"]) for r in recs if r["bench"] == "sum"} == set(heldout_l2.CAL_SUM)
+    assert {(r["rows"], r["cols"]) for r in recs if r["bench"] == "sum"} == set(heldout_l2.CAL_SUM + heldout_l2.CAL_ROW_SUM)
+    assert {r["dim"] for r in recs if (r.get("rows"), r.get("cols")) in heldout_l2.CAL_ROW_SUM} == {1}
     assert {r["tensor_bytes"] // 1024 for r in recs if r["bench"] == "copy"} == set(heldout_l2.CAL_COPY_KIB)
     raw = load_raw(tmp_path)
     fams = [c.family for c in cases_from_raw({g: raw.records(g) for g in raw.groups})]
     assert (fams.count("gemm_cold"), fams.count("copy_cold")) == (len(heldout_l2.CAL_GEMM), len(heldout_l2.CAL_COPY_KIB))
-    assert 0 < fams.count("reduction_cold") <= 2 * len(heldout_l2.CAL_SUM)
+    assert 0 < fams.count("reduction_cold") <= 2 * len(heldout_l2.CAL_SUM) + len(heldout_l2.CAL_ROW_SUM)
+
+
+def test_the_cold_row_sums_are_few_block_long_chains_on_the_training_side_and_no_held_out_shape() -> None:
+    """row_sum_cal's shapes are what they are for: row sums (vec path) on at most 4 blocks with 16-48 loop
+    iterations under the shipped profile's launch model, none of them a held-out set's shape, and every one
+    on the fit's side of the record split (the fit would ignore a held-out record)."""
+    from sim.calibrate.gpu import heldout_l2
+    from sim.calibrate.raw import held_out
+    from sim.costmodel.reduction import torch_reduce_config
+    from sim.hardware import load_profile
+
+    hw = load_profile("h200-measured")
+    assert len(heldout_l2.CAL_ROW_SUM) >= 2
+    iters = set()
+    for rows, cols in heldout_l2.CAL_ROW_SUM:
+        cfg = torch_reduce_config(hw, rows, cols, True, 2)
+        assert cfg["path"] == "vec" and int(cfg["grid_x"]) * int(cfg["ctas_per_output"]) <= 4, (rows, cols, cfg)
+        assert 16 <= int(cfg["iterations"]) <= 48, (rows, cols, cfg)
+        iters.add(int(cfg["iterations"]))
+        assert not held_out({"bench": "sum_dim1", "rows": rows, "cols": cols, "dtype": "bfloat16"}), (rows, cols)
+    assert len(iters) == len(heldout_l2.CAL_ROW_SUM)  # distinct chain lengths: a slope, not one point
+    assert not set(heldout_l2.CAL_ROW_SUM) & set(heldout_l2.W3_SUM + heldout_l2.NEW_SUM + heldout_l2.CAL_SUM)
+
+
+def test_the_cold_fit_separates_iteration_and_entry_when_the_row_sums_are_there() -> None:
+    """sim.calibrate.fit.fit_reduce_kernel over l2_cold's clean sums as calibrate reads them (cases_from_raw, the
+    training split): row_sum_cal's records enter the cold fit when a raw folder has them (counted in its n), and
+    with them the row sums' iteration and entry come back from times the model makes at known values (215 ns per
+    iteration, 500 ns entry; the shipped profile starts the fit at 155 / 1100), within the grids' steps traded
+    along the chains (5 ns x 20-44 iterations). Model-made times cannot show the real data's trade-off (on them
+    the fit also recovers without the rows: 205 / 600): that is what the device records are for."""
+    import dataclasses
+
+    from sim.calibrate.cases import cases_from_raw
+    from sim.calibrate.fit import fit_reduce_kernel
+    from sim.calibrate.gpu import heldout_l2
+    from sim.calibrate.raw import held_out
+    from sim.hardware import load_profile
+
+    hw = load_profile("h200-measured")
+    truth = dataclasses.replace(hw, reduce_kernel={**hw.reduce_kernel, "iter_ns_vec_cold": 215.0,
+                                                   "entry_ns_vec_cold": 500.0})
+
+    def records(shapes: list[tuple[int, int]], dims: tuple[int, ...]) -> list[dict[str, object]]:
+        recs: list[dict[str, object]] = [
+            {"bench": "sum", "set": "cal", "l2_state": "clean", "dim": d, "rows": r, "cols": c, "dtype": "bfloat16",
+             "kernels": [{"name": "reduce_kernel", "duration_us": 1.0}]} for r, c in shapes for d in dims]
+        for rec in recs:  # the model's own time at the true values: what a device would measure if it were right
+            case = cases_from_raw({"l2_cold": [rec]})[0]
+            rec["kernels"] = [{"name": "reduce_kernel", "duration_us": case.predicted_us(truth)}]
+        return recs
+
+    base = records(heldout_l2.CAL_SUM, (0, 1))
+    rows = records(heldout_l2.CAL_ROW_SUM, (1,))
+
+    def fit(recs: list[dict[str, object]]) -> dict[str, tuple[float, int | None]]:
+        cases = [c for c in cases_from_raw({"l2_cold": recs}) if not held_out(c.record)]
+        return {f.key: (float(f.value), f.n) for f in fit_reduce_kernel(cases, hw, "cold", "l2_cold.json")}  # type: ignore[arg-type]
+
+    without, with_rows = fit(base), fit(base + rows)
+    assert with_rows["iter_ns_vec_cold"][1] == without["iter_ns_vec_cold"][1] + len(heldout_l2.CAL_ROW_SUM)  # type: ignore[operator]
+    assert abs(with_rows["iter_ns_vec_cold"][0] - 215.0) <= 5.0, with_rows
+    assert abs(with_rows["entry_ns_vec_cold"][0] - 500.0) <= 100.0, with_rows

@@ -18,8 +18,9 @@ are never confused with the flush's reduction.
 
 Parts (in this order; the budget stops starting new cases, the file stays valid JSON):
 - gemm_w3 / copy_w3 / sum_w3: exactly the third wave's shapes (wave3_gpu.run_gemm / run_copy / run_reduction);
-- gemm_cal / sum_cal / copy_cal: calibration-split shapes (``set: cal``; a fit may use them, no held-out
-  set has them): what a cold-L2 parameter is fitted on;
+- gemm_cal / sum_cal / copy_cal / row_sum_cal: calibration-split shapes (``set: cal``; a fit may use them, no
+  held-out set has them): what a cold-L2 parameter is fitted on (row_sum_cal: few-block row sums of 20-44
+  loop iterations, x.sum(1) only);
 - gemm_new / copy_new / sum_new: shapes no fit, no correction table and no earlier held-out set uses;
 - fused_new: the Triton bias+GELU+dropout forward at a hidden size (6144), token counts and
   warps per block (2, 16) no earlier set used, clean L2 only.
@@ -63,6 +64,12 @@ CAL_GEMM = [(1, 8192, 4096), (16, 8192, 4096), (1, 4096, 8192), (16, 4096, 8192)
             (16, 1024, 16384), (1, 16384, 16384)]
 CAL_COPY_KIB = [8, 16, 32, 64, 65536, 131072]
 CAL_SUM = [(r, 4096) for r in (12, 40, 160, 640, 2560, 10240)] + [(r, 1024) for r in (20, 80, 320, 1280, 5120)]
+# calibration-split row sums (x.sum(1) only) on 2-4 blocks with 20, 36 and 44 loop iterations (vec path, 512
+# threads): chains of dependent HBM round trips long enough to separate reduce_kernel.iter_ns_vec_cold from the
+# loop's entry (CAL_SUM's training-split row sums are two 8-iteration chains and two grids of 160+ blocks, so
+# iteration and entry traded off: 155 ns fitted vs 213 ns per iteration measured on few-block row sums, issue 16).
+# Shapes no held-out set uses (W3_SUM, NEW_SUM) and on the training side of sim.calibrate.raw.held_out.
+CAL_ROW_SUM = [(28, 2560), (56, 4608), (44, 5632)]
 
 _CLEAN_BUF: Any = None
 _SINK: Any = None
@@ -183,12 +190,22 @@ def _copy(c: L2Ctx, kibs: list[int], tag: str) -> None:
 
 
 def _sum(c: L2Ctx, cases: list[tuple[int, int]], tag: str) -> None:
+    """x.sum(0) and x.sum(1) of each (rows, cols) bf16 case, in every state."""
+    _sums(c, cases, tag, (0, 1))
+
+
+def _row_sum(c: L2Ctx, cases: list[tuple[int, int]], tag: str) -> None:
+    """x.sum(1) only (a row sum) of each (rows, cols) bf16 case, in every state."""
+    _sums(c, cases, tag, (1,))
+
+
+def _sums(c: L2Ctx, cases: list[tuple[int, int]], tag: str, dims: tuple[int, ...]) -> None:
     import torch
 
     for rows, cols in cases[:1] if c.smoke else cases:
         def one(rows: int = rows, cols: int = cols) -> None:
             x = torch.randn(rows, cols, device="cuda", dtype=torch.bfloat16)
-            for dim in (0, 1):
+            for dim in dims:
                 for st in c.states:
                     c.rf.add({"bench": "sum", "set": tag, "l2_state": st, "dim": dim, "rows": rows, "cols": cols,
                               "dtype": "bfloat16", **profiled_state(functools.partial(x.sum, dim), st)})
@@ -231,6 +248,7 @@ PARTS: dict[str, Callable[[L2Ctx], None]] = {
     "gemm_cal": lambda c: _gemm(c, CAL_GEMM, "cal"),
     "sum_cal": lambda c: _sum(c, CAL_SUM, "cal"),
     "copy_cal": lambda c: _copy(c, CAL_COPY_KIB, "cal"),
+    "row_sum_cal": lambda c: _row_sum(c, CAL_ROW_SUM, "cal"),
     "gemm_new": lambda c: _gemm(c, NEW_GEMM, "new"),
     "copy_new": lambda c: _copy(c, NEW_COPY_KIB, "new"),
     "sum_new": lambda c: _sum(c, NEW_SUM, "new"),
@@ -257,7 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     if ns.dry_run:
         n = {"gemm_w3": len(W3_GEMM), "copy_w3": len(W3_COPY_KIB), "sum_w3": 2 * len(W3_SUM),
              "gemm_new": len(NEW_GEMM), "copy_new": len(NEW_COPY_KIB), "sum_new": 2 * len(NEW_SUM), "fused_new": 24,
-             "gemm_cal": len(CAL_GEMM), "copy_cal": len(CAL_COPY_KIB), "sum_cal": 2 * len(CAL_SUM)}
+             "gemm_cal": len(CAL_GEMM), "copy_cal": len(CAL_COPY_KIB), "sum_cal": 2 * len(CAL_SUM),
+             "row_sum_cal": len(CAL_ROW_SUM)}
         print(f"parts {parts}; cases {sum(n[p] for p in parts)} x states {list(STATES)}; "
               f"budget {ns.budget_s} s; out {ns.out}")
         return 0

@@ -4,9 +4,11 @@ after a read-only L2 flush (and, for reference, after a dirtying flush and with 
     python3 -m sim.calibrate.gpu.l2_cold --out DIR [--budget-s S] [--states LIST] [--smoke] [--dry-run]
 
 The shipped calibration/h200/raw/l2_cold.json holds sim.calibrate.gpu.heldout_l2's records of set
-``cal`` (the parts gemm_cal, sum_cal, copy_cal); this measures exactly those parts, with the same code,
-and writes them as DIR/l2_cold.json (group ``l2_cold``), which the fits of kernel.memcpy_clean_fixed_us,
-gemm.cold_ramp_us and the cold reduction kernels read (sim/calibrate/fit.py; only the ``clean`` records
+``cal`` (the parts gemm_cal, sum_cal, copy_cal); this measures those parts with the same code and (since
+2026-12-02) row_sum_cal: three few-block row sums of 20-44 loop iterations that separate the cold loop's
+iteration from its entry (the fit reads them where a raw folder has them). It writes them as
+DIR/l2_cold.json (group ``l2_cold``), which the fits of kernel.memcpy_clean_fixed_us, gemm.cold_ramp_us
+and the cold reduction kernels read (sim/calibrate/fit.py; only the ``clean`` records
 are fitted). It never measures the held-out sets (``w3``, ``new``): those shapes stay unseen by any fit.
 stdlib + torch; never changes GPU settings.
 """
@@ -18,7 +20,7 @@ import os
 
 from . import heldout_l2
 
-CAL_PARTS = ("gemm_cal", "sum_cal", "copy_cal")
+CAL_PARTS = ("gemm_cal", "sum_cal", "copy_cal", "row_sum_cal")
 GROUP = "l2_cold"
 
 
@@ -39,7 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     if ns.budget_s <= 0:
         print(f"error: --budget-s: {ns.budget_s} (expected a positive number of seconds)")
         return 2
-    cases = len(heldout_l2.CAL_GEMM) + 2 * len(heldout_l2.CAL_SUM) + len(heldout_l2.CAL_COPY_KIB)
+    cases = (len(heldout_l2.CAL_GEMM) + 2 * len(heldout_l2.CAL_SUM) + len(heldout_l2.CAL_COPY_KIB)
+             + len(heldout_l2.CAL_ROW_SUM))
     if ns.dry_run:
         print(f"parts {list(CAL_PARTS)}; cases {cases} x states {list(states)}; budget {ns.budget_s} s; "
               f"out {os.path.join(ns.out, GROUP + '.json')}")
