@@ -91,11 +91,13 @@ def _fitted_value(value: Any) -> str:
 
 
 def cmd_calibrate(args: Any, console: Console) -> int:
-    from sim.calibrate.fit import calibrate_from_raw
+    from sim.calibrate import fit
     from sim.hardware import resolve_profile
 
     raw_inputs = [args.from_raw] if args.from_raw else []
     out = check_output_path(args.out, "--out", inputs=_input_files(*raw_inputs, args.base))
+    name = args.name or out.stem
+    fit.check_profile_name(name)  # bad input before measuring or fitting
     host = getattr(args, "host", "fitted")
     host_ref = (resolve_profile(args.host_reference, Path.cwd(), path="--host-reference") if host == "reference"
                 else None)  # bad input before measuring
@@ -106,9 +108,10 @@ def cmd_calibrate(args: Any, console: Console) -> int:
         resolve_profile(args.base or DEFAULT_BASE, Path.cwd(), path="--base")  # bad input before measuring
         measure_raw(raw_dir, args.quick, console)
     base = resolve_profile(args.base or default_base(raw_dir, args.quick), Path.cwd(), path="--base")
-    name = args.name or out.stem
     with busy(f"fitting a profile from {raw_dir}"):
-        text, result = calibrate_from_raw(raw_dir, base, out, name, host=host, host_reference=host_ref)
+        fitted = fit.fit_from_raw(raw_dir, base, host=host, host_reference=host_ref)
+        text = fit.render_fit(fitted, out, name)
+    result = fitted.result
     write_text_atomic(out, text)
     rows = [(f.section, f.key, _fitted_value(f.value), f"{f.spread[0]:g}–{f.spread[1]:g}" if f.spread else "",
              str(f.n or ""), f.fit) for f in result.values]

@@ -4,6 +4,7 @@ what the fit produces from the committed raw data; the fits recover known synthe
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 
 from sim.calibrate.fit import (
     FitResult,
+    RawFit,
     _nonneg_line,
     _theil_sen,
     calibrate_from_raw,
@@ -20,6 +22,7 @@ from sim.calibrate.fit import (
     fit_copy,
     fit_host_costs,
     fit_unit_costs,
+    render_fit,
 )
 from sim.calibrate.raw import RawGroup, load_raw
 from sim.cli import main
@@ -166,9 +169,32 @@ def test_bad_raw_folder_is_an_input_error(tmp_path: Path) -> None:
         load_raw(tmp_path)
 
 
-def test_calibrate_command_from_raw(tmp_path: Path) -> None:
-    out = tmp_path / "h200-refit.yaml"
+def test_calibrate_command_from_raw(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shipped_raw_fit: RawFit) -> None:
+    """The command fits the raw folder it is given (the session's fit of the shipped folder stands in for it:
+    the fit is checked against the committed profile in test_committed_profile_is_the_fit_of_the_committed_raw_data,
+    with the same arguments as asserted here) and writes that fit rendered under --name to --out."""
+    import sim.calibrate.fit as fit_module
+
+    real_fit = fit_module.fit_from_raw
+    calls = []
+
+    def session_fit(raw_dir: Path, base_profile: Path, **kwargs: Any) -> RawFit:
+        if Path(raw_dir).resolve() != RAW.resolve():
+            return real_fit(raw_dir, base_profile, **kwargs)  # other folders (the missing one below) fit for real
+        calls.append(kwargs)
+        assert Path(base_profile).resolve() == BASE.resolve()
+        assert kwargs.get("spreads", True) is True and kwargs.get("host", "fitted") == "fitted"
+        assert kwargs.get("host_reference") is None
+        return shipped_raw_fit
+
+    monkeypatch.setattr(fit_module, "fit_from_raw", session_fit)
+    out = tmp_path / "refit.yaml"  # a file name other than --name: the profile is named by --name
     assert main(["calibrate", "--from-raw", str(RAW), "--out", str(out), "--name", "h200-refit"]) == 0
+    assert len(calls) == 1
+    assert out.read_text() == render_fit(shipped_raw_fit, out, "h200-refit")
+    text = out.read_text()
+    assert text.startswith("# h200-refit: fitted by `kernelsim calibrate` from ")
+    assert f"raw: {os.path.relpath(RAW, tmp_path)}/" in text  # raw paths relative to where it was written
     from sim.hardware import load_profile
 
     hw = load_profile(str(out))

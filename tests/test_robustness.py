@@ -469,6 +469,7 @@ def test_validate_and_calibrate_check_their_outputs_before_any_work(tmp_path: Pa
 
     monkeypatch.setattr("sim.validate.suite.run_validation", no_work)
     monkeypatch.setattr("sim.calibrate.fit.calibrate_from_raw", no_work)
+    monkeypatch.setattr("sim.calibrate.fit.fit_from_raw", no_work)  # what `calibrate --from-raw` runs
     for argv, names, problem in (
             (["validate", "--json", str(thresholds)], ["thresholds.yaml"], "input"),
             (["validate", "--markdown", str(ROOT / "validation/h200/cases.yaml")], ["cases.yaml"], "input"),

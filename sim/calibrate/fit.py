@@ -59,6 +59,7 @@ class FitResult:
     gemm_tiles: list[tuple[int, int]] = field(default_factory=list)
     gemm_tiles_used: set[str] = field(default_factory=set)
     host_section: dict[str, Any] | None = None  # --host reference: the profile's whole host section (keep_reference_host)
+    host_section_dir: Path | None = None  # the folder its measured entries' `raw` paths are relative to
 
     def used_ids(self) -> set[str]:
         out: set[str] = set()
@@ -1405,16 +1406,43 @@ def _optional_key(section: str, key: str) -> bool:
     return key in getattr(model, "model_fields", {})
 
 
-def build_profile(base: HardwareProfileFile, name: str, result: FitResult, raw: RawData, raw_rel: str) -> dict[str, Any]:
+def _host_section_for(result: FitResult, out_dir: Path | None) -> dict[str, Any]:
+    """A --host reference section for a profile written in `out_dir`: a copy whose measured entries' raw
+    paths are re-relativised from the reference's folder to `out_dir` (as they are where out_dir is None:
+    the fit's staging profiles, which are never written)."""
+    import copy
+    import os
+
+    section = result.host_section
+    assert section is not None
+    if out_dir is None or result.host_section_dir is None:
+        return section
+    src = result.host_section_dir
+    section = copy.deepcopy(section)
+
+    def fix_raw(node: Any) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("raw"), str) and node.get("source") == "measured":
+                node["raw"] = os.path.relpath((src / node["raw"]).resolve(), out_dir.resolve())
+            for v in node.values():
+                fix_raw(v)
+
+    fix_raw(section)
+    return section
+
+
+def build_profile(base: HardwareProfileFile, name: str, result: FitResult, raw: RawData, raw_rel: str,
+                  out_dir: Path | None = None) -> dict[str, Any]:
     """The profile as a data structure: the base profile with every fitted number (value, provenance,
-    spread, n) put in its place; sections the fit owns (power, corrections) replaced whole."""
+    spread, n) put in its place; sections the fit owns (power, corrections) replaced whole. `out_dir`: the
+    folder the profile is written to (a --host reference section's raw paths are re-relativised to it)."""
     device = device_label(raw)
     date = str(raw.meta.get("date_utc", ""))[:10] or "unknown"
     doc: dict[str, Any] = _value_first(base.model_dump(mode="json", by_alias=True, exclude_none=True))
     doc["name"] = name
     doc["description"] = f"Measured on {device}; unmeasured numbers keep their source."
     if result.host_section is not None:
-        doc["host"] = result.host_section
+        doc["host"] = _host_section_for(result, out_dir)
         doc["description"] += " Host constants: the reference profile's (kernelsim calibrate --host reference)."
     for f in result.values:
         if f.section in ("corrections", "power"):
@@ -1553,11 +1581,10 @@ def host_speed_ratios(values: list[Fitted], ref_doc: dict[str, Any]) -> dict[str
     return out
 
 
-def keep_reference_host(result: FitResult, ref_path: Path, out: Path) -> None:
+def keep_reference_host(result: FitResult, ref_path: Path) -> None:
     """--host reference: drop the fitted host numbers from `result` and set its host section to the reference
-    profile's (raw paths re-relativised to `out`), each replaced entry noting this calibration's own value."""
-    import os
-
+    profile's (raw paths as the reference has them, relative to its folder: build_profile re-relativises them
+    to the written profile's), each replaced entry noting this calibration's own value."""
     ref = load_yaml_model(ref_path, HardwareProfileFile)
     ref_doc: dict[str, Any] = _value_first(ref.model_dump(mode="json", by_alias=True, exclude_none=True))
     fitted = [f for f in result.values if _is_host(f)]
@@ -1569,15 +1596,6 @@ def keep_reference_host(result: FitResult, ref_path: Path, out: Path) -> None:
     else:
         speed = "this calibration measured no eager-op host costs to compare"
     section = ref_doc.get("host") or {}
-
-    def fix_raw(node: Any) -> None:
-        if isinstance(node, dict):
-            if isinstance(node.get("raw"), str) and node.get("source") == "measured":
-                node["raw"] = os.path.relpath((ref_path.parent / node["raw"]).resolve(), out.parent.resolve())
-            for v in node.values():
-                fix_raw(v)
-
-    fix_raw(section)
     for f in fitted:
         table: Any = section
         for part in f.section.split(".")[1:]:
@@ -1592,7 +1610,25 @@ def keep_reference_host(result: FitResult, ref_path: Path, out: Path) -> None:
                          f"calibration does not pin them; this calibration measured {own} here; {speed}")
     result.values = [f for f in result.values if not _is_host(f)]
     result.host_section = section
+    result.host_section_dir = ref_path.parent
     result.notes.append(f"host constants kept from {ref_path.stem} (--host reference); {speed}")
+
+
+@dataclass
+class RawFit:
+    """A raw folder fitted over a base profile (fit_from_raw): everything render_fit needs to write the
+    profile under any name and path; the fit itself depends on neither."""
+    raw: RawData
+    base: HardwareProfileFile
+    base_profile: Path
+    raw_dir: Path
+    result: FitResult
+
+
+def check_profile_name(name: str) -> None:
+    if not re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", name):
+        raise InputError("a profile name is lower-case letters, digits, '_', '.', '-'", path="--name", value=name,
+                         expected="e.g. h200-mine")
 
 
 def calibrate_from_raw(raw_dir: Path, base_profile: Path, out: Path, name: str,
@@ -1600,12 +1636,19 @@ def calibrate_from_raw(raw_dir: Path, base_profile: Path, out: Path, name: str,
                        host_reference: Path | None = None) -> tuple[str, FitResult]:
     """Fit, write nothing; returns the profile text and the fit (the CLI writes atomically).
     `spreads` adds each number's bootstrap interval (a few seconds more). `host`: "fitted" (the host
-    constants this raw folder measures) or "reference" (`host_reference`'s whole host section, keep_reference_host)."""
+    constants this raw folder measures) or "reference" (`host_reference`'s whole host section, keep_reference_host).
+    fit_from_raw, then render_fit."""
+    check_profile_name(name)
+    fit = fit_from_raw(raw_dir, base_profile, spreads=spreads, host=host, host_reference=host_reference)
+    return render_fit(fit, out, name), fit.result
+
+
+def fit_from_raw(raw_dir: Path, base_profile: Path, spreads: bool = True, host: str = "fitted",
+                 host_reference: Path | None = None) -> RawFit:
+    """The fit of calibrate_from_raw, independent of the written profile's name and path (the profiles the
+    stage-2 fits run on are staged under the base's name with the raw folder's path as given)."""
     from sim.hardware import Hardware
 
-    if not re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", name):
-        raise InputError("a profile name is lower-case letters, digits, '_', '.', '-'", path="--name", value=name,
-                         expected="e.g. h200-mine")
     raw = load_raw_checked(raw_dir)
     base = load_yaml_model(base_profile, HardwareProfileFile)
     check_device(raw, base, base_profile.stem)
@@ -1621,11 +1664,10 @@ def calibrate_from_raw(raw_dir: Path, base_profile: Path, out: Path, name: str,
     if spreads:
         add_bootstrap_spreads(result, raw, base)
     if host == "reference" and host_reference is not None:
-        keep_reference_host(result, host_reference, out)
-    raw_rel = _relative(raw_dir, out.parent)
+        keep_reference_host(result, host_reference)
 
     def stage_hw() -> Any:
-        doc = build_profile(base, name, result, raw, raw_rel)
+        doc = build_profile(base, base.name, result, raw, str(raw_dir))
         return Hardware.from_file(HardwareProfileFile.model_validate(doc))
 
     # Stage 2: fits that run the cost model itself, on the profile with the earlier numbers.
@@ -1637,12 +1679,19 @@ def calibrate_from_raw(raw_dir: Path, base_profile: Path, out: Path, name: str,
     result.values += fit_model_based(raw, stage_hw())
     result.gemm_correction = fit_gemm_correction(raw, model_us_for(stage_hw()))
     result.values += fit_cold_gemms_last(raw, stage_hw())  # the cold ramp (+ stream) and write-back, on the table
-    doc = build_profile(base, name, result, raw, raw_rel)
+    return RawFit(raw, base, base_profile, raw_dir, result)
+
+
+def render_fit(fit: RawFit, out: Path, name: str) -> str:
+    """The profile text of `fit` as written to `out` under `name` (raw paths relative to out's folder); reads
+    the fit only (one fit can be rendered several times)."""
+    raw_rel = _relative(fit.raw_dir, out.parent)
+    doc = build_profile(fit.base, name, fit.result, fit.raw, raw_rel, out.parent)
     HardwareProfileFile.model_validate(doc)  # the written profile must load
-    header = (f"{name}: fitted by `kernelsim calibrate` from {raw_rel} over the base profile {base_profile.name}.\n"
+    header = (f"{name}: fitted by `kernelsim calibrate` from {raw_rel} over the base profile {fit.base_profile.name}.\n"
               "Generated file: do not edit by hand; refit with kernelsim calibrate --from-raw.\n"
               "Measured numbers carry `spread` (90 % bootstrap interval over their records) and `n` (records).")
-    return dump_profile(doc, header), result
+    return dump_profile(doc, header)
 
 
 def model_us_for(hw: Any) -> Callable[[dict[str, Any]], tuple[float, float]]:
