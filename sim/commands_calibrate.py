@@ -96,8 +96,6 @@ def cmd_calibrate(args: Any, console: Console) -> int:
 
     raw_inputs = [args.from_raw] if args.from_raw else []
     out = check_output_path(args.out, "--out", inputs=_input_files(*raw_inputs, args.base))
-    name = args.name or out.stem
-    fit.check_profile_name(name)  # bad input before measuring or fitting
     host = getattr(args, "host", "fitted")
     host_ref = (resolve_profile(args.host_reference, Path.cwd(), path="--host-reference") if host == "reference"
                 else None)  # bad input before measuring
@@ -108,6 +106,8 @@ def cmd_calibrate(args: Any, console: Console) -> int:
         resolve_profile(args.base or DEFAULT_BASE, Path.cwd(), path="--base")  # bad input before measuring
         measure_raw(raw_dir, args.quick, console)
     base = resolve_profile(args.base or default_base(raw_dir, args.quick), Path.cwd(), path="--base")
+    name = args.name or out.stem
+    fit.check_profile_name(name)  # where calibrate_from_raw checks it: before fitting
     with busy(f"fitting a profile from {raw_dir}"):
         fitted = fit.fit_from_raw(raw_dir, base, host=host, host_reference=host_ref)
         text = fit.render_fit(fitted, out, name)
