@@ -12,6 +12,7 @@ import pytest
 import sim.sweep.executors as executors
 from sim.cli import main
 from sim.sweep import load_sweep, run_sweep
+from tests.conftest import ROOT
 from tests.sweep.conftest import tiny_scenario
 
 
@@ -90,12 +91,28 @@ def test_process_pool_matches_serial(tmp_path: Path) -> None:
     assert _files(tmp_path / "pool") == _files(tmp_path / "serial")
 
 
+# The dask sweep runs in an interpreter of its own: a LocalCluster leaves threads behind in the process that
+# started it (distributed's offload pool), and a later test that forks (sim.calibrate.repro's worker pool) would
+# fork a process with threads, which can hang the child — the suite's process stays single-threaded.
+_DASK_SWEEP = """
+import sys
+from pathlib import Path
+from sim.sweep import load_sweep, run_sweep
+run_sweep(load_sweep(Path(sys.argv[1])), Path(sys.argv[2]), workers=2, executor="dask", progress=False)
+"""
+
+
 def test_dask_local_cluster_matches_local(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
     pytest.importorskip("dask.distributed", reason="dask.distributed not installed (pip install 'kernelsim[distributed]')")
     path = tiny_scenario(tmp_path, {"hardware": ["h200-sxm", "h100-sxm"], "params": {"bs": [128, 2048]}})
     plan = load_sweep(path)
     run_sweep(plan, tmp_path / "local", workers=1, progress=False)
-    run_sweep(plan, tmp_path / "dask", workers=2, executor="dask", progress=False)
+    done = subprocess.run([sys.executable, "-c", _DASK_SWEEP, str(path), str(tmp_path / "dask")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
     assert _files(tmp_path / "dask") == _files(tmp_path / "local")
 
 
