@@ -320,6 +320,7 @@ BLOCKS: dict[str, Generator] = {
     "spill-wave-floor": Generator(lambda: gen_spill_wave_floor(), slow=True),  # prices every spilling config
     "host-validation": Generator(lambda: gen_host_validation(), slow=True),  # kernelsim validate (issue 15)
     "host-config-spread": Generator(lambda: gen_host_config_spread(), slow=True),
+    "host-repeat": Generator(lambda: gen_host_repeat(), slow=False),  # reads the step records only
     "host-optimizer": Generator(lambda: gen_host_optimizer(), slow=True),  # reads nine traces
     "host-profiler-sessions": Generator(lambda: gen_host_profiler_sessions(), slow=True),
     "host-speed-bands": Generator(lambda: gen_host_speed_bands(), slow=True),  # replays the decode traces twice
@@ -580,6 +581,68 @@ def gen_host_validation() -> str:
 
     for key in sorted(set(abc) | set(f)):
         lines.append(f"| {key} | {g(abc, key)} | {g(f, key)} |")
+    return "\n".join(lines) + "\n"
+
+
+def host_repeat_pairs() -> list[tuple[str, float, list[tuple[str, float, float, float, float]]]]:
+    """Each held-out machine's steps measured twice on the same machine: in its calibration run's host_cold
+    (calibration/h200/wave*_X or runs/X) and a minute or so later in its held-out run (validation/h200/machine_X),
+    the configs both hold: (machine, minutes apart, [(config, sync_us first, sync_us second, clock first, clock
+    second)]); the clock is `host_clock.after` (the clock read just before the step's trace), as own speed reads it."""
+    from datetime import datetime
+
+    from sim.validate.host import HELDOUT_MACHINE_DIRS, host_clock_us
+
+    def steps(path: Path) -> tuple[datetime, dict[str, dict[str, Any]]]:
+        doc = json.loads(path.read_text())
+        return (datetime.fromisoformat(doc["meta"]["date_utc"]),
+                {r["config"]: r for r in doc["records"] if r.get("bench") == "step" and "sync_us" in r})
+
+    out = []
+    for rel in HELDOUT_MACHINE_DIRS:
+        machine = Path(rel).parent.name.removeprefix("machine_")
+        cal = sorted((ROOT / "calibration" / "h200").glob(f"wave*_{machine}/host_cold/host_context.json"))
+        cal += sorted((ROOT / "calibration" / "h200" / "runs" / machine / "host_cold").glob("host_context.json"))
+        if not cal:
+            continue
+        t1, first = steps(cal[0])
+        t2, second = steps(ROOT / rel / "host_context.json")
+        rows = []
+        for config in sorted(set(first) & set(second)):
+            c1 = host_clock_us((first[config].get("host_clock") or {}).get("after", {}))
+            c2 = host_clock_us((second[config].get("host_clock") or {}).get("after", {}))
+            if c1 and c2:
+                rows.append((config, float(first[config]["sync_us"]), float(second[config]["sync_us"]), c1, c2))
+        if rows:
+            out.append((machine, (t2 - t1).total_seconds() / 60, rows))
+    return out
+
+
+def gen_host_repeat() -> str:
+    import math
+    import statistics
+
+    pairs = host_repeat_pairs()
+    lines = ["| machine | held-out run − calibration run (min) | configs | median / max step change | median / max after the clock's change |",
+             "| --- | ---: | ---: | ---: | ---: |"]
+    xs: list[float] = []
+    ys: list[float] = []
+    for machine, minutes, rows in pairs:
+        step = [abs(b / a - 1) for _, a, b, _, _ in rows]
+        scaled = [abs((b / a) / (c2 / c1) - 1) for _, a, b, c1, c2 in rows]
+        xs += [math.log(c2 / c1) for *_, c1, c2 in rows]
+        ys += [math.log(b / a) for _, a, b, _, _ in rows]
+        lines.append(f"| {machine} | {minutes:.1f} | {len(rows)} | {100 * statistics.median(step):.0f} / "
+                     f"{100 * max(step):.0f} % | {100 * statistics.median(scaled):.0f} / {100 * max(scaled):.0f} % |")
+    all_step = [abs(math.exp(y) - 1) for y in ys]
+    all_scaled = [abs(math.exp(y - x) - 1) for x, y in zip(xs, ys, strict=True)]
+    lines.append(f"| all | | {len(ys)} | {100 * statistics.median(all_step):.0f} / {100 * max(all_step):.0f} % | "
+                 f"{100 * statistics.median(all_scaled):.0f} / {100 * max(all_scaled):.0f} % |")
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
+    sxx, syy = sum((x - mx) ** 2 for x in xs), sum((y - my) ** 2 for y in ys)
+    lines += ["", f"Least squares of log(step change) on log(clock change) over the {len(ys)} pairs: slope "
+              f"{sxy / sxx:.2f}, correlation {sxy / math.sqrt(sxx * syy):.2f}."]
     return "\n".join(lines) + "\n"
 
 
