@@ -248,12 +248,16 @@ def calibrate_all(raw_dirs: list[Path], names: list[str], base: str, work: Path,
     else:
         import multiprocessing
 
-        # multiprocessing.Pool, not concurrent.futures: leaving its `with` block by any exception (a worker's
-        # error, KeyboardInterrupt, the Interrupted that `stop_on_signals` raises for SIGTERM) terminates the
-        # workers and joins them, so an interrupted run leaves no process behind
+        # multiprocessing.Pool, not concurrent.futures: leaving by any exception (a worker's error,
+        # KeyboardInterrupt, the Interrupted that `stop_on_signals` raises for SIGTERM) terminates the workers and
+        # joins them, so an interrupted run leaves no process behind. A finished run closes the pool and joins
+        # its workers instead (each takes the pool's end-of-work sentinel and exits): Pool.terminate, which a
+        # `with` block calls on every exit, can hang for good in its own shutdown (CPython issues 78178 and 96995,
+        # open), which a run that has all its results needs no part of
         global _RUN_NICE
         _RUN_NICE = os.nice(0)
-        with multiprocessing.get_context("fork").Pool(jobs, initializer=_worker_signals) as pool:
+        pool = multiprocessing.get_context("fork").Pool(jobs, initializer=_worker_signals)
+        try:
             ref_job = (pool.apply_async(_reference_measured, (reference, base, validation_raw, cases, thresholds, work),
                                         callback=lambda r: keep(ref=r))
                        if reference is not None else None)
@@ -264,6 +268,12 @@ def calibrate_all(raw_dirs: list[Path], names: list[str], base: str, work: Path,
                        for i, (raw_dir, name) in enumerate(todo)}
             done = {name: j.get() for name, j in jobs_of.items()}
             ref = ref_job.get() if ref_job is not None else None
+        except BaseException:
+            pool.terminate()
+            pool.join()
+            raise
+        pool.close()
+        pool.join()
     cals = [reuse[(n, str(r))] if reuse and (n, str(r)) in reuse else done[n]
             for r, n in zip(raw_dirs, names, strict=True)]
     return cals, ref
