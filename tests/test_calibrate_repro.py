@@ -214,6 +214,15 @@ def _fake_reference(*args: object) -> dict[str, dict[str, float]]:
     return {"g": {"median_abs": 0.1}}
 
 
+def _single_threaded() -> None:
+    """The pool forks this process: a thread left by an earlier test (a dask LocalCluster's offload pool did) could
+    hold a lock the children then wait on for good — the suite hung once in CI at these tests."""
+    import threading
+
+    others = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
+    assert not others, f"threads alive before forking the pool: {others}"
+
+
 def test_jobs_run_the_calibrations_in_processes_and_give_the_same_result(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch,
                                                                         capsys: pytest.CaptureFixture[str]) -> None:
@@ -221,6 +230,7 @@ def test_jobs_run_the_calibrations_in_processes_and_give_the_same_result(tmp_pat
 
     import sim.calibrate.repro as repro
 
+    _single_threaded()
     monkeypatch.setattr(repro, "calibrate_one", _fake_one)
     monkeypatch.setattr(repro, "_reference_measured", _fake_reference)
     dirs, names = [Path("runs/a/raw"), Path("runs/bb/raw"), Path("x/raw")], ["a", "bb", "pid"]
@@ -247,6 +257,7 @@ def test_partial_results_are_written_as_they_finish_and_reused_into_the_same_doc
 
     monkeypatch.setattr(repro, "calibrate_one", _fake_one)
     monkeypatch.setattr(repro, "_reference_measured", _fake_reference)
+    _single_threaded()
     thresholds = str(ROOT / "validation/thresholds.yaml")
     args = ["runs/a/raw", "runs/bb/raw", "x/raw", "--names", "a,bb,c", "--thresholds", thresholds]
     for jobs in ("1", "3"):
