@@ -138,7 +138,7 @@ def test_unit_cost_leaves_out_a_disturbed_record(tmp_path: Path) -> None:
 
 
 TRIMMED_PLAN = ("wave9_K", "wave11_calib7", "wave11_L", "wave12_M", "wave12_N", "wave13_O", "wave14_J", "wave16_AA",
-                "wave17_AB", "wave18_AC", "wave19_AD")
+                "wave17_AB", "wave18_AC", "wave19_AD", "wave20_AE")
 
 
 def test_machine_i_erf_cost_agrees_with_the_other_trimmed_plan_machines() -> None:

@@ -164,7 +164,7 @@ def test_later_machines_validate_in_splits_of_their_own(folder: Path, tmp_path: 
             "validation/h200/machine_J/host_context", "validation/h200/machine_I/host_context",
             "validation/h200/machine_AA/host_context",
             "validation/h200/machine_AB/host_context", "validation/h200/machine_AC/host_context",
-            "validation/h200/machine_AD/host_context"} <= set(HELDOUT_MACHINE_DIRS)
+            "validation/h200/machine_AD/host_context", "validation/h200/machine_AE/host_context"} <= set(HELDOUT_MACHINE_DIRS)
     assert all((ROOT / rel / "host_context.json").is_file() for rel in HELDOUT_MACHINE_DIRS)
     assert machine_split("L", False) == "heldout_machine_l" and machine_split("M", True) == "heldout_machine_m_fitcfg"
     assert own_speed_split("Y", False) == "unseen" and own_speed_split("F", True) == "calibrated"
@@ -177,6 +177,7 @@ def test_later_machines_validate_in_splits_of_their_own(folder: Path, tmp_path: 
     assert machine_split("AB", False) == "heldout_machine_ab" and own_speed_split("AB", True) == "heldout_machine_ab_fitcfg"
     assert machine_split("AC", False) == "heldout_machine_ac" and own_speed_split("AC", True) == "heldout_machine_ac_fitcfg"
     assert machine_split("AD", True) == "heldout_machine_ad_fitcfg" and own_speed_split("AD", False) == "heldout_machine_ad"
+    assert machine_split("AE", False) == "heldout_machine_ae" and own_speed_split("AE", True) == "heldout_machine_ae_fitcfg"
     shutil.copytree(folder, tmp_path / "validation" / "h200" / "machine_L" / "host_context")
     rows, gains = heldout_machine_rows(tmp_path, load_profile("h200-measured"))
     splits = {r.label: r.split for r in rows}

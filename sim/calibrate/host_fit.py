@@ -784,7 +784,8 @@ CLOCK_LEVEL_PHASES = frozenset({"decode", "inference_mode", "no_grad"})
 # Whether the shipped fit applies the relation (host.clock_level.apply). Measured with it on (exponent 0.765,
 # reference 7.543 us: the fit of the six runs before wave13_O joined; with it 0.722 / 7.802 us, with wave14_J too
 # 0.664 / 8.134 us, with wave15_I too 0.647 / 8.147 us, with wave16_AA too 0.668 / 8.058 us,
-# with wave17_AB too 0.696 / 7.846 us, with wave18_AC too 0.73 / 7.568 us, with wave19_AD too 0.739 / 7.532 us,
+# with wave17_AB too 0.696 / 7.846 us, with wave18_AC too 0.73 / 7.568 us, with wave19_AD too 0.739 / 7.532 us, with wave20_AE too
+# 0.732 / 7.653 us,
 # none re-measured;
 # --host model at each held-out step's own speed, validate's own-speed rows, median / max |error| off -> on): decode Y
 # (unseen) 2.0 / 5.1 -> 8.3 / 13.5 %, L 9.2 / 16.9 -> 6.5 / 14.8 %, M 15.0 / 26.4 -> 13.3 / 24.3 %, N 13.5 / 24.6 ->

@@ -36,20 +36,21 @@ HELDOUT_MACHINE_DIRS = ("validation/h200/machine_F/host_context", "validation/h2
                         "validation/h200/machine_N/host_context", "validation/h200/machine_O/host_context",
                         "validation/h200/machine_J/host_context", "validation/h200/machine_I/host_context",
                         "validation/h200/machine_AA/host_context", "validation/h200/machine_AB/host_context",
-                        "validation/h200/machine_AC/host_context", "validation/h200/machine_AD/host_context")
+                        "validation/h200/machine_AC/host_context", "validation/h200/machine_AD/host_context",
+                        "validation/h200/machine_AE/host_context")
 HELDOUT_MACHINE = "heldout_machine"
 HELDOUT_MACHINE_FIT_CONFIG = "heldout_machine_fitcfg"
 # Machines held out after the groups above had their tripwires get groups of their own (their rows would
 # move machine F's): the split names the machine. Machine Y (wave 8, issue 15): compiled inference pairs of
 # models no fit reads (llama, mlp) and decode steps, every record with a host clock. Machines L (wave 11) and M
 # (wave 12, issue 15), N (wave 12, an hour after M), O (wave 13), J (wave 14; device id P, renamed: P names the
-# 2-GPU machine of validation/h200x2), I (wave 15), AA (wave 16; the single letters are all taken), AB (wave 17), AC (wave 18) and AD (wave 19): the same
+# 2-GPU machine of validation/h200x2), I (wave 15), AA (wave 16; the single letters are all taken), AB (wave 17), AC (wave 18), AD (wave 19) and AE (wave 20): the same
 # configs as Y, each on a fresh H200 right after its calibration.
 MACHINE_SPLITS = {"Y": "heldout_machine_y", "L": "heldout_machine_l", "M": "heldout_machine_m",
                   "N": "heldout_machine_n", "O": "heldout_machine_o", "J": "heldout_machine_j",
                   "I": "heldout_machine_i", "AA": "heldout_machine_aa",
                   "AB": "heldout_machine_ab", "AC": "heldout_machine_ac",
-                  "AD": "heldout_machine_ad"}
+                  "AD": "heldout_machine_ad", "AE": "heldout_machine_ae"}
 # The machines whose own-speed rows (own_speed_rows) pool into `unseen` / `calibrated`, the groups whose
 # tripwires came from them; a later machine's own-speed rows take its machine split (they would move those).
 OWN_SPEED_POOLED = frozenset({"F", "Y"})

@@ -83,14 +83,17 @@ def wave3_kernel_rows(hw: Hardware, path: Path, machine: str = "D") -> list[Row]
 
 
 WAVE4_KERNELS = Path("validation") / "h200" / "wave4" / "heldout_l2" / "heldout_l2.json"
+# The same harness and shapes on machine AE (wave 20, held out by machine): table heldout_w4_ae
+MACHINE_AE_KERNELS = Path("validation") / "h200" / "machine_AE" / "heldout_l2" / "heldout_l2.json"
 
 
-def wave4_kernel_rows(hw: Hardware, path: Path, machine: str = "w4") -> list[Row]:
+def wave4_kernel_rows(hw: Hardware, path: Path, machine: str = "w4", table: str = "heldout_w4") -> list[Row]:
     """The fourth wave's kernels (issue 18; sim.calibrate.gpu.heldout_l2): the third wave's held-out
     GEMMs, copies and sums and new held-out shapes, profiled after an L2 flush that only *reads* (a
     clean cold L2, what a step's weights see). Table heldout_w4: records of set w3/new "unseen", set cal
     (the shapes a cold-L2 parameter is fitted on) "calibrated". Only the clean state is gated; the
-    dirty and warm records of the same shapes say how much the flush itself costs (docs/gemm_small_m.md)."""
+    dirty and warm records of the same shapes say how much the flush itself costs (docs/gemm_small_m.md). The
+    same harness on another machine goes in a table of its own (`table`: heldout_w4_ae for machine AE)."""
     import dataclasses
 
     if not path.is_file():
@@ -103,7 +106,7 @@ def wave4_kernel_rows(hw: Hardware, path: Path, machine: str = "w4") -> list[Row
         if rec.get("timing") == "profiled":  # a Triton kernel timed by the profiler, not by events
             case = dataclasses.replace(case, profiled=True)
         split = "calibrated" if rec.get("set") == "cal" else "unseen"
-        rows.append(Row("heldout_w4", case.family.removesuffix("_heldout"), f"{case.label} [{machine}]", split,
+        rows.append(Row(table, case.family.removesuffix("_heldout"), f"{case.label} [{machine}]", split,
                         case.measured_us, case.predicted_us(hw), group=machine))
     return rows
 
@@ -157,6 +160,7 @@ def wave2_rows(hw: Hardware, root: Path) -> list[Row]:
     rows = heldout_kernel_rows(hw, data, raw) if data.is_dir() else []
     rows += wave3_kernel_rows(hw, root / "validation" / "h200" / "wave3" / "gpu" / "wave3_gpu.json")
     rows += wave4_kernel_rows(hw, root / WAVE4_KERNELS)
+    rows += wave4_kernel_rows(hw, root / MACHINE_AE_KERNELS, machine="AE", table="heldout_w4_ae")
     rows += wave8_pipe_mix_rows(hw, root / WAVE8_PIPE_MIX)
     try:
         load_profile("h200-nvl2")
