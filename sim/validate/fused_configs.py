@@ -160,8 +160,8 @@ def excluded_buckets(root: Path) -> list[ExcludedBucket]:
 
 
 def fused_config_times(hw: Hardware, root: Path, exclude: bool = True) -> list[ConfigTime]:
-    """Every held-out fused config with its bucket (wave 2 machines A and C, wave 4 clean L2); with `exclude`,
-    less the buckets `excluded_buckets` leaves out."""
+    """Every held-out fused config with its bucket (wave 2 machines A and C, wave 4 and machine AE clean L2);
+    with `exclude`, less the buckets `excluded_buckets` leaves out."""
     from sim.validate.wave2 import MACHINE_AE_KERNELS, MACHINES, WAVE4_KERNELS
 
     out: list[ConfigTime] = []
