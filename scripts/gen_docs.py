@@ -638,11 +638,8 @@ def gen_host_repeat() -> str:
     all_scaled = [abs(math.exp(y - x) - 1) for x, y in zip(xs, ys, strict=True)]
     lines.append(f"| all | | {len(ys)} | {100 * statistics.median(all_step):.0f} / {100 * max(all_step):.0f} % | "
                  f"{100 * statistics.median(all_scaled):.0f} / {100 * max(all_scaled):.0f} % |")
-    mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
-    sxx, syy = sum((x - mx) ** 2 for x in xs), sum((y - my) ** 2 for y in ys)
     lines += ["", f"Least squares of log(step change) on log(clock change) over the {len(ys)} pairs: slope "
-              f"{sxy / sxx:.2f}, correlation {sxy / math.sqrt(sxx * syy):.2f}."]
+              f"{statistics.linear_regression(xs, ys).slope:.2f}, correlation {statistics.correlation(xs, ys):.2f}."]
     return "\n".join(lines) + "\n"
 
 

@@ -162,7 +162,7 @@ def excluded_buckets(root: Path) -> list[ExcludedBucket]:
 def fused_config_times(hw: Hardware, root: Path, exclude: bool = True) -> list[ConfigTime]:
     """Every held-out fused config with its bucket (wave 2 machines A and C, wave 4 and machine AE clean L2);
     with `exclude`, less the buckets `excluded_buckets` leaves out."""
-    from sim.validate.wave2 import MACHINE_AE_KERNELS, MACHINES, WAVE4_KERNELS
+    from sim.validate.wave2 import MACHINES, WAVE4_TABLES
 
     out: list[ConfigTime] = []
     bad = {e.bucket for e in excluded_buckets(root)} if exclude else set()
@@ -170,10 +170,9 @@ def fused_config_times(hw: Hardware, root: Path, exclude: bool = True) -> list[C
         path = root / "validation" / "h200" / "heldout_kernels" / f"{machine}.json"
         if path.is_file():
             out += [t for t in _configs("heldout", machine, path, hw, lambda rec: True) if t.bucket not in bad]
-    for table, machine, path in (("heldout_w4", "w4", root / WAVE4_KERNELS),
-                                  ("heldout_w4_ae", "AE", root / MACHINE_AE_KERNELS)):
-        if path.is_file():
-            out += _configs(table, machine, path, hw, lambda rec: rec.get("l2_state") == "clean"
+    for table, machine, rel in WAVE4_TABLES:
+        if (root / rel).is_file():
+            out += _configs(table, machine, root / rel, hw, lambda rec: rec.get("l2_state") == "clean"
                             and not rec.get("uneven_calls"))
     return out
 

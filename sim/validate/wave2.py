@@ -85,6 +85,8 @@ def wave3_kernel_rows(hw: Hardware, path: Path, machine: str = "D") -> list[Row]
 WAVE4_KERNELS = Path("validation") / "h200" / "wave4" / "heldout_l2" / "heldout_l2.json"
 # The same harness and shapes on machine AE (wave 20, held out by machine): table heldout_w4_ae
 MACHINE_AE_KERNELS = Path("validation") / "h200" / "machine_AE" / "heldout_l2" / "heldout_l2.json"
+# Every run of the wave-4 harness, each in a table of its own: (table, machine, path under the root)
+WAVE4_TABLES = (("heldout_w4", "w4", WAVE4_KERNELS), ("heldout_w4_ae", "AE", MACHINE_AE_KERNELS))
 
 
 def wave4_kernel_rows(hw: Hardware, path: Path, machine: str = "w4", table: str = "heldout_w4") -> list[Row]:
@@ -159,8 +161,8 @@ def wave2_rows(hw: Hardware, root: Path) -> list[Row]:
     raw = root / "calibration" / "h200" / "raw"
     rows = heldout_kernel_rows(hw, data, raw) if data.is_dir() else []
     rows += wave3_kernel_rows(hw, root / "validation" / "h200" / "wave3" / "gpu" / "wave3_gpu.json")
-    rows += wave4_kernel_rows(hw, root / WAVE4_KERNELS)
-    rows += wave4_kernel_rows(hw, root / MACHINE_AE_KERNELS, machine="AE", table="heldout_w4_ae")
+    for table, machine, path in WAVE4_TABLES:
+        rows += wave4_kernel_rows(hw, root / path, machine=machine, table=table)
     rows += wave8_pipe_mix_rows(hw, root / WAVE8_PIPE_MIX)
     try:
         load_profile("h200-nvl2")
