@@ -35,7 +35,8 @@ def test_wave4_rows_gate_the_clean_state_only(tmp_path: Path) -> None:
 
 
 def test_copies_profiled_after_a_read_only_flush_are_priced_through_a_clean_l2(tmp_path: Path) -> None:
-    # the clean record gets l2: cold (the memcpy's own fixed cost); dirty and warm keep the default price
+    # the clean record gets l2: cold (the memcpy's own fixed cost); dirty adds l2_dirty (the write-back of the dirty
+    # lines it evicts); warm keeps the default price
     from sim.calibrate.cases import profiled_copy
 
     def rec(state: str) -> dict[str, object]:
@@ -45,8 +46,12 @@ def test_copies_profiled_after_a_read_only_flush_are_priced_through_a_clean_l2(t
 
     hw = load_profile("h200-measured")
     assert hw.memcpy_clean_fixed_s is not None
-    clean, dirty = profiled_copy(rec("clean")), profiled_copy(rec("dirty"))
-    assert clean is not None and dirty is not None
-    assert clean.graph.ops[0].attrs.get("l2") == "cold" and "l2" not in dirty.graph.ops[0].attrs
+    clean, dirty, warm = profiled_copy(rec("clean")), profiled_copy(rec("dirty")), profiled_copy(rec("warm"))
+    assert clean is not None and dirty is not None and warm is not None
+    assert dict(clean.graph.ops[0].attrs) == {"l2": "cold"} and dict(dirty.graph.ops[0].attrs) == {"l2": "cold", "l2_dirty": True}
+    assert "l2" not in warm.graph.ops[0].attrs
+    assert hw.l2_dirty_writeback_bps is not None
+    writeback = 409600 / hw.l2_dirty_writeback_bps  # the bytes it reads and writes, far below the L2's capacity
+    assert dirty.predicted_us(hw) - clean.predicted_us(hw) == pytest.approx(writeback * 1e6, rel=1e-9)
     gap = hw.kernel_fixed_s - hw.memcpy_clean_fixed_s
-    assert dirty.predicted_us(hw) - clean.predicted_us(hw) == pytest.approx(gap * 1e6, rel=1e-9)
+    assert warm.predicted_us(hw) - clean.predicted_us(hw) == pytest.approx(gap * 1e6, rel=1e-9)

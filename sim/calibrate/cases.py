@@ -205,12 +205,21 @@ def cases_from_raw(groups: dict[str, list[dict[str, Any]]]) -> list[Case]:
 
 def _l2_cold_cases(records: list[dict[str, Any]]) -> list[Case]:
     """Small-M GEMMs, PyTorch sums and copies at calibration shapes profiled after a read-only L2 flush (a
-    clean cold L2; sim.calibrate.gpu.heldout_l2, set cal): families gemm_cold, reduction_cold and copy_cold."""
+    clean cold L2; sim.calibrate.gpu.heldout_l2, set cal): families gemm_cold, reduction_cold and copy_cold; and
+    the copies of the same sizes after the flush that writes (family copy_dirty: no fit uses them)."""
     import dataclasses
 
     out = []
     for rec in records:
-        if rec.get("l2_state") != "clean" or rec.get("uneven_calls") or rec.get("set") != "cal":
+        if rec.get("uneven_calls") or rec.get("set") != "cal":
+            continue
+        if rec.get("l2_state") == "dirty" and rec.get("bench") == "copy":
+            # the same copies after the flush that writes: the write-back term on the clean copies' fit
+            case = profiled_copy(rec)
+            if case is not None:
+                out.append(dataclasses.replace(case, family="copy_dirty"))
+            continue
+        if rec.get("l2_state") != "clean":
             continue
         if rec.get("bench") == "gemm":
             out.append(dataclasses.replace(_gemm(rec), family="gemm_cold"))
@@ -228,13 +237,17 @@ def _l2_cold_cases(records: list[dict[str, Any]]) -> list[Case]:
 def profiled_copy(rec: dict[str, Any]) -> Case | None:
     """A `torch.Tensor.copy_` between contiguous bf16 tensors, profiled: the driver's device-to-device
     memcpy (no launch config). Measured after a read-only L2 flush (l2_state clean), its operands come
-    from HBM behind a clean L2 (`l2: cold`); other records keep the default price."""
+    from HBM behind a clean L2 (`l2: cold`); after a flush that wrote (dirty), from HBM behind an L2 full of
+    dirty lines (`l2: cold`, `l2_dirty`: the lines it allocates are written back first, as for GEMMs and
+    sums); other records keep the default price."""
     kern = [k for k in rec.get("kernels") or [] if "Memset" not in str(k.get("name", ""))]
     if not kern:
         return None
     numel = int(rec["numel"])
     t = [Tensor("x", (numel,), "bf16"), Tensor("y", (numel,), "bf16")]
-    attrs = MappingProxyType({"l2": "cold"}) if rec.get("l2_state") == "clean" else MappingProxyType({})
+    state = rec.get("l2_state")
+    attrs = MappingProxyType({"l2": "cold"} if state == "clean" else {"l2": "cold", "l2_dirty": True}
+                             if state == "dirty" else {})
     op = Op(name="copy", kind="copy", reads=("x",), writes=("y",), attrs=attrs)
     tensor_bytes = rec.get("tensor_bytes", 2 * numel)
     return Case("copy", f"copy {tensor_bytes}B (profiled)", _graph([op], t),

@@ -76,7 +76,8 @@ def heldout_case(rec: dict[str, Any]) -> Case | None:
         case = _gemm({**rec, "l2_state": rec.get("l2_state", "dirty")})
         return Case("gemm_heldout", case.label, case.graph, case.measured_us, rec, profiled=case.profiled)
     if bench == "copy":
-        case = profiled_copy(rec)
+        # the held-out sets profile copies after an L2 flush (a written buffer) unless they say otherwise
+        case = profiled_copy({**rec, "l2_state": rec.get("l2_state", "dirty")})
         return None if case is None else dataclasses.replace(case, family="copy_heldout")
     if bench == "math_eager":
         kern = _kernels(rec)

@@ -3,7 +3,8 @@
 A transpose reads and writes every byte but cannot coalesce both sides as well as a copy:
 its bandwidth is the profile's `layout_bandwidth_factor` of a copy's. Copies on the copy
 engine run over PCIe (H2D/D2H) and take no SMs. A driver memcpy (no launch config) whose operands
-sit in HBM behind a clean L2 (`l2: cold`) has the profile's `memcpy_clean_fixed_us`.
+sit in HBM (`l2: cold`) has the profile's `memcpy_clean_fixed_us`; behind an L2 full of dirty lines
+(`l2_dirty` too) the dirty lines its reads and writes evict are written back (memory.l2_dirty_writeback_gbps).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import replace
 
 from sim.costmodel import KernelCost
 from sim.costmodel.elementwise import io_bytes, numel_of, read_bytes_per_elem, streaming_cost
+from sim.costmodel.memory import dirty_writeback_time
 from sim.graph import Graph, Op
 from sim.hardware import Hardware
 
@@ -42,10 +44,13 @@ def copy_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
     )
     if driver_memcpy and op.attrs.get("l2") == "cold" and hw.memcpy_clean_fixed_s is not None:
         # NB: the default price carries the calibration's convention (copies measured after an L2
-        # flush that writes, so every line the copy allocates first evicts a dirty one); with a clean
-        # L2 the driver's memcpy has its own, measured fixed cost. The streaming term is unchanged.
-        cost = replace(cost, time_s=cost.time_s - cost.fixed_s + hw.memcpy_clean_fixed_s,
-                       fixed_s=hw.memcpy_clean_fixed_s)
+        # flush that writes, so every line the copy allocates first evicts a dirty one); with its
+        # operands in HBM the driver's memcpy has its own, measured fixed cost (a clean L2's). The
+        # streaming term is unchanged; an L2 full of dirty lines (`l2_dirty`) adds the write-back of the
+        # lines its reads and writes allocate (the GEMMs' term: min(HBM bytes, L2) at the fitted rate).
+        writeback = dirty_writeback_time(hw, op.attrs, nbytes)
+        cost = replace(cost, time_s=cost.time_s - cost.fixed_s + hw.memcpy_clean_fixed_s + writeback,
+                       memory_s=cost.memory_s + writeback, fixed_s=hw.memcpy_clean_fixed_s)
     return cost
 
 

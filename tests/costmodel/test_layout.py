@@ -78,3 +78,34 @@ def test_driver_memcpy_through_a_clean_l2_has_the_profiles_memcpy_fixed_cost(tes
     assert kernel_cost(cold_op, graph, testgpu).time_s == plain.time_s
     launched, g2 = one_op_graph("copy", {"bytes": 1e6, "l2": "cold"}, launch=LaunchConfig(block=256, elems_per_thread=8))
     assert kernel_cost(launched, g2, hw).fixed_s == FIXED
+
+
+def test_driver_memcpy_behind_a_dirty_l2_writes_back_what_it_evicts(testgpu: Hardware) -> None:
+    # `l2_dirty` (a flush that wrote before the call) adds the GEMMs' write-back term: the lines the copy's reads and
+    # writes allocate (its HBM bytes), up to the L2's capacity, at memory.l2_dirty_writeback_gbps
+    import dataclasses
+
+    hw = dataclasses.replace(testgpu, memcpy_clean_fixed_s=1.5e-6, l2_dirty_writeback_bps=8e12)
+    for nbytes in (1e6, 4 * hw.l2_bytes):
+        cold_op, graph = one_op_graph("copy", {"bytes": nbytes, "l2": "cold"})
+        dirty_op, _ = one_op_graph("copy", {"bytes": nbytes, "l2": "cold", "l2_dirty": True})
+        cold, dirty = kernel_cost(cold_op, graph, hw), kernel_cost(dirty_op, graph, hw)
+        extra = min(nbytes, hw.l2_bytes) / 8e12
+        assert dirty.time_s == pytest.approx(cold.time_s + extra, rel=1e-12)
+        assert dirty.memory_s == pytest.approx(cold.memory_s + extra, rel=1e-12) and dirty.fixed_s == 1.5e-6
+    # no rate in the profile: nothing to add
+    op, graph = one_op_graph("copy", {"bytes": 1e6, "l2": "cold", "l2_dirty": True})
+    no_rate = dataclasses.replace(hw, l2_dirty_writeback_bps=None)
+    assert kernel_cost(op, graph, no_rate).time_s == kernel_cost(one_op_graph("copy", {"bytes": 1e6, "l2": "cold"})[0],
+                                                                 graph, no_rate).time_s
+
+
+def test_held_out_copies_are_described_in_the_l2_state_their_harness_left() -> None:
+    # the held-out sets flush L2 with a written buffer unless a record says otherwise (as for GEMMs and sums)
+    from sim.calibrate.heldout_cases import heldout_case
+
+    rec = {"bench": "copy", "numel": 2048, "tensor_bytes": 4096,
+           "kernels": [{"name": "Memcpy DtoD (Device -> Device)", "duration_us": 1.1}]}
+    attrs = [dict(heldout_case({**rec, **state}).graph.ops[0].attrs)  # type: ignore[union-attr]
+             for state in ({}, {"l2_state": "dirty"}, {"l2_state": "clean"})]
+    assert attrs == [{"l2": "cold", "l2_dirty": True}, {"l2": "cold", "l2_dirty": True}, {"l2": "cold"}]
