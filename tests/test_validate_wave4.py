@@ -18,7 +18,7 @@ def _gemm(state: str, set_: str, m: int, us: float, **extra: object) -> dict[str
             "layout": "nn", "kernels": [{"name": "nvjet_sm90_tst_64x8", "duration_us": us}], **extra}
 
 
-def test_wave4_rows_gate_the_clean_state_only(tmp_path: Path) -> None:
+def test_wave4_rows_take_one_l2_state_per_table(tmp_path: Path) -> None:
     recs = [_gemm("clean", "w3", 8, 11.7), _gemm("dirty", "w3", 8, 15.3), _gemm("warm", "w3", 8, 8.1),
             _gemm("clean", "cal", 16, 12.2), _gemm("clean", "new", 24, 12.5, uneven_calls=True),
             {"bench": "sum", "set": "new", "l2_state": "clean", "dim": 1, "rows": 32, "cols": 3072,
@@ -31,6 +31,10 @@ def test_wave4_rows_gate_the_clean_state_only(tmp_path: Path) -> None:
         ("heldout_w4", "gemm", "unseen", 11.7), ("heldout_w4", "gemm", "calibrated", 12.2),
         ("heldout_w4", "reduction", "unseen", 7.0)]
     assert all(r.predicted_us > 0 for r in rows)
+    # the records after the flush that writes, in their own table, priced with the write-back on top
+    dirty = wave4_kernel_rows(hw, path, table="heldout_w4_dirty", state="dirty")
+    assert [(r.table, r.family, r.split, r.measured_us) for r in dirty] == [("heldout_w4_dirty", "gemm", "unseen", 15.3)]
+    assert dirty[0].predicted_us > rows[0].predicted_us  # same shape: the dirty lines' write-back
     assert wave4_kernel_rows(hw, tmp_path / "absent.json") == []
 
 

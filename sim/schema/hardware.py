@@ -130,9 +130,10 @@ class MemorySection(Strict):
         "traffic: a reload whose distance x the SM's resident threads fits in L1 (less the blocks' shared memory) "
         "hits it at spill_gbps, the rest goes off chip (off: one rate for all, by the footprint)")
     l2_dirty_writeback_gbps: PositiveQuantity | None = Field(
-        default=None, description="a GEMM whose operands stream from HBM through an L2 full of dirty lines (a written "
-        "flush just before it: op attribute l2_dirty, set by the measurement cases) first writes back the lines it "
-        "evicts: min(its HBM bytes, l2_bytes) at this rate, added to its memory term (absent: not priced)")
+        default=None, description="a GEMM or a driver memcpy whose operands stream from HBM through an L2 full of dirty "
+        "lines (a written flush just before it: op attribute l2_dirty, set by the measurement cases) first writes back "
+        "the lines it evicts: min(its HBM bytes, l2_bytes) at this rate, added to its memory term (PyTorch's sums: "
+        "min(bytes read, l2_bytes); absent: not priced)")
     spill_offchip_traffic_ratio: PositiveQuantity | None = Field(
         default=None, description="with spill_traffic_from_accesses, a launch that gives no accesses and whose spills "
         "overflow L1: its local loads + stores per 2 bytes of spill area (1: stored once, loaded once; a compiler "

@@ -89,13 +89,16 @@ MACHINE_AE_KERNELS = Path("validation") / "h200" / "machine_AE" / "heldout_l2" /
 WAVE4_TABLES = (("heldout_w4", "w4", WAVE4_KERNELS), ("heldout_w4_ae", "AE", MACHINE_AE_KERNELS))
 
 
-def wave4_kernel_rows(hw: Hardware, path: Path, machine: str = "w4", table: str = "heldout_w4") -> list[Row]:
+def wave4_kernel_rows(hw: Hardware, path: Path, machine: str = "w4", table: str = "heldout_w4",
+                      state: str = "clean") -> list[Row]:
     """The fourth wave's kernels (issue 18; sim.calibrate.gpu.heldout_l2): the third wave's held-out
     GEMMs, copies and sums and new held-out shapes, profiled after an L2 flush that only *reads* (a
     clean cold L2, what a step's weights see). Table heldout_w4: records of set w3/new "unseen", set cal
-    (the shapes a cold-L2 parameter is fitted on) "calibrated". Only the clean state is gated; the
-    dirty and warm records of the same shapes say how much the flush itself costs (docs/gemm_small_m.md). The
-    same harness on another machine goes in a table of its own (`table`: heldout_w4_ae for machine AE)."""
+    (the shapes a cold-L2 parameter is fitted on) "calibrated". The same harness on another machine goes
+    in a table of its own (`table`: heldout_w4_ae for machine AE). `state` dirty: the same shapes after
+    the flush that *writes* (the write-back of the dirty lines each kernel evicts, fitted on the
+    calibration's GEMMs: docs/gemm_small_m.md), in tables <table>_dirty; the warm records (no flush)
+    are not rows."""
     import dataclasses
 
     if not path.is_file():
@@ -103,7 +106,7 @@ def wave4_kernel_rows(hw: Hardware, path: Path, machine: str = "w4", table: str 
     rows = []
     for case in heldout_cases(path):
         rec = case.record
-        if rec.get("l2_state") != "clean" or case.measured_us <= 0 or rec.get("uneven_calls"):
+        if rec.get("l2_state") != state or case.measured_us <= 0 or rec.get("uneven_calls"):
             continue
         if rec.get("timing") == "profiled":  # a Triton kernel timed by the profiler, not by events
             case = dataclasses.replace(case, profiled=True)
@@ -163,6 +166,7 @@ def wave2_rows(hw: Hardware, root: Path) -> list[Row]:
     rows += wave3_kernel_rows(hw, root / "validation" / "h200" / "wave3" / "gpu" / "wave3_gpu.json")
     for table, machine, path in WAVE4_TABLES:
         rows += wave4_kernel_rows(hw, root / path, machine=machine, table=table)
+        rows += wave4_kernel_rows(hw, root / path, machine=machine, table=f"{table}_dirty", state="dirty")
     rows += wave8_pipe_mix_rows(hw, root / WAVE8_PIPE_MIX)
     try:
         load_profile("h200-nvl2")
