@@ -390,6 +390,9 @@ class Simulation:
         # Eager dispatch priced once per eager_dispatch_key (by content); its lookup by attrs object inline.
         dispatch_prices = hc.dispatch_prices
         dispatch_by_object, dispatch_miss = dispatch_prices.by_object.get, dispatch_prices.miss
+        host_op_prices = hc.host_op_prices
+        host_op_by_object, host_op_miss = host_op_prices.by_object.get, host_op_prices.miss
+        finished, waiters = self.finished, self.waiters
         recs = self._records  # Records.add_pair, written out below
         r_start, r_end, r_track, r_name = recs.start.extend, recs.end.extend, recs.track.extend, recs.name.extend
         r_cat, r_op, r_args = recs.cat.extend, recs.op.extend, recs.args.extend
@@ -411,12 +414,23 @@ class Simulation:
                 i += 1
                 continue
             if kind == "host":
-                seconds = op.host_s if op.host_s is not None else hc.host_op_s(op)
+                # hc.host_op_s(op), _host_interval and _finish, written out (a sweep point's small
+                # steps have about as many host ops as kernels); the memo's lookup as for dispatch.
+                seconds = op.host_s
+                if seconds is None:
+                    attrs = op.attrs
+                    hit = host_op_by_object((id(attrs), kind, op.library))
+                    seconds = hit[1] if hit is not None and hit[0] is attrs else host_op_miss(op)
                 if seconds > 0:
                     start = env._now
                     yield Timeout(env, seconds)
-                    self._host_interval(op.name, "host", start, i)
-                self._finish(i)
+                    if env._now > start:
+                        record(start, env._now, HOST_TRACK, op.name, "host", i, _NO_ARGS)
+                finished[i] = True
+                if waiters:
+                    ev = waiters.pop(i, None)
+                    if ev is not None:
+                        ev.succeed()
                 i += 1
                 continue
             if op.mode in ("compiled", "cuda_graph"):

@@ -13,6 +13,7 @@ from array import array
 from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from itertools import islice
 
 import numpy as np
 
@@ -20,6 +21,7 @@ from sim.gcpause import paused_gc
 from sim.trace import HOST_TRACK, Records, Trace
 
 TERMS = ("compute", "memory", "launch", "comm", "layout", "idle")
+_TERM_INDEX = {t: i for i, t in enumerate(TERMS)}
 _HOST_BUSY = {"dispatch", "launch", "compiled_call", "graph_launch", "host"}
 
 
@@ -109,8 +111,7 @@ _Chunk = tuple[list[float], list[int], list[int], list[bool]]
 def _step_metrics(trace: Trace) -> StepMetrics:
     end = trace.end_s
     costs = trace.costs
-    term_index = {t: i for i, t in enumerate(TERMS)}
-    launch_i, idle_i = term_index["launch"], term_index["idle"]
+    launch_i, idle_i = _TERM_INDEX["launch"], _TERM_INDEX["idle"]
     recs, order = trace.kernel_order()  # kernels in the order of trace.intervals (the reference sums)
     r_start, r_end, r_cat, r_op = recs.start, recs.end, recs.cat, recs.op
     # Stable by start, ties in that order.
@@ -119,19 +120,26 @@ def _step_metrics(trace: Trace) -> StepMetrics:
     # Times in float arrays and time points merged lazily: no float object per point (peak memory).
     k_start = array("d", [r_start[k] for k in order])
     k_end = array("d", [r_end[k] for k in order])
-    k_term = array("b", [term_index[r_cat[k]] for k in order])
-    fractions: dict[int, tuple[float, float]] = {}  # per cost object (shared by repeated kernels)
+    # Per kernel: its term, fixed fraction of its time, the rest, and the (term, fixed fraction) pair
+    # that groups it (_sum_points); made once per (cost object, category), shared by repeated kernels.
+    per_cost: dict[tuple[int, str], tuple[int, float, float, tuple[int, float]]] = {}
+    k_term: list[int] = []
     k_fixed: list[float] = []
     k_rest: list[float] = []
+    k_group: list[tuple[int, float]] = []
     for k in order:
         cost = costs[r_op[k]]
         assert cost is not None
-        fr = fractions.get(id(cost))
+        cat = r_cat[k]
+        fr = per_cost.get((id(cost), cat))
         if fr is None:
             fixed_frac = min(1.0, cost.fixed_s / cost.time_s) if cost.time_s > 0 else 1.0
-            fr = fractions[id(cost)] = (fixed_frac, 1.0 - fixed_frac)
-        k_fixed.append(fr[0])
-        k_rest.append(fr[1])
+            term = _TERM_INDEX[cat]
+            fr = per_cost[id(cost), cat] = (term, fixed_frac, 1.0 - fixed_frac, (term, fixed_frac))
+        k_term.append(fr[0])
+        k_fixed.append(fr[1])
+        k_rest.append(fr[2])
+        k_group.append(fr[3])
     del order
     if len(recs) <= SMALL_TRACE_RECORDS:
         host_busy_s, by_end, chunks = _points_in_lists(recs, end, k_start, k_end)
@@ -142,7 +150,8 @@ def _step_metrics(trace: Trace) -> StepMetrics:
     groups: dict[tuple[int, float], int] = {}  # (term, fixed fraction) -> running kernels
     ki = ei = 0
     for chunk in chunks:
-        ki, ei = _sum_points(chunk, ki, ei, acc, active, groups, k_term, k_fixed, k_rest, by_end, launch_i, idle_i)
+        ki, ei = _sum_points(chunk, ki, ei, acc, active, groups, k_term, k_fixed, k_rest, k_group, by_end,
+                             launch_i, idle_i)
     breakdown = dict(zip(TERMS, acc, strict=True))
     dominant = max(TERMS, key=lambda t: (breakdown[t], -TERMS.index(t)))
     priced = [c for c in costs if c is not None]
@@ -221,34 +230,33 @@ def _points_in_lists(recs: Records, end: float, k_start: array[float],
 
 
 def _sum_points(chunk: _Chunk, ki: int, ei: int, acc: list[float], active: dict[int, None],
-                groups: dict[tuple[int, float], int], k_term: array[int], k_fixed: list[float], k_rest: list[float],
-                by_end: Sequence[int], launch_i: int, idle_i: int) -> tuple[int, int]:
+                groups: dict[tuple[int, float], int], k_term: list[int], k_fixed: list[float], k_rest: list[float],
+                k_group: list[tuple[int, float]], by_end: Sequence[int], launch_i: int, idle_i: int) -> tuple[int, int]:
     """Add the time from each point of the chunk to the next (the last point only ends a span) to the
-    breakdown `acc`, kernels started and ended as the counts say; returns the counts reached."""
+    breakdown `acc`, kernels started and ended as the counts say; returns the counts reached.
+    `k_group[k]` is kernel k's (term, fixed fraction), one tuple shared by the kernels of one cost."""
     t_chunk, s_chunk, e_chunk, h_chunk = chunk
-    for p in range(len(t_chunk) - 1):
-        a = t_chunk[p]
-        target = s_chunk[p]
-        while ki < target:
+    # zip stops at the shortest: the last point only ends the span before it.
+    for a, b, started, ended, host_busy in zip(t_chunk, islice(t_chunk, 1, None), s_chunk, e_chunk, h_chunk,
+                                               strict=False):
+        while ki < started:
             active[ki] = None
-            g = (k_term[ki], k_fixed[ki])
+            g = k_group[ki]
             groups[g] = groups.get(g, 0) + 1
             ki += 1
-        target = e_chunk[p]
-        while ei < target:
+        while ei < ended:
             k = by_end[ei]
             del active[k]
-            g = (k_term[k], k_fixed[k])
+            g = k_group[k]
             left = groups[g] - 1
             if left:
                 groups[g] = left
             else:
                 del groups[g]
             ei += 1
-        dt = t_chunk[p + 1] - a
         n = len(active)
         if n:
-            share = dt / n
+            share = (b - a) / n
             if n <= EXACT_SUM_MAX_KERNELS:
                 for k in active:
                     acc[launch_i] += share * k_fixed[k]
@@ -257,10 +265,10 @@ def _sum_points(chunk: _Chunk, ki: int, ei: int, acc: list[float], active: dict[
                 for (term, fixed_frac), count in groups.items():
                     acc[launch_i] += share * fixed_frac * count
                     acc[term] += share * (1.0 - fixed_frac) * count
-        elif h_chunk[p]:
-            acc[launch_i] += dt
+        elif host_busy:
+            acc[launch_i] += b - a
         else:
-            acc[idle_i] += dt
+            acc[idle_i] += b - a
     return ki, ei
 
 
