@@ -238,7 +238,7 @@ def profiled_copy(rec: dict[str, Any]) -> Case | None:
     """A `torch.Tensor.copy_` between contiguous bf16 tensors, profiled: the driver's device-to-device
     memcpy (no launch config). Measured after a read-only L2 flush (l2_state clean), its operands come
     from HBM behind a clean L2 (`l2: cold`); after a flush that wrote (dirty), from HBM behind an L2 full of
-    dirty lines (`l2: cold`, `l2_dirty`: the lines it allocates are written back first, as for GEMMs and
+    dirty lines (`l2: cold`, `l2_dirty`: the dirty lines it evicts are written back, as for GEMMs and
     sums); other records keep the default price."""
     kern = [k for k in rec.get("kernels") or [] if "Memset" not in str(k.get("name", ""))]
     if not kern:
