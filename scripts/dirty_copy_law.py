@@ -23,6 +23,7 @@ stdlib + torch; never changes GPU settings.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -71,8 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget-s", type=float, default=120.0, help="no new copy size starts after this many seconds")
     ap.add_argument("--dry-run", action="store_true", help="print the plan; no GPU")
     ns = ap.parse_args(argv)
-    if ns.budget_s <= 0:
-        print(f"error: --budget-s: {ns.budget_s} (expected a positive number of seconds)")
+    if not (math.isfinite(ns.budget_s) and ns.budget_s > 0):
+        print(f"error: --budget-s: {ns.budget_s} (expected a positive, finite number of seconds)")
         return 2
     if ns.dry_run:
         print(f"copies {COPY_KIB} KiB x states {list(STATES)}; budget {ns.budget_s} s; out {ns.out}")
