@@ -19,7 +19,7 @@ from sim.schema.workload import Bucket, Launch, OpBase, RepeatBlock, WorkloadFil
 # Op fields that are not dimension expressions.
 _META_FIELDS = frozenset(OpBase.model_fields) | {"kind", "math", "dtype", "layout", "causal", "direction",
                                                  "engine", "transform", "collective", "axis", "group", "algorithm",
-                                                 "protocol", "backend"}
+                                                 "protocol", "backend", "impl"}
 
 
 @dataclass(frozen=True)
@@ -105,6 +105,8 @@ def build_op(raw: OpBase, env: dict[str, float], *, file: str, path: str, mode: 
             attrs[key] = data[key]
     if data.get("backend") is not None:  # an attention library named by the workload
         attrs["backend"] = data["backend"]
+    if data.get("impl") is not None:  # a reduction's library kernel (PyTorch's softmax: its own kernel choice)
+        attrs["impl"] = data["impl"]
     if "math" in data:
         m = {}
         for name, val in data["math"].items():

@@ -385,10 +385,13 @@ def fit_model_based(raw: RawData, hw: Any) -> list[Fitted]:
                           {record_id(c.record) for c in trans}, spread=_scaled(sp, 1.0, 4)))
     reds = [c for c in cases if c.family == "reduction_profiled"]
     if reds:
-        # the sums in this fit are priced as streaming reductions (the model the step was fitted with);
-        # their own reduce_kernel path is fitted next, on the same records
-        v, sp = _scale_fit(reds, dataclasses.replace(hw, reduce_kernel={}), "reduction_step_s",
-                           [1e-9 * (2 + 2 * i) for i in range(150)])
+        # the sums in this fit are priced as streaming reductions (the model the step was fitted with) and the
+        # softmax forwards as generic row-wise reductions (cases.generic_softmax); the sums' own reduce_kernel
+        # path is fitted next, on the same records, the softmax kernels' law after them (fit_softmax_steps)
+        from sim.calibrate.cases import generic_softmax
+
+        v, sp = _scale_fit([generic_softmax(c) for c in reds], dataclasses.replace(hw, reduce_kernel={}, softmax_kernel={}),
+                           "reduction_step_s", [1e-9 * (2 + 2 * i) for i in range(150)])
         hw = dataclasses.replace(hw, reduction_step_s=v)
         out.append(Fitted("compute", "reduction_step_ns", round(v * 1e9, 1), raw.file_of("kernel_configs"),
                           f"least squares (log time) over {len(reds)} profiled reductions (layer norm, softmax, sums)",
@@ -399,6 +402,9 @@ def fit_model_based(raw: RawData, hw: Any) -> list[Fitted]:
     if cold_reds:
         hw = _with_reduce_fits(hw, fits := fit_reduce_kernel(cold_reds, hw, "cold", raw.file_of("l2_cold")))
         out += fits
+    for soft in fit_softmax_steps(cases, hw, raw):
+        hw = dataclasses.replace(hw, softmax_kernel={**hw.softmax_kernel, soft.key: float(soft.value)})
+        out.append(soft)
     out += (thin := fit_thin_stream(raw, hw))
     if thin:  # the fits below see the K loop as fitted
         hw = dataclasses.replace(hw, gemm_thin_fill_s=float(thin[0].value) * 1e-6,  # type: ignore[arg-type]
@@ -1364,6 +1370,57 @@ def fit_reduce_kernel(cases: list[Any], hw: Any, state: str, raw_file: str) -> l
         out.append(Fitted("reduce_kernel", key, round(g.best["v"], 1), raw_file,
                           f"least squares (log time) over {len(sel)} profiled PyTorch sums (input in {where}): "
                           f"{what[k]}, fitted together with {', '.join(x for x in keys if x != k)}",
+                          {record_id(c.record) for c in sel}, spread=g.spread["v"]))
+    return out
+
+
+# The softmax kernels' step times (profile softmax_kernel.KEY), the kernel each is fitted on, and its grid (ns)
+SOFTMAX_STEP_GRIDS = {"load_ns": ("reg", [5.0 * (i + 1) for i in range(400)]),
+                      "warp_chain_ns": ("warp", [5.0 * (i + 1) for i in range(200)]),
+                      "smem_step_ns": ("smem", [2.0 * (i + 1) for i in range(400)])}
+SOFTMAX_KERNEL_NAMES = {"reg": "register kernel (cunn_SoftMaxForwardReg)", "warp": "warp kernel (softmax_warp_forward)",
+                        "smem": "shared-memory kernel (cunn_SoftMaxForwardSmem)"}
+
+
+def fit_softmax_steps(cases: list[Any], hw: Any, raw: RawData) -> list[Fitted]:
+    """softmax_kernel.{load_ns, smem_step_ns}: one block's turn on an SM per element a thread holds (the register
+    and shared-memory kernels), and warp_chain_ns: the warp kernel's wait per load (sim.costmodel.reduction
+    _torch_softmax_cost), each fitted alone --
+    least squares (log time) over the calibration's softmax forwards that run that kernel (`impl:
+    torch_softmax`: the profiled ones of kernel_configs, the timed ones of reduction). A kernel no record
+    runs keeps the profile's value; nothing without the profile's softmax_kernel section."""
+    import dataclasses
+
+    from sim.costmodel.elementwise import io_bytes
+    from sim.costmodel.reduction import torch_softmax_config
+
+    if "load_ns" not in hw.softmax_kernel:
+        return []
+    by_kernel: dict[str, list[Any]] = {}
+    for c in cases:
+        op = c.graph.ops[0] if c.graph.ops else None
+        if op is None or op.attrs.get("impl") != "torch_softmax":
+            continue
+        rows, cols = int(op.attrs["rows"]), int(op.attrs["cols"])
+        elem = max(1, round(io_bytes(op, c.graph)[0] / (rows * cols)))
+        by_kernel.setdefault(str(torch_softmax_config(hw, cols, elem)["kernel"]), []).append(c)
+    out = []
+    for key, (kernel, grid) in SOFTMAX_STEP_GRIDS.items():
+        sel = by_kernel.get(kernel) or []
+        if not sel or key not in hw.softmax_kernel:
+            continue
+
+        def hw_for(cand: dict[str, float], key: str = key, base: Any = hw) -> Any:
+            return dataclasses.replace(base, softmax_kernel={**base.softmax_kernel, key: cand["v"]})
+
+        g = _grid_fit(sel, [{"v": v} for v in grid], hw_for)
+        hw = hw_for(g.best)
+        what = ("a lane's wait for one of its loads, per wave of resident blocks" if kernel == "warp"
+                else "one block's turn on an SM per element a thread holds")
+        out.append(Fitted("softmax_kernel", key, round(g.best["v"], 1), raw.file_of("reduction"),
+                          f"least squares (log time) over {len(sel)} softmax forwards that run ATen's "
+                          f"{SOFTMAX_KERNEL_NAMES[kernel]} (the profiled ones of kernel_configs and the timed ones of this "
+                          f"group): {what}",
                           {record_id(c.record) for c in sel}, spread=g.spread["v"]))
     return out
 

@@ -173,6 +173,107 @@ def _torch_reduce_cost(op: Op, graph: Graph, hw: Hardware, rows: int, cols: int)
     )
 
 
+def torch_softmax_config(hw: Hardware, cols: int, elem_bytes: int) -> dict[str, int | str]:
+    """Which of ATen's softmax forward kernels runs over rows of `cols` elements (host_softmax in SoftMax.cu,
+    torch 2.11; constants from the profile's softmax_kernel) and how it lays a row out: `kernel` (warp, reg,
+    smem or gmem), `threads` per block, `threads_per_row`, `rows_per_block`, and `loads`: the elements each
+    thread loads for its row."""
+    sk = hw.softmax_kernel
+    warp_size = hw.warp_size
+    if cols <= sk["warp_max_elements"] and cols * elem_bytes <= sk["warp_max_bytes"]:
+        # dispatch_softmax_forward (PersistentSoftmax.cuh): the row padded to a power of two, a warp (or
+        # fewer lanes) per row, two rows per warp up to 128 elements, 128 threads per block
+        pow2 = 1 << max(0, (cols - 1).bit_length())
+        lanes = min(pow2, warp_size)
+        rows_per_warp = 2 if pow2 <= 128 else 1
+        return {"kernel": "warp", "threads": 128, "threads_per_row": lanes,
+                "rows_per_block": (128 // lanes) * rows_per_warp, "loads": math.ceil(cols / lanes)}
+    threads = math.ceil(min(cols, int(sk["max_threads"])) / warp_size) * warp_size
+    loads = math.ceil(cols / threads)
+    if loads <= sk["reg_max_loads"]:
+        kernel = "reg"
+    else:
+        vec = max(1, 16 // elem_bytes)  # ILP = sizeof(float4) / sizeof(scalar_t)
+        fits = cols * elem_bytes + threads // warp_size * 4 < sk["smem_per_block_bytes"]
+        kernel = "smem" if fits and cols % vec == 0 else "gmem"
+    return {"kernel": kernel, "threads": threads, "threads_per_row": threads, "rows_per_block": 1, "loads": loads}
+
+
+# The profile key of each ATen softmax kernel's step time (softmax_kernel.KEY): one block's turn on an SM per
+# element each of its threads holds. The three-sweep fallback has none (it is priced as three sweeps).
+SOFTMAX_STEP_KEYS = {"reg": "load_ns", "smem": "smem_step_ns"}
+
+
+def softmax_sm_steps(hw: Hardware, cfg: dict[str, int | str], rows: int) -> int:
+    """Steps of the busiest SM: its blocks (the grid over the SMs) x the elements each thread holds."""
+    blocks = math.ceil(rows / int(cfg["rows_per_block"]))
+    return math.ceil(blocks / hw.sm_count) * int(cfg["loads"])
+
+
+def _torch_softmax_cost(op: Op, graph: Graph, hw: Hardware, rows: int, cols: int) -> KernelCost:
+    """PyTorch's softmax forward over the last dimension (`impl: torch_softmax`): the kernel ATen picks for
+    the row length (torch_softmax_config), bound by its SMs. An SM takes its blocks' turns one at a time --
+    in a turn, every thread of the block loads, reduces and writes one of its elements -- whether one block is
+    resident or several, so the kernel takes the busiest SM's blocks x elements-per-thread steps at the
+    kernel's step time (profile softmax_kernel: load_ns for the register kernel, which loads one scalar at a
+    time; smem_step_ns). Measured on H200 (bf16): 3.4 us a wave at 2 blocks x 4 loads and 4.1 us at 1 block
+    x 8, from 256 rows to 65536, i.e. about 2200 elements per SM per us for the register kernel, about 4000 for
+    the shared-memory kernel. The warp kernel's lanes wait for each load before the next: each wave of
+    resident blocks takes elements-per-lane x warp_chain_ns. The time is never less than what the row-wise
+    reduction model gives for ATen's launch of that kernel (one sweep over the row; the three-sweep fallback,
+    cunn_SoftMaxForward, is priced that way only) nor than its bytes at the HBM rate."""
+    import dataclasses
+
+    r, w = io_bytes(op, graph)
+    elem = max(1, round(r / (rows * cols)))
+    cfg = torch_softmax_config(hw, cols, elem)
+    launch = op.launch or LaunchConfig()
+    threads = int(cfg["threads"])
+    kernel = str(cfg["kernel"])
+    key = SOFTMAX_STEP_KEYS.get(kernel)
+    steps = softmax_sm_steps(hw, cfg, rows)
+    sm_s = steps * hw.softmax_kernel[key] * 1e-9 if key in hw.softmax_kernel else 0.0
+    if kernel == "warp" and "warp_chain_ns" in hw.softmax_kernel:
+        # a block's lanes load their elements one after another (softmax_warp_forward's guarded loads), each
+        # waited for: a chain per wave of resident blocks (the blocks of a wave overlap, the waves do not)
+        regs = launch.regs_per_thread or estimate_registers(hw, int(cfg["loads"]))
+        blocks = math.ceil(rows / int(cfg["rows_per_block"]))
+        occ = occupancy(hw, threads, regs, 0, blocks)
+        waves = math.ceil(blocks / (hw.sm_count * occ.blocks_per_sm))
+        sm_s = max(sm_s, waves * int(cfg["loads"]) * hw.softmax_kernel["warp_chain_ns"] * 1e-9)
+    if kernel != "reg":
+        attrs = {k: v for k, v in op.attrs.items() if k not in ("impl", "passes", "threads_per_row")}
+        attrs["passes"] = 3 if kernel == "gmem" else 1
+        row_launch = dataclasses.replace(launch, block=threads, grid=None, threads_per_row=int(cfg["threads_per_row"]),
+                                         rows_per_block=int(cfg["rows_per_block"]))
+        cost = reduction_cost(op.with_(attrs=attrs, launch=row_launch), graph, hw)
+        body = cost.time_s - cost.fixed_s
+        extra = {"softmax_kernel": kernel, "steps_per_sm": steps, "sm_us": round(sm_s * 1e6, 4)}
+        if sm_s <= body:
+            return dataclasses.replace(cost, detail=MappingProxyType({**cost.detail, **extra}))
+        time = cost.fixed_s + sm_s
+        return dataclasses.replace(cost, time_s=time, memory_s=sm_s, limiter="issue", category="memory",
+                                   bw_demand=min(1.0, cost.hbm_bytes / time / hw.hbm_sustained_bps),
+                                   detail=MappingProxyType({**cost.detail, **extra}))
+    loads = int(cfg["loads"])
+    regs = launch.regs_per_thread or estimate_registers(hw, loads)
+    occ = occupancy(hw, threads, regs, threads // hw.warp_size * 4, rows)
+    per_wave = hw.sm_count * occ.blocks_per_sm
+    waves = math.ceil(rows / per_wave)
+    stream = (r + w) / hw.hbm_sustained_bps
+    mem_s = max(sm_s, stream)
+    time = hw.kernel_fixed_s + mem_s
+    return KernelCost(
+        time_s=time, compute_s=0.0, memory_s=mem_s, fixed_s=hw.kernel_fixed_s,
+        limiter="issue" if sm_s >= stream else "hbm", category="memory", hbm_bytes=r + w,
+        flops=float(rows * cols), bw_demand=min(1.0, (r + w) / time / hw.hbm_sustained_bps),
+        sm_demand=min(1.0, rows / per_wave),
+        detail=MappingProxyType({"softmax_kernel": kernel, "grid": rows, "block": threads, "loads": loads,
+                                 "blocks_per_sm": occ.blocks_per_sm, "waves": waves, "steps_per_sm": steps,
+                                 "sm_us": round(sm_s * 1e6, 4), "stream_us": round(stream * 1e6, 4)}),
+    )
+
+
 def row_layout(launch: LaunchConfig, op: Op, default_threads: int) -> tuple[int, int, int]:
     """(threads per block, threads per row, rows per block) of a row-wise reduction.
 
@@ -194,6 +295,9 @@ def reduction_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
         raise KernelsimError(f"op '{op.name}': reduction dimensions must be positive (rows={rows}, cols={cols})")
     if op.attrs.get("impl") == "torch_reduce" and "iter_ns_vec_warm" in hw.reduce_kernel:
         return _torch_reduce_cost(op, graph, hw, rows, cols)
+    if (op.attrs.get("impl") == "torch_softmax" and "load_ns" in hw.softmax_kernel
+            and op.attrs.get("axis", "cols") == "cols"):
+        return _torch_softmax_cost(op, graph, hw, rows, cols)
     passes = max(1, int(op.attrs.get("passes", 1)))
     numel = rows * cols
     r, w = io_bytes(op, graph)

@@ -9,6 +9,7 @@ framework ops.
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import Field
@@ -35,6 +36,11 @@ class ReductionOp(OpBase):
     axis: Literal["cols", "rows"] = Field(default="cols", description="the axis reduced: cols (row-wise, e.g. layer norm) or rows (column sums, e.g. bias gradients)")
     passes: Expr = 1
     math: dict[str, Expr] = Field(default_factory=dict)
+    impl: Literal["torch_softmax"] | None = Field(
+        default=None,
+        description="torch_softmax: PyTorch's softmax forward over the last dimension -- priced as the kernel ATen picks "
+                    "for the row length (warp, register, shared-memory or three-sweep kernel: the profile's "
+                    "softmax_kernel), whatever `passes` says; import-trace sets it from the kernel's name")
 
 
 REDUCTION_MATH: dict[str, dict[str, float]] = {
@@ -46,6 +52,11 @@ REDUCTION_MATH: dict[str, dict[str, float]] = {
     "_fused_rms_norm": {"fma": 2, "rsqrt": 1}, "rms_norm": {"fma": 2, "rsqrt": 1},
     "nll_loss_forward": {"add": 1}, "nll_loss_backward": {}, "argmax": {"select": 1}, "cumsum": {"add": 1},
 }
+
+
+# ATen's softmax forward kernels over the last dimension (SoftMax.cu host_softmax, PersistentSoftmax.cuh); log-softmax
+# runs the same kernels with another epilogue and is not marked
+ATEN_SOFTMAX_KERNEL = re.compile(r"softmax_warp_forward|cunn_SoftMaxForward(Reg|Smem)?\b|cunn_SoftMaxForward<")
 
 
 def nll_shapes(op: CpuOp, prefix: str, backward: bool) -> Inferred | None:
@@ -73,6 +84,8 @@ def reduction_shapes(op: CpuOp, prefix: str, kernel_name: str) -> Inferred | Sha
         found = nll_shapes(op, prefix, short == "nll_loss_backward")
     elif short in REDUCTION_MATH:
         found = streaming_fields(op, "reduction", prefix, REDUCTION_MATH[short])
+        if found is not None and short in ("_softmax", "softmax") and ATEN_SOFTMAX_KERNEL.search(kernel_name):
+            found.fields["impl"] = "torch_softmax"  # one of host_softmax's last-dimension kernels ran
     else:
         return None
     return found if found is not None else UNKNOWN

@@ -695,6 +695,15 @@ class HardwareProfileFile(Strict):
         " hand-off to its last block (split_ns_STATE), with the input in L2 (warm) or in HBM (cold)"
         " (sim/costmodel/reduction.py); absent: sums are priced as streaming reductions",
     )
+    softmax_kernel: dict[str, PositiveQuantity] = Field(
+        default_factory=dict,
+        description="PyTorch's softmax forward over the last dimension (host_softmax in ATen's SoftMax.cu): its"
+        " kernel choice (warp_max_elements, warp_max_bytes: the persistent warp kernel; max_threads, reg_max_loads:"
+        " the register kernel while ceil(cols / block) <= reg_max_loads; smem_per_block_bytes: the shared-memory"
+        " kernel while a row fits) and load_ns, the time of one of the register kernel's per-thread loads, each"
+        " waited for before the next (sim/costmodel/reduction.py); absent: softmax is priced as the row-wise"
+        " reduction its op describes",
+    )
     primitives: dict[str, PositiveQuantity] = Field(
         default_factory=dict,
         description="sort / scan / unique (CUB device-wide algorithms): radix_digit_bits, scan_passes,"

@@ -159,6 +159,28 @@ def wave8_pipe_mix_rows(hw: Hardware, path: Path, machine: str = "Y") -> list[Ro
     return rows
 
 
+# PyTorch's softmax forward at row lengths, counts and dtypes no fit uses (issue 18; scripts/softmax_heldout.py):
+# table heldout_softmax, every record unseen, both L2 states (clean, warm)
+SOFTMAX_HELDOUT = Path("validation") / "h200" / "softmax_heldout" / "softmax_heldout.json"
+
+
+def softmax_heldout_rows(hw: Hardware, path: Path, machine: str = "sm") -> list[Row]:
+    """Rows of table heldout_softmax: each softmax forward in each L2 state it was profiled in (the state is in
+    the label; the model prices both alike: the register kernel is bound by its SMs, the others stream)."""
+    if not path.is_file():
+        return []
+    rows = []
+    for case in heldout_cases(path):
+        rec = case.record
+        if case.measured_us <= 0 or rec.get("uneven_calls"):
+            continue
+        dtype = {"bfloat16": "bf16", "float32": "fp32"}.get(str(rec.get("dtype")), str(rec.get("dtype")))
+        rows.append(Row("heldout_softmax", case.family.removesuffix("_heldout"),
+                        f"softmax_fwd {dtype} {rec['rows']}x{rec['cols']} {rec.get('l2_state', 'warm')} [{machine}]",
+                        "unseen", case.measured_us, case.predicted_us(hw), group=machine))
+    return rows
+
+
 def wave2_rows(hw: Hardware, root: Path) -> list[Row]:
     data = root / "validation" / "h200" / "heldout_kernels"
     raw = root / "calibration" / "h200" / "raw"
@@ -168,6 +190,7 @@ def wave2_rows(hw: Hardware, root: Path) -> list[Row]:
         rows += wave4_kernel_rows(hw, root / path, machine=machine, table=table)
         rows += wave4_kernel_rows(hw, root / path, machine=machine, table=f"{table}_dirty", state="dirty")
     rows += wave8_pipe_mix_rows(hw, root / WAVE8_PIPE_MIX)
+    rows += softmax_heldout_rows(hw, root / SOFTMAX_HELDOUT)
     try:
         load_profile("h200-nvl2")
     except InputError:  # an installed copy without the 2-GPU profile validates the rest

@@ -6,6 +6,7 @@ one memory round trip plus log2(128) = 7 reduction steps, and its bytes at the b
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -138,3 +139,132 @@ def test_a_split_input_pays_the_hand_off_to_the_last_block(testgpu: Hardware) ->
     assert split.detail["ctas_per_output"] == 40 and whole.detail["ctas_per_output"] == 1
     assert split.memory_s - cost(2560, 0.0).memory_s == pytest.approx(2000e-9, rel=1e-6)
     assert whole.memory_s == pytest.approx(cost(640, 0.0).memory_s, rel=1e-9)
+
+
+def _softmax_kernels() -> list[tuple[int, int, int, str, list[int]]]:
+    """(rows, cols, bytes per element, ATen kernel, block) of every profiled softmax forward committed
+    (calibration and held-out sets): the kernel name says which of host_softmax's four kernels ran."""
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    out = []
+    for rel in ("calibration/h200/raw/kernel_configs.json", "validation/h200/heldout_kernels/A.json",
+                "validation/h200/softmax_heldout/softmax_heldout.json"):
+        for rec in json.loads((root / rel).read_text())["records"]:
+            if "softmax_fwd" not in (rec.get("bench"), rec.get("op")):
+                continue
+            k = next(k for k in rec["kernels"] if "Memset" not in k["name"])
+            name = k["name"]
+            kind = ("warp" if "softmax_warp_forward" in name else "reg" if "SoftMaxForwardReg" in name
+                    else "smem" if "SoftMaxForwardSmem" in name else "gmem")
+            elem = 4 if rec.get("dtype") == "float32" else 2
+            out.append((int(rec["rows"]), int(rec["cols"]), elem, kind, list(k["block"])))
+    return out
+
+
+def test_pytorch_softmax_dispatch_picks_the_profiled_kernel() -> None:
+    # ATen's host_softmax as data (profile softmax_kernel): the kernel and block of every profiled softmax
+    # forward, 256..65536 rows of 256..32768 bf16 and 1536..6144 fp32 (all four kernels)
+    from sim.costmodel.reduction import torch_softmax_config
+    from sim.hardware import load_profile
+
+    hw = load_profile("h200-sxm")
+    seen = _softmax_kernels()
+    assert {k for _, _, _, k, _ in seen} == {"warp", "reg", "smem", "gmem"} and len(seen) >= 100
+    for rows, cols, elem, kind, block in seen:
+        cfg = torch_softmax_config(hw, cols, elem)
+        assert cfg["kernel"] == kind, (rows, cols, cfg)
+        assert [cfg["threads"] // cfg["threads_per_row"] * cfg["threads_per_row"]] == [block[0] * block[1]]
+    # past the shared memory (48 KiB: 24576 bf16) or with a row that is not whole 16-byte vectors: the
+    # fallback kernel, three sweeps over the row
+    assert torch_softmax_config(hw, 32768, 2)["kernel"] == "gmem"
+    assert torch_softmax_config(hw, 16380, 2)["kernel"] == "gmem"
+    assert torch_softmax_config(hw, 9216, 2)["kernel"] == "reg" and torch_softmax_config(hw, 9224, 2)["kernel"] == "smem"
+    # fp32 rows: 8192 bytes hold 2048 elements, so 2048 still runs the warp kernel, 4096 does not
+    assert torch_softmax_config(hw, 2048, 4)["kernel"] == "warp" and torch_softmax_config(hw, 4096, 4)["kernel"] == "reg"
+
+
+def test_the_register_softmax_takes_its_sms_steps(testgpu: Hardware) -> None:
+    # 1000 rows of 8192 bf16 on ATen's register kernel: 1024 threads a row, 8 loads each; 1000 blocks on
+    # 100 SMs, 10 on the busiest, each 8 steps of 400 ns = 32 us -- more than the bytes at the HBM rate
+    # (2 x 1000 x 8192 x 2 B / 4000 GB/s = 8.192 us)
+    import dataclasses
+
+    from sim.hardware import load_profile
+
+    sk = {**load_profile("h200-sxm").softmax_kernel, "load_ns": 400.0}
+    hw = dataclasses.replace(testgpu, softmax_kernel=sk)
+    op, graph = one_op_graph("reduction", {"rows": 1000, "cols": 8192, "impl": "torch_softmax"},
+                             {"x": ((1000, 8192), "bf16"), "y": ((1000, 8192), "bf16")}, reads=("x",), writes=("y",))
+    cost = kernel_cost(op, graph, hw)
+    assert cost.detail["softmax_kernel"] == "reg" and cost.detail["loads"] == 8
+    assert cost.memory_s == pytest.approx(10 * 8 * 400e-9, rel=1e-9)
+    assert cost.time_s == pytest.approx(2e-6 + 32e-6, rel=1e-9)
+    # half the steps per block (4096 columns) halve it; 101 rows put two blocks on one SM
+    half = kernel_cost(*one_op_graph("reduction", {"rows": 1000, "cols": 4096, "impl": "torch_softmax"},
+                                     {"x": ((1000, 4096), "bf16"), "y": ((1000, 4096), "bf16")},
+                                     reads=("x",), writes=("y",)), hw)
+    assert half.memory_s == pytest.approx(10 * 4 * 400e-9, rel=1e-9)
+    few = kernel_cost(*one_op_graph("reduction", {"rows": 101, "cols": 8192, "impl": "torch_softmax"},
+                                    {"x": ((101, 8192), "bf16"), "y": ((101, 8192), "bf16")},
+                                    reads=("x",), writes=("y",)), hw)
+    assert few.memory_s == pytest.approx(2 * 8 * 400e-9, rel=1e-9)
+    # the warp kernel (1024 columns) is the row-wise reduction laid out as ATen launches it: a warp per row,
+    # four rows per 128-thread block, one sweep; without the profile section the op keeps its own description
+    warp = kernel_cost(*one_op_graph("reduction", {"rows": 1000, "cols": 1024, "impl": "torch_softmax", "passes": 3},
+                                     {"x": ((1000, 1024), "bf16"), "y": ((1000, 1024), "bf16")},
+                                     reads=("x",), writes=("y",)), hw)
+    assert warp.detail["softmax_kernel"] == "warp" and warp.detail["passes"] == 1
+    assert (warp.detail["threads_per_row"], warp.detail["rows_per_block"], warp.detail["grid"]) == (32, 4, 250)
+    plain = kernel_cost(op, graph, testgpu)
+    assert "softmax_kernel" not in plain.detail and plain.detail["passes"] == 1
+
+
+def test_an_imported_softmax_names_atens_kernel_choice() -> None:
+    # import-trace: aten::_softmax over the last dimension whose kernel is one of host_softmax's is marked
+    # impl torch_softmax (priced as ATen's kernel for the row length); log-softmax and a spatial softmax are not
+    from sim.ingest.kineto import CpuOp
+    from sim.ops.reduction import reduction_shapes
+
+    def op(name: str) -> CpuOp:
+        return CpuOp(index=0, name=name, ts=0.0, end=1.0, tid=1, input_dims=[[8, 4096, 8192], [], []],
+                     input_types=["c10::BFloat16", "Scalar", "Scalar"], concrete=None, args={})
+
+    reg = "void at::native::(anonymous namespace)::cunn_SoftMaxForwardReg<c10::BFloat16, float, c10::BFloat16>"
+    found = reduction_shapes(op("aten::_softmax"), "k", reg)
+    assert found is not None and not isinstance(found, type(None))
+    fields = found.fields  # type: ignore[union-attr]
+    assert fields["impl"] == "torch_softmax" and (fields["rows"], fields["cols"]) == (8 * 4096, 8192)
+    assert "impl" not in reduction_shapes(op("aten::_log_softmax"), "k", reg).fields  # type: ignore[union-attr]
+    spatial = "void at::native::(anonymous namespace)::cunn_SpatialSoftMaxForward<c10::BFloat16, float>"
+    assert "impl" not in reduction_shapes(op("aten::_softmax"), "k", spatial).fields  # type: ignore[union-attr]
+
+
+def test_a_workload_names_pytorchs_softmax() -> None:
+    # `impl: torch_softmax` on a reduction reaches the cost model (and is refused on a value it does not know)
+    from pydantic import ValidationError
+
+    from sim.costmodel import kernel_cost as price
+    from sim.hardware import load_profile
+    from sim.schema.workload import WorkloadFile
+    from sim.workload import build_op, flat_ops
+    from tests.conftest import workload_doc
+
+    def doc(impl: str) -> dict[str, Any]:
+        return workload_doc(ops=[{"name": "sm", "kind": "reduction", "rows": "r", "cols": 8192, "impl": impl,
+                                  "reads": ["x"], "writes": ["y"]}],
+                            tensors={"x": {"shape": ["r", 8192], "dtype": "bf16"}, "y": {"shape": ["r", 8192], "dtype": "bf16"}},
+                            params={"r": 4096})
+
+    spec = WorkloadFile.model_validate(doc("torch_softmax"))
+    [(raw, path)] = flat_ops(spec, dict(spec.parameters), "w.yaml")
+    op = build_op(raw, dict(spec.parameters), file="w.yaml", path=path, mode=spec.mode)
+    assert op.attrs["impl"] == "torch_softmax"
+    from sim.graph import Graph, Tensor
+
+    graph = Graph(name="g", kind="training", params=MappingProxyType({}), ops=(op,),
+                  tensors=MappingProxyType({n: Tensor(n, (4096, 8192), "bf16") for n in ("x", "y")}))
+    assert price(op, graph, load_profile("h200-sxm")).detail["softmax_kernel"] == "reg"
+    with pytest.raises(ValidationError):
+        WorkloadFile.model_validate(doc("cudnn"))
