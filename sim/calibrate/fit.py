@@ -403,7 +403,8 @@ def fit_model_based(raw: RawData, hw: Any) -> list[Fitted]:
         hw = _with_reduce_fits(hw, fits := fit_reduce_kernel(cold_reds, hw, "cold", raw.file_of("l2_cold")))
         out += fits
     for soft in fit_softmax_steps(cases, hw, raw):
-        hw = dataclasses.replace(hw, softmax_kernel={**hw.softmax_kernel, soft.key: float(soft.value)})
+        assert isinstance(soft.value, float)
+        hw = dataclasses.replace(hw, softmax_kernel={**hw.softmax_kernel, soft.key: soft.value})
         out.append(soft)
     out += (thin := fit_thin_stream(raw, hw))
     if thin:  # the fits below see the K loop as fitted
