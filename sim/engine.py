@@ -45,13 +45,13 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Sequence
-from heapq import heappop
+from heapq import heappop, heappush
 from itertools import count
 from types import MappingProxyType
 from typing import Any
 
 import simpy
-from simpy.events import Timeout
+from simpy.events import NORMAL, Timeout
 
 from sim.costmodel.host import HostCosts
 from sim.gcpause import paused_gc
@@ -223,10 +223,11 @@ class FluidGPU(ProcessorSharing):
         kernel, in the same order; its wake-up would be the next event (due before every scheduled
         one) and its completion would resume the caller at once (succeed_in_turn: nothing else due
         at its end), so nothing else runs in between either way. Only a FluidGPU proper (one rank)."""
-        if self.jobs:
-            return False
         env = self.env
         now = env._now
+        queue = env._queue if IN_TURN else _DUE_NOW
+        if self.jobs or (queue and queue[0][0] <= now):  # busy, or an event due now (it ends no earlier)
+            return False
         remaining = 0.0 if 0.0 > work_s else work_s
         if remaining <= _EPS * (now if now > 1.0 else 1.0):
             return False  # done at once: run() succeeds its event now
@@ -234,7 +235,6 @@ class FluidGPU(ProcessorSharing):
         rate = 1.0 / (sm if sm > demand else demand)
         delay = remaining / rate
         end = now + (delay if delay > 0.0 else 0.0)  # the wake-up's time, as simpy's schedule adds it
-        queue = env._queue if IN_TURN else _DUE_NOW
         if queue and queue[0][0] <= end:
             return False
         dt = end - now
@@ -464,6 +464,8 @@ class Simulation:
         recs = self._records  # Records.add_pair, written out below
         r_start, r_end, r_track, r_name = recs.start.extend, recs.end.extend, recs.track.extend, recs.name.extend
         r_cat, r_op, r_args = recs.cat.extend, recs.op.extend, recs.args.extend
+        b_row, b_start, b_end, b_track = recs.blocked.append, recs.start.append, recs.end.append, recs.track.append
+        b_name, b_cat, b_op, b_args = recs.name.append, recs.cat.append, recs.op.append, recs.args.append
         host_pair, dispatch_launch, no_args_pair = (HOST_TRACK, HOST_TRACK), ("dispatch", "launch"), (_NO_ARGS, _NO_ARGS)
         n = len(ops)
         i = 0
@@ -589,7 +591,15 @@ class Simulation:
             queue = queues[stream]
             if len(queue.items) >= queue.capacity:  # the host blocks until the stream takes a kernel
                 yield queue.wait_room()
-                self._blocked_interval(op.name, start, i)
+                if env._now > start:  # Records.add_blocked (_blocked_interval), written out
+                    b_row(len(recs.start))
+                    b_start(start)
+                    b_end(env._now)
+                    b_track(HOST_TRACK)
+                    b_name(op.name)
+                    b_cat("blocked")
+                    b_op(i)
+                    b_args(_NO_ARGS)
             # LaunchQueue.put, written out: issued when the host got to it, as before it blocked.
             queue.items.append((i, start, False))
             taker = queue.taker
@@ -626,6 +636,7 @@ class Simulation:
         waiters, outstanding, idle_events = self.waiters, self.outstanding, self.idle_events
         collective_ops = meet.collective_ops if meet is not None else frozenset()
         run, finish_in_turn = gpu.run, gpu.finish_in_turn
+        heap, event_ids = env._queue, env._eid
         busy_until = 0.0  # when this stream's last kernel ended
         while True:
             if not items:
@@ -635,7 +646,11 @@ class Simulation:
             room = queue.room
             if room is not None:
                 queue.room = None
-                room.succeed()
+                # room.succeed(), written out (Event.succeed, Environment.schedule): only the host
+                # waits on it, and it is pending until here
+                room._ok = True
+                room._value = None
+                heappush(heap, (env._now, NORMAL, next(event_ids), room))
             lo, hi = dep_starts[i], dep_starts[i + 1]
             if hi > lo:
                 pending = [self._waiter(d) for d in dep_flat[lo:hi] if not finished[d]]
