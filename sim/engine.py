@@ -407,7 +407,7 @@ class Simulation:
         self.dep_starts, self.dep_flat = graph.dependency_columns()
         self.finished = [False] * len(graph.ops)
         self.waiters: dict[int, simpy.Event] = {}  # op → event, only for ops someone waits for
-        streams = sorted({o.stream for o in graph.ops if o.is_kernel})
+        streams = graph.kernel_streams()
         self.queues = {s: LaunchQueue(self.env, host.launch_queue_depth) for s in streams}
         self.outstanding = {s: 0 for s in streams}
         self.idle_events: dict[int, simpy.Event] = {}
@@ -652,7 +652,11 @@ class Simulation:
                 room._value = None
                 heappush(heap, (env._now, NORMAL, next(event_ids), room))
             lo, hi = dep_starts[i], dep_starts[i + 1]
-            if hi > lo:
+            if hi == lo + 1:  # one dependency (the usual case): the same condition, without a list pass
+                d = dep_flat[lo]
+                if not finished[d]:
+                    yield env.all_of([self._waiter(d)])
+            elif hi > lo:
                 pending = [self._waiter(d) for d in dep_flat[lo:hi] if not finished[d]]
                 if pending:
                     yield env.all_of(pending)
