@@ -269,7 +269,17 @@ class FluidGPU(ProcessorSharing):
             if remaining <= _EPS * (now if now > 1.0 else 1.0):
                 del jobs[jid]
                 self._wakeup = None
-                succeed_in_turn(self.env, j.done)
+                # succeed_in_turn(self.env, j.done), written out
+                done = j.done
+                queue = self.env._queue
+                if queue and queue[0][0] <= now:  # another event is due now: it goes first, as in simpy
+                    done.succeed()
+                    return None
+                done._ok = True
+                done._value = None
+                callbacks, done.callbacks = done.callbacks, None  # as simpy's step
+                for callback in callbacks:
+                    callback(done)
                 return None
             break
         self._settle()
