@@ -646,7 +646,7 @@ class Simulation:
         waiters, outstanding, idle_events = self.waiters, self.outstanding, self.idle_events
         collective_ops = meet.collective_ops if meet is not None else frozenset()
         run, finish_in_turn = gpu.run, gpu.finish_in_turn
-        heap, event_ids = env._queue, env._eid
+        heap, event_ids, gpu_jobs = env._queue, env._eid, gpu.jobs
         busy_until = 0.0  # when this stream's last kernel ended
         while True:
             if not items:
@@ -694,7 +694,9 @@ class Simulation:
                 args = yield from meet.collective(self, i, cost)
             else:
                 if meet is None:
-                    if not finish_in_turn(work, cost.bw_demand, cost.sm_demand):
+                    # finish_in_turn's first check written out: the GPU busy or an event due now
+                    if gpu_jobs or (heap and heap[0][0] <= now) or not finish_in_turn(work, cost.bw_demand,
+                                                                                       cost.sm_demand):
                         yield run(work, cost.bw_demand, cost.sm_demand)
                 else:
                     yield gpu.run_kernel(work, cost)  # type: ignore[attr-defined]
