@@ -28,8 +28,10 @@ the model: one timeout per host busy span, one timeout for the launch latency, o
 event per kernel and one wake-up timeout per change of the set of running kernels; the launch
 queue (LaunchQueue) costs an event only when a stream or the host has to wait on it (about 4
 events per kernel on the benchmark's eager graph, 5.3 with a simpy.Store). A kernel that ends alone
-resumes its stream at once where simpy would process its completion next anyway (succeed_in_turn:
-3.07 queued events per kernel on that graph). Completion events of
+resumes its stream at once where simpy would process its completion next anyway (succeed_in_turn),
+and the host or a stream that would wait on a timeout, or on a kernel alone on the GPU, that is the
+next event anyway goes on at once (advance_in_turn, finish_in_turn; event counts in the commit
+messages). Completion events of
 ops are created only when someone waits for them, the GPU's wake-up is a timeout with a callback
 (not a process per wake-up), and intervals are kept in columns (sim.trace.Records) that the Trace
 takes as they are. Processor sharing is written once (ProcessorSharing: the GPU's kernels, the
@@ -43,13 +45,13 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Sequence
-from heapq import heappop
+from heapq import heappop, heappush
 from itertools import count
 from types import MappingProxyType
 from typing import Any
 
 import simpy
-from simpy.events import Timeout
+from simpy.events import NORMAL, Timeout
 
 from sim.costmodel.host import HostCosts
 from sim.gcpause import paused_gc
@@ -61,6 +63,10 @@ _EPS = 1e-15
 _FILLING = 1.0 - 1e-9  # a kernel whose blocks alone cover every SM (sm_demand is capped at 1)
 _FREE_SM_FLOOR = 0.02  # held CTAs never leave the other kernels less than this share of SMs
 _NO_ARGS: MappingProxyType[str, Any] = MappingProxyType({})
+# False: every timeout and kernel goes through simpy's queue (advance_in_turn, finish_in_turn and the
+# host's written-out check never skip one); tests hold the in-turn paths against that, record for record.
+IN_TURN = True
+_DUE_NOW: list[Any] = [(-math.inf,)]  # a queue whose first event is always due: nothing goes in turn
 
 
 class ProcessorSharing:
@@ -208,6 +214,43 @@ class FluidGPU(ProcessorSharing):
         self._settle()
         return ev
 
+    def finish_in_turn(self, work_s: float, bw: float, sm: float) -> bool:
+        """`yield self.run(work_s, bw, sm)` for a kernel that starts alone on this idle GPU and ends
+        before any scheduled event is due, by a process resumed as the last callback of the event
+        being processed (advance_in_turn's condition): the kernel runs and ends, and the clock moves
+        to its end, without its wake-up timeout and completion event (True); otherwise nothing
+        changes (False: run it). The float operations are run()'s idle path, then _wake's for one
+        kernel, in the same order; its wake-up would be the next event (due before every scheduled
+        one) and its completion would resume the caller at once (succeed_in_turn: nothing else due
+        at its end), so nothing else runs in between either way. Only a FluidGPU proper (one rank)."""
+        env = self.env
+        now = env._now
+        queue = env._queue if IN_TURN else _DUE_NOW
+        if self.jobs or (queue and queue[0][0] <= now):  # busy, or an event due now (it ends no earlier)
+            return False
+        remaining = 0.0 if 0.0 > work_s else work_s
+        if remaining <= _EPS * (now if now > 1.0 else 1.0):
+            return False  # done at once: run() succeeds its event now
+        demand = bw if bw > 1.0 else 1.0
+        rate = 1.0 / (sm if sm > demand else demand)
+        delay = remaining / rate
+        end = now + (delay if delay > 0.0 else 0.0)  # the wake-up's time, as simpy's schedule adds it
+        if queue and queue[0][0] <= end:
+            return False
+        dt = end - now
+        if dt > 0:
+            remaining = remaining - dt * rate
+        if remaining < 1e-12:
+            remaining = 0.0
+        if remaining > _EPS * (end if end > 1.0 else 1.0):
+            return False  # not done at its wake-up (rounding): the generic path takes another
+        self._last = end
+        self.rate = rate
+        self._next_id += 1
+        self._wakeup = None
+        env._now = end
+        return True
+
     def _wake(self, event: simpy.Event) -> None:
         # ProcessorSharing._wake, written out for the common case of one kernel running alone that
         # ends now: the same float operations, in the same order, without the generic calls.
@@ -226,7 +269,17 @@ class FluidGPU(ProcessorSharing):
             if remaining <= _EPS * (now if now > 1.0 else 1.0):
                 del jobs[jid]
                 self._wakeup = None
-                succeed_in_turn(self.env, j.done)
+                # succeed_in_turn(self.env, j.done), written out
+                done = j.done
+                queue = self.env._queue
+                if queue and queue[0][0] <= now:  # another event is due now: it goes first, as in simpy
+                    done.succeed()
+                    return None
+                done._ok = True
+                done._value = None
+                callbacks, done.callbacks = done.callbacks, None  # as simpy's step
+                for callback in callbacks:
+                    callback(done)
                 return None
             break
         self._settle()
@@ -247,6 +300,27 @@ def succeed_in_turn(env: simpy.Environment, event: simpy.Event) -> None:
     callbacks, event.callbacks = event.callbacks, None  # type: ignore[assignment]  # as simpy's step
     for callback in callbacks:
         callback(event)
+
+
+def advance_in_turn(env: simpy.Environment, delay: float) -> bool:
+    """`yield Timeout(env, delay)`, for a process resumed as the last callback of the event being
+    processed: where no scheduled event is due by then, the timeout would be the next event simpy
+    processes and its only callback resumes this process, so the clock moves on to its time at once
+    and the caller goes on without yielding (True). Otherwise nothing changes (False: yield it).
+
+    Why the order of everything stays simpy's: simpy processes events by (time, priority, id); a
+    timeout created now would take an id above every scheduled one, so it goes next exactly when
+    every scheduled event is due later than it (an event due at the same instant has a smaller id and
+    goes first: then this answers False). Nothing else runs between this call and the caller's
+    resumption in either case, so the same code runs in the same order on the same state; only the
+    ids of later events are one lower, all of them, which keeps their relative order. The time is
+    `env._now + delay`, the float simpy's schedule computes."""
+    at = env._now + delay
+    queue = env._queue if IN_TURN else _DUE_NOW
+    if queue and queue[0][0] <= at:
+        return False
+    env._now = at
+    return True
 
 
 def run_to_end(env: simpy.Environment) -> None:
@@ -343,7 +417,7 @@ class Simulation:
         self.dep_starts, self.dep_flat = graph.dependency_columns()
         self.finished = [False] * len(graph.ops)
         self.waiters: dict[int, simpy.Event] = {}  # op → event, only for ops someone waits for
-        streams = sorted({o.stream for o in graph.ops if o.is_kernel})
+        streams = graph.kernel_streams()
         self.queues = {s: LaunchQueue(self.env, host.launch_queue_depth) for s in streams}
         self.outstanding = {s: 0 for s in streams}
         self.idle_events: dict[int, simpy.Event] = {}
@@ -393,9 +467,15 @@ class Simulation:
         host_op_prices = hc.host_op_prices
         host_op_by_object, host_op_miss = host_op_prices.by_object.get, host_op_prices.miss
         finished, waiters = self.finished, self.waiters
+        # The host is the only process waiting on its events (its timeouts, its queues' free slots,
+        # the streams' idle events), so it resumes as the last callback of the event being processed
+        # and may skip a timeout that would be the next event anyway (advance_in_turn).
+        heap = env._queue if IN_TURN else _DUE_NOW
         recs = self._records  # Records.add_pair, written out below
         r_start, r_end, r_track, r_name = recs.start.extend, recs.end.extend, recs.track.extend, recs.name.extend
         r_cat, r_op, r_args = recs.cat.extend, recs.op.extend, recs.args.extend
+        b_row, b_start, b_end, b_track = recs.blocked.append, recs.start.append, recs.end.append, recs.track.append
+        b_name, b_cat, b_op, b_args = recs.name.append, recs.cat.append, recs.op.append, recs.args.append
         host_pair, dispatch_launch, no_args_pair = (HOST_TRACK, HOST_TRACK), ("dispatch", "launch"), (_NO_ARGS, _NO_ARGS)
         n = len(ops)
         i = 0
@@ -408,7 +488,8 @@ class Simulation:
                 self._host_interval(f"sync: {op.name}", "sync", start, i)
                 if hc.sync_s > 0:
                     start = env._now
-                    yield Timeout(env, hc.sync_s)
+                    if not advance_in_turn(env, hc.sync_s):
+                        yield Timeout(env, hc.sync_s)
                     self._host_interval(op.name, "sync", start, i)
                 self._finish(i)
                 i += 1
@@ -423,7 +504,8 @@ class Simulation:
                     seconds = hit[1] if hit is not None and hit[0] is attrs else host_op_miss(op)
                 if seconds > 0:
                     start = env._now
-                    yield Timeout(env, seconds)
+                    if not advance_in_turn(env, seconds):
+                        yield Timeout(env, seconds)
                     if env._now > start:
                         record(start, env._now, HOST_TRACK, op.name, "host", i, _NO_ARGS)
                 finished[i] = True
@@ -442,18 +524,21 @@ class Simulation:
                     call_s = hc.compiled_call_s(op)
                     if call_s > 0:
                         start = env._now
-                        yield Timeout(env, call_s)
+                        if not advance_in_turn(env, call_s):
+                            yield Timeout(env, call_s)
                         self._host_interval(f"compiled call: {label}", "compiled_call", start, i)
                     for k in range(i, j):
                         if hc.compiled_kernel_s > 0:
                             start = env._now
-                            yield Timeout(env, hc.compiled_kernel_s)
+                            if not advance_in_turn(env, hc.compiled_kernel_s):
+                                yield Timeout(env, hc.compiled_kernel_s)
                             self._host_interval(ops[k].name, "launch", start, k)
                         yield from self._enqueue(k, False)
                 else:
                     if hc.graph_launch_s > 0:
                         start = env._now
-                        yield Timeout(env, hc.graph_launch_s)
+                        if not advance_in_turn(env, hc.graph_launch_s):
+                            yield Timeout(env, hc.graph_launch_s)
                         self._host_interval(f"graph replay: {label}", "graph_launch", start, i)
                     for k in range(i, j):
                         yield from self._enqueue(k, True)
@@ -462,7 +547,8 @@ class Simulation:
             if op.host_s is not None:
                 if op.host_s > 0:
                     start = env._now
-                    yield Timeout(env, op.host_s)
+                    if not advance_in_turn(env, op.host_s):
+                        yield Timeout(env, op.host_s)
                     self._host_interval(op.name, "dispatch", start, i)
             else:
                 start = env._now
@@ -474,8 +560,12 @@ class Simulation:
                 dispatched = start + dispatch_s
                 launched = dispatched + launch_s
                 if dispatch_s > 0 and launch_s > 0 and start + (launched - start) == launched:
-                    # One timeout for dispatch + launch when it lands on the same float as two would.
-                    yield Timeout(env, launched - start)
+                    # One timeout for dispatch + launch when it lands on the same float as two would;
+                    # none where it would be the next event anyway (advance_in_turn, written out).
+                    if heap and heap[0][0] <= launched:
+                        yield Timeout(env, launched - start)
+                    else:
+                        env._now = launched
                     if launched > dispatched > start:
                         # Records.add_pair, written out (the hot path of eager mode).
                         name = op.name
@@ -493,12 +583,14 @@ class Simulation:
                             record(dispatched, launched, HOST_TRACK, op.name, "launch", i, _NO_ARGS)
                 else:
                     if dispatch_s > 0:
-                        yield Timeout(env, dispatch_s)
+                        if not advance_in_turn(env, dispatch_s):
+                            yield Timeout(env, dispatch_s)
                         if env._now > start:
                             record(start, env._now, HOST_TRACK, op.name, "dispatch", i, _NO_ARGS)
                     if hc.launch_s > 0:
                         start = env._now
-                        yield Timeout(env, hc.launch_s)
+                        if not advance_in_turn(env, hc.launch_s):
+                            yield Timeout(env, hc.launch_s)
                         if env._now > start:
                             record(start, env._now, HOST_TRACK, op.name, "launch", i, _NO_ARGS)
             # _enqueue inlined (the hot path of eager mode). A put that fits is done at once and the
@@ -509,7 +601,15 @@ class Simulation:
             queue = queues[stream]
             if len(queue.items) >= queue.capacity:  # the host blocks until the stream takes a kernel
                 yield queue.wait_room()
-                self._blocked_interval(op.name, start, i)
+                if env._now > start:  # Records.add_blocked (_blocked_interval), written out
+                    b_row(len(recs.start))
+                    b_start(start)
+                    b_end(env._now)
+                    b_track(HOST_TRACK)
+                    b_name(op.name)
+                    b_cat("blocked")
+                    b_op(i)
+                    b_args(_NO_ARGS)
             # LaunchQueue.put, written out: issued when the host got to it, as before it blocked.
             queue.items.append((i, start, False))
             taker = queue.taker
@@ -545,7 +645,8 @@ class Simulation:
         popleft = items.popleft
         waiters, outstanding, idle_events = self.waiters, self.outstanding, self.idle_events
         collective_ops = meet.collective_ops if meet is not None else frozenset()
-        run = gpu.run
+        run, finish_in_turn = gpu.run, gpu.finish_in_turn
+        heap, event_ids, gpu_jobs = env._queue, env._eid, gpu.jobs
         busy_until = 0.0  # when this stream's last kernel ended
         while True:
             if not items:
@@ -555,9 +656,17 @@ class Simulation:
             room = queue.room
             if room is not None:
                 queue.room = None
-                room.succeed()
+                # room.succeed(), written out (Event.succeed, Environment.schedule): only the host
+                # waits on it, and it is pending until here
+                room._ok = True
+                room._value = None
+                heappush(heap, (env._now, NORMAL, next(event_ids), room))
             lo, hi = dep_starts[i], dep_starts[i + 1]
-            if hi > lo:
+            if hi == lo + 1:  # one dependency (the usual case): the same condition, without a list pass
+                d = dep_flat[lo]
+                if not finished[d]:
+                    yield env.all_of([self._waiter(d)])
+            elif hi > lo:
                 pending = [self._waiter(d) for d in dep_flat[lo:hi] if not finished[d]]
                 if pending:
                     yield env.all_of(pending)
@@ -572,14 +681,23 @@ class Simulation:
                 earliest = issued_s + latency
             now = env._now
             if earliest > now:
-                yield Timeout(env, earliest - now)
+                # One rank: the stream is the only process waiting on its events (its queue's next
+                # item, its dependencies' condition, its timeouts, its kernels' completions), so it
+                # resumes as the last callback of the event being processed and may skip a timeout or
+                # a kernel alone that would be the next event anyway (advance_in_turn, finish_in_turn).
+                # Ranks share a collective's completion between streams: they always yield.
+                if meet is not None or not advance_in_turn(env, earliest - now):
+                    yield Timeout(env, earliest - now)
                 now = env._now
             if i in collective_ops:
                 assert meet is not None
                 args = yield from meet.collective(self, i, cost)
             else:
                 if meet is None:
-                    yield run(work, cost.bw_demand, cost.sm_demand)
+                    # finish_in_turn's first check written out: the GPU busy or an event due now
+                    if gpu_jobs or (heap and heap[0][0] <= now) or not finish_in_turn(work, cost.bw_demand,
+                                                                                       cost.sm_demand):
+                        yield run(work, cost.bw_demand, cost.sm_demand)
                 else:
                     yield gpu.run_kernel(work, cost)  # type: ignore[attr-defined]
                 args = args_by_cost.get(id(cost))

@@ -239,6 +239,14 @@ class Graph:
             cols = self.__dict__["_dependency_columns"] = self._dependency_columns()
         return cols
 
+    def kernel_streams(self) -> tuple[int, ...]:
+        """The streams the kernels run on, ascending. Computed once per graph object, like
+        `dependency_columns()` (a sweep simulates one graph on several profiles)."""
+        streams = self.__dict__.get("_kernel_streams")
+        if streams is None:
+            streams = self.__dict__["_kernel_streams"] = tuple(sorted({o.stream for o in self.ops if o.is_kernel}))
+        return streams
+
     def _dependency_columns(self) -> tuple[array[int], array[int]]:
         last_writer: dict[str, int] = {}
         index: dict[str, int] | None = None  # op name -> position, made when an op has `after`

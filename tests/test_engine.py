@@ -195,3 +195,109 @@ def test_succeed_in_turn_keeps_simpy_order() -> None:
     alone.callbacks.append(fire_both)
     run_to_end(env)
     assert seen == ["late", "after succeed"]  # nothing else due: its callbacks ran at once
+
+
+def test_advance_in_turn_moves_the_clock_only_where_the_timeout_would_go_next() -> None:
+    """A timeout skipped in turn is one simpy would process next: an event due by then goes first."""
+    import simpy
+
+    from sim.engine import Environment, advance_in_turn, run_to_end
+
+    env = Environment()
+    seen: list[tuple[str, float]] = []
+
+    def proc():  # type: ignore[no-untyped-def]
+        yield simpy.Timeout(env, 1.0)
+        # `other` is due at 3.0: a timeout of 2.0 ends at 3.0 too and would queue behind it
+        assert not advance_in_turn(env, 2.0)
+        assert env.now == 1.0
+        assert advance_in_turn(env, 1.5)  # ends at 2.5, before `other`: it would be the next event
+        seen.append(("proc", env.now))
+
+    other = simpy.Timeout(env, 3.0)
+    other.callbacks.append(lambda _: seen.append(("other", env.now)))
+    env.process(proc())
+    run_to_end(env)
+    assert seen == [("proc", 2.5), ("other", 3.0)]
+
+
+def _random_step(seed: int, hw: Hardware) -> tuple[Graph, list[KernelCost | None], Hardware]:
+    """A random eager/compiled/CUDA-graph step over 1-4 streams with syncs and host ops; times mostly on
+    a grid of binary fractions of a second (sums exact) so that host and GPU events often fall on the
+    very same instant."""
+    import dataclasses
+    import random
+
+    rng = random.Random(seed)
+    grid = rng.choice([1.0, 0.5, 3.0, None])
+    tick = 2.0 ** -20 / US  # about 0.95 us, in us
+
+    def on_grid(x: float) -> float:
+        return round(x / grid) * grid * tick if grid else x
+
+    streams = rng.choice([1, 1, 2, 3, 4])
+    names = [f"t{k}" for k in range(rng.randint(2, 10))]
+    ops: list[Op] = []
+    costs: list[KernelCost | None] = []
+    n = rng.randint(5, 120)
+    while len(ops) < n:
+        k, r = len(ops), rng.random()
+        if r < 0.06:
+            ops.append(Op(name=f"sync{k}", kind="sync"))
+            costs.append(None)
+            continue
+        if r < 0.12:
+            ops.append(Op(name=f"h{k}", kind="host", host_s=on_grid(rng.uniform(0, 20)) * US))
+            costs.append(None)
+            continue
+        mode, region, count = "eager", None, 1
+        if r < 0.25:
+            mode, region, count = rng.choice(["compiled", "cuda_graph"]), f"r{k}", rng.randint(1, 5)
+        for _ in range(count):
+            k = len(ops)
+            host = {"host_s": on_grid(rng.uniform(0, 15)) * US} if rng.random() < 0.3 else {}
+            ops.append(Op(name=f"k{k}", kind="elementwise", reads=tuple(rng.sample(names, rng.randint(0, 2))),
+                          writes=tuple(rng.sample(names, 1)), stream=rng.randrange(streams), mode=mode, region=region,
+                          **host))
+            t = on_grid(rng.choice([0.0, rng.uniform(0, 5), rng.uniform(1, 60), rng.uniform(50, 300)])) * US
+            cat = rng.choice(["compute", "memory"])
+            costs.append(KernelCost(time_s=t, compute_s=t if cat == "compute" else 0.0,
+                                    memory_s=t if cat == "memory" else 0.0, fixed_s=min(t, rng.choice([0.0, 1.0, 2.0]) * US),
+                                    limiter=cat, category=cat, hbm_bytes=1e6,
+                                    bw_demand=rng.choice([0.25, 1.0, 2.0, rng.random() * 2]),
+                                    sm_demand=rng.choice([0.25, 1.0, rng.random()])))
+    tensors = {n: Tensor(n, (1024,), "bf16") for n in names}
+    us = [0.0, 2.0, 5.0]
+    hw = dataclasses.replace(hw, launch_queue_depth=rng.choice([1, 2, 3, 8, 1024]),
+                             eager_op_s=on_grid(rng.choice([*us, rng.uniform(0, 10)])) * US,
+                             launch_s=on_grid(rng.choice([*us, rng.uniform(0, 5)])) * US,
+                             launch_latency_s=on_grid(rng.choice([*us, rng.uniform(0, 8)])) * US,
+                             sync_s=on_grid(rng.choice([*us, rng.uniform(0, 10)])) * US,
+                             compiled_kernel_s=on_grid(rng.choice([*us, rng.uniform(0, 5)])) * US,
+                             graph_launch_s=on_grid(rng.choice([*us, rng.uniform(0, 10)])) * US,
+                             graph_kernel_s=on_grid(rng.choice([*us, rng.uniform(0, 3)])) * US)
+    return graph_of(ops, tensors), costs, hw
+
+
+def test_in_turn_paths_keep_every_record(testgpu: Hardware, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Timeouts and kernels skipped in turn (advance_in_turn, finish_in_turn) leave every record, in
+    recording order, and the step's end as simpy's queue gives them, on random steps with ties."""
+    import sim.engine as engine
+
+    def run(graph: Graph, costs: list[KernelCost | None], hw: Hardware) -> tuple[list[object], float, int]:
+        s = engine.Simulation(graph, costs, host_costs(hw))
+        trace = s.run()
+        recs = trace._records
+        assert recs is not None
+        return [recs.record(k) for k in range(len(recs))], trace.end_s, next(s.env._eid)
+
+    skipped = 0
+    for seed in range(600):
+        graph, costs, hw = _random_step(seed, testgpu)
+        monkeypatch.setattr(engine, "IN_TURN", False)
+        queued = run(graph, costs, hw)
+        monkeypatch.setattr(engine, "IN_TURN", True)
+        in_turn = run(graph, costs, hw)
+        assert in_turn[:2] == queued[:2], f"seed {seed}"
+        skipped += queued[2] - in_turn[2]
+    assert skipped > 1000  # the in-turn paths were taken
