@@ -166,7 +166,7 @@ SOFTMAX_HELDOUT = Path("validation") / "h200" / "softmax_heldout" / "softmax_hel
 
 def softmax_heldout_rows(hw: Hardware, path: Path, machine: str = "sm") -> list[Row]:
     """Rows of table heldout_softmax: each softmax forward in each L2 state it was profiled in (the state is in
-    the label; the model prices both alike: the register kernel is bound by its SMs, the others stream)."""
+    the label; the model prices both alike: sim.costmodel.reduction._torch_softmax_cost has no L2 state)."""
     if not path.is_file():
         return []
     rows = []
