@@ -187,7 +187,8 @@ def torch_softmax_config(hw: Hardware, cols: int, elem_bytes: int) -> dict[str, 
         lanes = min(pow2, warp_size)
         rows_per_warp = 2 if pow2 <= 128 else 1
         return {"kernel": "warp", "threads": 128, "threads_per_row": lanes,
-                "rows_per_block": (128 // lanes) * rows_per_warp, "loads": math.ceil(cols / lanes)}
+                "rows_per_block": (128 // lanes) * rows_per_warp, "loads": math.ceil(cols / lanes),
+                "iterations": pow2 // lanes}
     threads = math.ceil(min(cols, int(sk["max_threads"])) / warp_size) * warp_size
     loads = math.ceil(cols / threads)
     if loads <= sk["reg_max_loads"]:
@@ -236,7 +237,11 @@ def _torch_softmax_cost(op: Op, graph: Graph, hw: Hardware, rows: int, cols: int
     if kernel == "warp" and "warp_chain_ns" in hw.softmax_kernel:
         # a block's lanes load their elements one after another (softmax_warp_forward's guarded loads), each
         # waited for: a chain per wave of resident blocks (the blocks of a wave overlap, the waves do not)
-        regs = launch.regs_per_thread or estimate_registers(hw, int(cfg["loads"]))
+        # registers: the launch's (a profiled or imported kernel), else the kernel's own rule (profile
+        # warp_base_regs + the padded row's elements a lane holds, WARP_ITERATIONS)
+        base = hw.softmax_kernel.get("warp_base_regs")
+        regs = launch.regs_per_thread or (int(base) + int(cfg["iterations"]) if base is not None
+                                          else estimate_registers(hw, int(cfg["loads"])))
         blocks = math.ceil(rows / int(cfg["rows_per_block"]))
         occ = occupancy(hw, threads, regs, 0, blocks)
         waves = math.ceil(blocks / (hw.sm_count * occ.blocks_per_sm))

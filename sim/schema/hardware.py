@@ -700,8 +700,10 @@ class HardwareProfileFile(Strict):
         description="PyTorch's softmax forward over the last dimension (host_softmax in ATen's SoftMax.cu): its"
         " kernel choice (warp_max_elements, warp_max_bytes: the persistent warp kernel; max_threads, reg_max_loads:"
         " the register kernel while ceil(cols / block) <= reg_max_loads; smem_per_block_bytes: the shared-memory"
-        " kernel while a row fits) and load_ns, the time of one of the register kernel's per-thread loads, each"
-        " waited for before the next (sim/costmodel/reduction.py); absent: softmax is priced as the row-wise"
+        " kernel while a row fits) and the kernels' times (sim/costmodel/reduction.py): load_ns and smem_step_ns,"
+        " one block's turn on an SM per element a thread holds (the register and shared-memory kernels);"
+        " warp_chain_ns, a warp-kernel lane's wait for each load, per wave of resident blocks, with the kernel's"
+        " registers warp_base_regs + the elements a lane holds; absent: softmax is priced as the row-wise"
         " reduction its op describes",
     )
     primitives: dict[str, PositiveQuantity] = Field(
