@@ -23,7 +23,6 @@ stdlib + torch; never changes GPU settings.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 from collections.abc import Callable
@@ -72,8 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget-s", type=float, default=120.0, help="no new copy size starts after this many seconds")
     ap.add_argument("--dry-run", action="store_true", help="print the plan; no GPU")
     ns = ap.parse_args(argv)
-    if not (math.isfinite(ns.budget_s) and ns.budget_s > 0):
-        print(f"error: --budget-s: {ns.budget_s} (expected a positive, finite number of seconds)")
+    if (err := common.budget_error(ns.budget_s)) is not None:
+        print(err, file=sys.stderr)
         return 2
     if ns.dry_run:
         print(f"copies {COPY_KIB} KiB x states {list(STATES)}; budget {ns.budget_s} s; out {ns.out}")

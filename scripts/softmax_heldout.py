@@ -24,7 +24,6 @@ kernels). stdlib + torch; never changes GPU settings.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 from pathlib import Path
@@ -66,8 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget-s", type=float, default=120.0, help="no new case starts after this many seconds")
     ap.add_argument("--dry-run", action="store_true", help="print the plan; no GPU")
     ns = ap.parse_args(argv)
-    if not (math.isfinite(ns.budget_s) and ns.budget_s > 0):
-        print(f"error: --budget-s: {ns.budget_s} (expected a positive, finite number of seconds)", file=sys.stderr)
+    if (err := common.budget_error(ns.budget_s)) is not None:
+        print(err, file=sys.stderr)
         return 2
     n = sum(len(rows) for _, _, rows in CASES)
     if ns.dry_run:

@@ -206,6 +206,16 @@ def guarded(rf: ResultFile, where: str, fn: Callable[[], Any]) -> Any:
         return None
 
 
+def budget_error(budget_s: float) -> str | None:
+    """The `error:` line for a --budget-s that is not a positive, finite number of seconds (nan, inf, 0, < 0);
+    None for a usable one. A harness prints it to stderr and exits 2 before it measures or writes anything."""
+    import math
+
+    if math.isfinite(budget_s) and budget_s > 0:
+        return None
+    return f"error: --budget-s: {budget_s} (expected a positive, finite number of seconds)"
+
+
 class BudgetedAttempts:
     """A result file and a wall-clock deadline shared by one harness run: each measurement runs
     guarded (see `guarded`) until the deadline passes; after it none starts, and the file is
