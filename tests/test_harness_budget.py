@@ -19,7 +19,7 @@ def _script(name: str):  # type: ignore[no-untyped-def]
     return mod
 
 
-@pytest.mark.parametrize("name", ["softmax_heldout", "dirty_copy_law"])
+@pytest.mark.parametrize("name", ["softmax_heldout", "dirty_copy_law", "norm_heldout"])
 @pytest.mark.parametrize("budget", ["nan", "inf", "0", "-5"])
 def test_a_bad_budget_is_refused_before_anything_is_written(name: str, budget: str, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "out"
@@ -29,8 +29,8 @@ def test_a_bad_budget_is_refused_before_anything_is_written(name: str, budget: s
     assert not out.exists()
 
 
-@pytest.mark.parametrize("name", ["softmax_heldout", "dirty_copy_law"])
+@pytest.mark.parametrize("name", ["softmax_heldout", "dirty_copy_law", "norm_heldout"])
 def test_a_dry_run_prints_the_plan_and_writes_nothing(name: str, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "out"
-    assert _script(name).main(["--out", str(out), "--dry-run"]) == 0
+    assert _script(name).main(["--out", str(out), "--dry-run", "--budget-s", "120"]) == 0
     assert "budget 120.0 s" in capsys.readouterr().out and not out.exists()
