@@ -323,6 +323,7 @@ class Hardware:
     memcpy_clean_fixed_s: float | None = from_profile("kernel.memcpy_clean_fixed_us", default=None)
     reduce_kernel: dict[str, float] = from_profile("reduce_kernel", default_factory=dict)
     softmax_kernel: dict[str, float] = from_profile("softmax_kernel", default_factory=dict)
+    layer_norm_kernel: dict[str, float] = from_profile("layer_norm_kernel", default_factory=dict)
     # backend -> (tensor-core efficiency, s per score element per SM forward, backward, causal key tile)
     attention_backends: dict[str, tuple[float, float, float, int]] = derived(_attention_backends, default_factory=dict)
     attention_default_backend: str = from_profile("efficiency.attention_default_backend", default="flash")

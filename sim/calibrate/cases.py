@@ -205,8 +205,9 @@ def cases_from_raw(groups: dict[str, list[dict[str, Any]]]) -> list[Case]:
 
 def _l2_cold_cases(records: list[dict[str, Any]]) -> list[Case]:
     """Small-M GEMMs, PyTorch sums and copies at calibration shapes profiled after a read-only L2 flush (a
-    clean cold L2; sim.calibrate.gpu.heldout_l2, set cal): families gemm_cold, reduction_cold and copy_cold; and
-    the copies of the same sizes after the flush that writes (family copy_dirty: no fit uses them)."""
+    clean cold L2; sim.calibrate.gpu.heldout_l2, set cal): families gemm_cold, reduction_cold and copy_cold; the
+    copies of the same sizes after the flush that writes (family copy_dirty: no fit uses them); and the layer norm
+    and RMS norm forwards after the clean flush and warm (family norm_cal: profile layer_norm_kernel's fit)."""
     import dataclasses
 
     out = []
@@ -218,6 +219,13 @@ def _l2_cold_cases(records: list[dict[str, Any]]) -> list[Case]:
             case = profiled_copy(rec)
             if case is not None:
                 out.append(dataclasses.replace(case, family="copy_dirty"))
+            continue
+        if rec.get("bench") == "norm" and rec.get("l2_state") in ("clean", "warm"):
+            # layer norm and RMS norm forwards, the input in HBM (clean) or in L2 (warm): family norm_cal
+            case = _profiled_reduction({**rec, "bench": "layernorm_fwd" if rec.get("op") == "layer_norm_fwd"
+                                        else "rmsnorm_fwd"})
+            if case is not None:
+                out.append(dataclasses.replace(case, family="norm_cal"))
             continue
         if rec.get("l2_state") != "clean":
             continue
@@ -264,8 +272,10 @@ def _reduction(rec: dict[str, Any]) -> Case | None:
         # layer norm: statistics pass + normalize pass; softmax: max, sum of exp, normalize.
         math = {"add": 3, "mul": 3} if bench == "layernorm_fwd" else {"exp": 2, "add": 2, "mul": 1}
         passes = 2 if bench == "layernorm_fwd" else 3
-        # softmax: ATen's own kernel for the row length (impl torch_softmax; `passes` where the profile has none)
-        impl = {"impl": "torch_softmax"} if bench == "softmax_fwd" else {}
+        # ATen's own kernels: softmax's for the row length (impl torch_softmax), layer norm's vectorized one (impl
+        # torch_layer_norm); `passes` where the profile has no such section
+        impl = ({"impl": "torch_softmax"} if bench == "softmax_fwd"
+                else {"impl": "torch_layer_norm", "l2": "cold"})  # timed after an L2 flush: the input in HBM
         op = Op(name=bench, kind="reduction", reads=("x",), writes=("y",),
                 attrs=MappingProxyType({"rows": rows, "cols": cols, "passes": passes, **impl,
                                         "math": MappingProxyType(math)}))
@@ -325,9 +335,16 @@ def _profiled_reduction(rec: dict[str, Any]) -> Case | None:
         return Op(name=name, kind="reduction", reads=reads, writes=writes, launch=launch,
                   attrs=MappingProxyType({"rows": rows, "cols": cols, **attrs}))
 
-    if bench == "layernorm_fwd":
-        ops = [red(bench, ("x", "v"), ("y",), passes=2, math=MappingProxyType({"add": 3, "mul": 3}),
-                   launch=LaunchConfig(block=128, regs_per_thread=32))]
+    regs = next((int(k["registers_per_thread"]) for k in kernels if k.get("registers_per_thread")), None)
+    if bench in ("layernorm_fwd", "rmsnorm_fwd"):
+        # ATen's vectorized kernel (impl torch_layer_norm; RMS norm: the same kernel without the mean, impl
+        # torch_rms_norm), with the profiled kernel's registers and the input where the record had it; a row that
+        # is not whole vectors keeps the two-pass row-wise description
+        ln = bench == "layernorm_fwd"
+        math = {"add": 3, "mul": 3} if ln else {"fma": 2, "rsqrt": 1}
+        ops = [red(bench, ("x", "v"), ("y",), passes=2, math=MappingProxyType(math),
+                   impl="torch_layer_norm" if ln else "torch_rms_norm", l2=l2,
+                   launch=LaunchConfig(block=128, regs_per_thread=regs or (32 if ln else 27)))]
         tensors = [x, y, vec]
     elif bench == "layernorm_bwd":
         g = Tensor("g", (rows, cols), "bf16")
@@ -339,7 +356,6 @@ def _profiled_reduction(rec: dict[str, Any]) -> Case | None:
     elif bench == "softmax_fwd":
         # ATen's own choice of kernel and layout for the row length (impl torch_softmax), with the profiled
         # kernel's register count where the record has it; generic_softmax gives the row-wise description
-        regs = next((int(k["registers_per_thread"]) for k in kernels if k.get("registers_per_thread")), None)
         ops = [red(bench, ("x",), ("y",), impl="torch_softmax", math=MappingProxyType({"exp": 1, "add": 2, "mul": 1}),
                    launch=LaunchConfig(regs_per_thread=regs) if regs else None)]
         tensors = [x, y]
@@ -364,13 +380,18 @@ def generic_softmax(case: Case) -> Case:
     ATen runs past 1024 columns (its warp kernel up to 2048, then the register, shared-memory or three-sweep
     kernel: sim.costmodel.reduction.torch_softmax_config), but it is the description the step's fit has
     always used; the step fitted on the layer norms and sums alone moves from 98 to 214 ns and prices the
-    layer norms inside the validated model steps too slow (issue 18 note, 2026-12-02). Other cases as they are."""
+    layer norms inside the validated model steps too slow (issue 18 note, 2026-12-02). A layer norm forward
+    (impl torch_layer_norm) likewise loses its impl: the two-pass row-wise description of its op. Other cases
+    as they are."""
     import dataclasses
 
     op = case.graph.ops[0] if case.graph.ops else None
-    if op is None or op.attrs.get("impl") != "torch_softmax":
+    if op is None or op.attrs.get("impl") not in ("torch_softmax", "torch_layer_norm", "torch_rms_norm"):
         return case
     attrs = {k: v for k, v in op.attrs.items() if k != "impl"}
+    if op.attrs.get("impl") in ("torch_layer_norm", "torch_rms_norm"):
+        attrs.pop("l2", None)
+        return dataclasses.replace(case, graph=case.graph.with_ops([op.with_(attrs=attrs)]))
     if not case.profiled:  # a timed record: already the generic description (three sweeps, the default block)
         generic = op.with_(attrs=attrs)
     else:

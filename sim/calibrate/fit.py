@@ -390,7 +390,8 @@ def fit_model_based(raw: RawData, hw: Any) -> list[Fitted]:
         # path is fitted next, on the same records, the softmax kernels' law after them (fit_softmax_steps)
         from sim.calibrate.cases import generic_softmax
 
-        v, sp = _scale_fit([generic_softmax(c) for c in reds], dataclasses.replace(hw, reduce_kernel={}, softmax_kernel={}),
+        v, sp = _scale_fit([generic_softmax(c) for c in reds],
+                           dataclasses.replace(hw, reduce_kernel={}, softmax_kernel={}, layer_norm_kernel={}),
                            "reduction_step_s", [1e-9 * (2 + 2 * i) for i in range(150)])
         hw = dataclasses.replace(hw, reduction_step_s=v)
         out.append(Fitted("compute", "reduction_step_ns", round(v * 1e9, 1), raw.file_of("kernel_configs"),
@@ -406,6 +407,10 @@ def fit_model_based(raw: RawData, hw: Any) -> list[Fitted]:
         assert isinstance(soft.value, float)
         hw = dataclasses.replace(hw, softmax_kernel={**hw.softmax_kernel, soft.key: soft.value})
         out.append(soft)
+    for ln in fit_layer_norm(cases, hw, raw):
+        assert isinstance(ln.value, float)
+        hw = dataclasses.replace(hw, layer_norm_kernel={**hw.layer_norm_kernel, ln.key: ln.value})
+        out.append(ln)
     out += (thin := fit_thin_stream(raw, hw))
     if thin:  # the fits below see the K loop as fitted
         hw = dataclasses.replace(hw, gemm_thin_fill_s=float(thin[0].value) * 1e-6,  # type: ignore[arg-type]
@@ -1424,6 +1429,83 @@ def fit_softmax_steps(cases: list[Any], hw: Any, raw: RawData) -> list[Fitted]:
                           f"group): {what}",
                           {record_id(c.record) for c in sel}, spread=g.spread["v"]))
     return out
+
+
+# The layer-norm kernel's fitted times (profile layer_norm_kernel.KEY): grid, what it is
+LAYER_NORM_GRIDS = {
+    "iter_ns": ([300.0 + 10.0 * i for i in range(121)],
+                "one iteration's round trip of a layer norm thread's two loops, the input in HBM"),
+    "iter_ns_warm": ([100.0 + 10.0 * i for i in range(131)],
+                     "one iteration's round trip of a layer norm thread's two loops, the input in L2"),
+    "block_ns": ([5.0 * (i + 1) for i in range(80)], "an SM's own work per layer norm block"),
+    "rms_iter_ns": ([300.0 + 10.0 * i for i in range(121)],
+                    "one iteration's round trip of an RMS norm thread's two loops, the input in HBM"),
+    "rms_iter_ns_warm": ([100.0 + 10.0 * i for i in range(131)],
+                         "one iteration's round trip of an RMS norm thread's two loops, the input in L2"),
+    "rms_block_ns": ([5.0 * (i + 1) for i in range(80)], "an SM's own work per RMS norm block"),
+    "stream_gbps": ([2000.0 + 20.0 * i for i in range(116)], "the rate of a wave's bytes"),
+}
+LAYER_NORM_ROUNDS = 3
+LAYER_NORM_MIN_CASES = 3
+
+
+def fit_layer_norm(cases: list[Any], hw: Any, raw: RawData) -> list[Fitted]:
+    """layer_norm_kernel's times (LAYER_NORM_GRIDS; sim.costmodel.reduction _torch_layer_norm_cost): least squares
+    (log time) over the calibration's layer norm and RMS norm forwards that run ATen's vectorized kernel (`impl:
+    torch_layer_norm` / `torch_rms_norm`: the profiled ones of kernel_configs and l2_cold's norm_cal, the timed
+    ones of reduction), jointly by coordinate descent (LAYER_NORM_ROUNDS rounds over the keys, each on its grid
+    with the others at their latest values); each interval is the bootstrap over the cases with the others held at
+    their fits. A key that fewer than LAYER_NORM_MIN_CASES records depend on (RMS norm's in a raw folder without
+    norm_cal; the cold round trip in a quick calibration's) keeps the profile's value.
+    Nothing without the profile's layer_norm_kernel section or without such records."""
+    import dataclasses
+
+    from sim.costmodel.reduction import torch_layer_norm_config
+
+    if "iter_ns" not in hw.layer_norm_kernel:
+        return []
+    sel: list[Any] = []
+    for c in cases:
+        op = c.graph.ops[0] if len(c.graph.ops) == 1 else None
+        if (op is not None and op.attrs.get("impl") in ("torch_layer_norm", "torch_rms_norm")
+                and torch_layer_norm_config(hw, int(op.attrs["cols"])) is not None):
+            sel.append(c)
+    if not sel:
+        return []
+    def hw_with(vals: dict[str, float]) -> Any:
+        return dataclasses.replace(hw, layer_norm_kernel={**hw.layer_norm_kernel, **vals})
+
+    # a key is fitted where at least LAYER_NORM_MIN_CASES records move by more than 1 % when it moves by 20 % (a
+    # quick calibration's few warm layer norms pin no cold round trip): the others keep the profile's value
+    base_us = [c.predicted_us(hw) for c in sel]
+
+    def moved(key: str) -> int:
+        h = hw_with({key: 1.2 * float(hw.layer_norm_kernel[key])})
+        return sum(1 for c, p in zip(sel, base_us, strict=True) if abs(c.predicted_us(h) / p - 1) > 0.01)
+
+    keys = [k for k in LAYER_NORM_GRIDS if k in hw.layer_norm_kernel and moved(k) >= LAYER_NORM_MIN_CASES]
+    if not keys:
+        return []
+    values = {k: float(hw.layer_norm_kernel[k]) for k in keys}
+
+    spreads: dict[str, tuple[float, float]] = {}
+    for _ in range(LAYER_NORM_ROUNDS):
+        for key in keys:
+            def hw_for(cand: dict[str, float], key: str = key) -> Any:
+                return hw_with({**values, key: cand["v"]})
+
+            g = _grid_fit(sel, [{"v": v} for v in LAYER_NORM_GRIDS[key][0]], hw_for)
+            values[key] = g.best["v"]
+            spreads[key] = g.spread["v"]
+    ids = {record_id(c.record) for c in sel}
+    n_rms = sum(1 for c in sel if c.graph.ops[0].attrs["impl"] == "torch_rms_norm")
+    src = raw.file_of("l2_cold") if n_rms else raw.file_of("reduction")
+    return [Fitted("layer_norm_kernel", key, round(values[key], 2), src,
+                   f"least squares (log time) over {len(sel) - n_rms} layer norm and {n_rms} RMS norm forwards that run "
+                   "ATen's vectorized kernel (profiled: kernel_configs and l2_cold's norm_cal, clean and warm; timed: "
+                   f"reduction): {LAYER_NORM_GRIDS[key][1]}, fitted jointly with the other {len(keys) - 1} keys "
+                   f"({LAYER_NORM_ROUNDS} rounds of coordinate descent; interval: bootstrap with the others held)",
+                   ids, spread=spreads[key]) for key in keys]
 
 
 def _provenance(f: Fitted | None, raw_file: str, fit: str, device: str, date: str) -> dict[str, Any]:

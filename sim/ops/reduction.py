@@ -36,11 +36,14 @@ class ReductionOp(OpBase):
     axis: Literal["cols", "rows"] = Field(default="cols", description="the axis reduced: cols (row-wise, e.g. layer norm) or rows (column sums, e.g. bias gradients)")
     passes: Expr = 1
     math: dict[str, Expr] = Field(default_factory=dict)
-    impl: Literal["torch_softmax"] | None = Field(
+    impl: Literal["torch_softmax", "torch_layer_norm", "torch_rms_norm"] | None = Field(
         default=None,
         description="torch_softmax: PyTorch's softmax forward over the last dimension -- priced as the kernel ATen picks "
                     "for the row length (warp, register, shared-memory or three-sweep kernel: the profile's "
-                    "softmax_kernel), whatever `passes` says; import-trace sets it from the kernel's name")
+                    "softmax_kernel), whatever `passes` says; torch_layer_norm / torch_rms_norm: PyTorch's layer "
+                    "norm / RMS norm forward -- ATen's vectorized kernel, a block per row (the profile's "
+                    "layer_norm_kernel; a row that is not whole 4-element vectors keeps the row-wise description); "
+                    "import-trace sets them from the kernel's name")
 
 
 REDUCTION_MATH: dict[str, dict[str, float]] = {
@@ -57,6 +60,10 @@ REDUCTION_MATH: dict[str, dict[str, float]] = {
 # ATen's softmax forward kernels over the last dimension (SoftMax.cu host_softmax, PersistentSoftmax.cuh); log-softmax
 # runs the same kernels with another epilogue and is not marked
 ATEN_SOFTMAX_KERNEL = re.compile(r"softmax_warp_forward|cunn_SoftMaxForward(Reg|Smem)?\b|cunn_SoftMaxForward<")
+# ATen's vectorized layer-norm forward (layer_norm_kernel.cu: vectorized_layer_norm_kernel<T, T_ACC, rms_norm>);
+# RMS norm runs it with its rms flag (true): no Welford updates, its own times (profile layer_norm_kernel rms_*)
+ATEN_LAYER_NORM_KERNEL = re.compile(r"vectorized_layer_norm_kernel<[^>]*,\s*(false|true)>")
+LAYER_NORM_OPS = {"native_layer_norm": "false", "layer_norm": "false", "_fused_rms_norm": "true", "rms_norm": "true"}
 
 
 def nll_shapes(op: CpuOp, prefix: str, backward: bool) -> Inferred | None:
@@ -86,6 +93,10 @@ def reduction_shapes(op: CpuOp, prefix: str, kernel_name: str) -> Inferred | Sha
         found = streaming_fields(op, "reduction", prefix, REDUCTION_MATH[short])
         if found is not None and short in ("_softmax", "softmax") and ATEN_SOFTMAX_KERNEL.search(kernel_name):
             found.fields["impl"] = "torch_softmax"  # one of host_softmax's last-dimension kernels ran
+        ln = ATEN_LAYER_NORM_KERNEL.search(kernel_name)
+        if found is not None and ln is not None and LAYER_NORM_OPS.get(short) == ln.group(1):
+            # the vectorized forward ran (not the two-kernel fallback), with the flag of the op's kind
+            found.fields["impl"] = "torch_rms_norm" if ln.group(1) == "true" else "torch_layer_norm"
     else:
         return None
     return found if found is not None else UNKNOWN

@@ -706,6 +706,18 @@ class HardwareProfileFile(Strict):
         " registers warp_base_regs + the elements a lane holds; absent: softmax is priced as the row-wise"
         " reduction its op describes",
     )
+    layer_norm_kernel: dict[str, PositiveQuantity] = Field(
+        default_factory=dict,
+        description="PyTorch's layer norm and RMS norm forward over the last dimension (ATen's"
+        " vectorized_layer_norm_kernel, one block of `threads` per row, loads of vec_elems elements, `regs`"
+        " registers a thread): its times (sim/costmodel/reduction.py): iter_ns, the round trip of one iteration of"
+        " a thread's loops (a load of the statistics pass, a load and store of the normalize pass), the input in"
+        " HBM, and iter_ns_warm, in L2 (an op not marked l2: cold whose input fits reread_l2_share of it); stream_gbps,"
+        " the rate of a wave's bytes per iteration (the row read again from HBM where the resident rows pass"
+        " reread_l2_share of the L2); block_ns, an SM's own work per block; rms_iter_ns, rms_iter_ns_warm and"
+        " rms_block_ns, the same for RMS norm (the kernel with its rms flag); absent: layer norm is priced as the"
+        " row-wise reduction its op describes",
+    )
     primitives: dict[str, PositiveQuantity] = Field(
         default_factory=dict,
         description="sort / scan / unique (CUB device-wide algorithms): radix_digit_bits, scan_passes,"

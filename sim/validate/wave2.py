@@ -5,6 +5,7 @@ H200s (calibration/h200x2/comm). Rows that a fit used are labelled "calibrated",
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -164,9 +165,10 @@ def wave8_pipe_mix_rows(hw: Hardware, path: Path, machine: str = "Y") -> list[Ro
 SOFTMAX_HELDOUT = Path("validation") / "h200" / "softmax_heldout" / "softmax_heldout.json"
 
 
-def softmax_heldout_rows(hw: Hardware, path: Path, machine: str = "sm") -> list[Row]:
-    """Rows of table heldout_softmax: each softmax forward in each L2 state it was profiled in (the state is in
-    the label; the model prices both alike: sim.costmodel.reduction._torch_softmax_cost has no L2 state)."""
+def _profiled_heldout_rows(hw: Hardware, path: Path, table: str, machine: str,
+                           family: Callable[[Any], str]) -> list[Row]:
+    """Rows of one profiled held-out file (every record unseen, each in each L2 state it was profiled in: the
+    state is in the label): `family(case)` names each row's family."""
     if not path.is_file():
         return []
     rows = []
@@ -174,11 +176,39 @@ def softmax_heldout_rows(hw: Hardware, path: Path, machine: str = "sm") -> list[
         rec = case.record
         if case.measured_us <= 0 or rec.get("uneven_calls"):
             continue
-        dtype = {"bfloat16": "bf16", "float32": "fp32"}.get(str(rec.get("dtype")), str(rec.get("dtype")))
-        rows.append(Row("heldout_softmax", case.family.removesuffix("_heldout"),
-                        f"softmax_fwd {dtype} {rec['rows']}x{rec['cols']} {rec.get('l2_state', 'warm')} [{machine}]",
+        dtype = {"bfloat16": "bf16", "float32": "fp32", "float16": "fp16"}.get(str(rec.get("dtype")), str(rec.get("dtype")))
+        rows.append(Row(table, family(case),
+                        f"{rec['op']} {dtype} {rec['rows']}x{rec['cols']} {rec.get('l2_state', 'warm')} [{machine}]",
                         "unseen", case.measured_us, case.predicted_us(hw), group=machine))
     return rows
+
+
+def softmax_heldout_rows(hw: Hardware, path: Path, machine: str = "sm") -> list[Row]:
+    """Rows of table heldout_softmax: each softmax forward in each L2 state it was profiled in (the model prices
+    both alike: sim.costmodel.reduction._torch_softmax_cost has no L2 state)."""
+    return _profiled_heldout_rows(hw, path, "heldout_softmax", machine, lambda c: c.family.removesuffix("_heldout"))
+
+
+# PyTorch's layer norm and RMS norm forwards at row counts, lengths and dtypes no fit uses (issue 18;
+# scripts/norm_heldout.py): table heldout_norm, every record unseen, both L2 states (clean, warm)
+NORM_HELDOUT = Path("validation") / "h200" / "norm_heldout" / "norm_heldout.json"
+
+
+def norm_heldout_rows(hw: Hardware, path: Path, machine: str = "sn") -> list[Row]:
+    """Rows of table heldout_norm: each layer norm / RMS norm forward in each L2 state it was profiled in (clean:
+    the op is `l2: cold`). Families: layer_norm (ATen's vectorized kernel, impl torch_layer_norm), rms_norm (the
+    same kernel with its rms flag, impl torch_rms_norm) and layer_norm_fallback (rows that are not whole vectors:
+    ATen's two kernels, priced as the op's two-pass row-wise description)."""
+    from sim.costmodel.reduction import torch_layer_norm_config
+
+    def family(case: Any) -> str:
+        rec = case.record
+        if rec["op"] == "rms_norm_fwd":
+            return "rms_norm"
+        vectorized = not hw.layer_norm_kernel or torch_layer_norm_config(hw, int(rec["cols"])) is not None
+        return "layer_norm" if vectorized else "layer_norm_fallback"
+
+    return _profiled_heldout_rows(hw, path, "heldout_norm", machine, family)
 
 
 def wave2_rows(hw: Hardware, root: Path) -> list[Row]:
@@ -191,6 +221,7 @@ def wave2_rows(hw: Hardware, root: Path) -> list[Row]:
         rows += wave4_kernel_rows(hw, root / path, machine=machine, table=f"{table}_dirty", state="dirty")
     rows += wave8_pipe_mix_rows(hw, root / WAVE8_PIPE_MIX)
     rows += softmax_heldout_rows(hw, root / SOFTMAX_HELDOUT)
+    rows += norm_heldout_rows(hw, root / NORM_HELDOUT)
     try:
         load_profile("h200-nvl2")
     except InputError:  # an installed copy without the 2-GPU profile validates the rest

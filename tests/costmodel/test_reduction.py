@@ -266,5 +266,125 @@ def test_a_workload_names_pytorchs_softmax() -> None:
     graph = Graph(name="g", kind="training", params=MappingProxyType({}), ops=(op,),
                   tensors=MappingProxyType({n: Tensor(n, (4096, 8192), "bf16") for n in ("x", "y")}))
     assert price(op, graph, load_profile("h200-sxm")).detail["softmax_kernel"] == "reg"
+    for impl, kernel in (("torch_layer_norm", "vectorized"), ("torch_rms_norm", "rms")):
+        spec = WorkloadFile.model_validate(doc(impl))
+        [(raw, path)] = flat_ops(spec, dict(spec.parameters), "w.yaml")
+        norm = build_op(raw, dict(spec.parameters), file="w.yaml", path=path, mode=spec.mode)
+        assert price(norm, graph, load_profile("h200-sxm")).detail["layer_norm_kernel"] == kernel
     with pytest.raises(ValidationError):
         WorkloadFile.model_validate(doc("cudnn"))
+
+
+def _layer_norm_kernels() -> list[tuple[str, int, int, str, list[int]]]:
+    """(op, rows, cols, ATen kernel, block) of every profiled layer norm / RMS norm forward committed (calibration
+    and held-out sets): `vectorized` or `fallback` (row moments, then normalize), from the kernel names."""
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    out = []
+    for rel in ("calibration/h200/raw/kernel_configs.json", "validation/h200/heldout_kernels/A.json",
+                "validation/h200/norm_heldout/norm_heldout.json"):
+        for rec in json.loads((root / rel).read_text())["records"]:
+            op = rec.get("op") or rec.get("bench")
+            if op not in ("layernorm_fwd", "layer_norm_fwd", "rms_norm_fwd"):
+                continue
+            kern = [k for k in rec["kernels"] if "Memset" not in k["name"]]
+            kind = "vectorized" if len(kern) == 1 and "vectorized_layer_norm_kernel" in kern[0]["name"] else "fallback"
+            out.append((op, int(rec["rows"]), int(rec["cols"]), kind, list(kern[0]["block"])))
+    return out
+
+
+def test_pytorch_layer_norm_dispatch_picks_the_profiled_kernel() -> None:
+    # ATen's vectorized layer norm as data (profile layer_norm_kernel): a block of 32 x 4 threads per row while a
+    # row is whole 4-element vectors (768..16384 columns, bf16, fp16, fp32; RMS norm too), else its two kernels
+    from sim.costmodel.reduction import torch_layer_norm_config
+    from sim.hardware import load_profile
+
+    hw = load_profile("h200-sxm")
+    seen = _layer_norm_kernels()
+    assert {k for *_, k, _ in seen} == {"vectorized", "fallback"} and len(seen) >= 150
+    for _op, _rows, cols, kind, block in seen:
+        cfg = torch_layer_norm_config(hw, cols)
+        assert (cfg is not None) == (kind == "vectorized"), (cols, kind)
+        if cfg is not None:
+            assert block[0] * block[1] == cfg["threads"]
+    assert torch_layer_norm_config(hw, 8192) == {"threads": 128, "iterations": 16}
+    assert torch_layer_norm_config(hw, 768) == {"threads": 128, "iterations": 2}
+
+
+def _ln(hw: Hardware, rows: int, cols: int, dtype: str = "bf16", **attrs: Any):  # type: ignore[no-untyped-def]
+    return kernel_cost(*one_op_graph("reduction", {"rows": rows, "cols": cols, "impl": "torch_layer_norm",
+                                                   "passes": 2, **attrs},
+                                     {"x": ((rows, cols), dtype), "y": ((rows, cols), dtype)},
+                                     reads=("x",), writes=("y",)), hw)
+
+
+def test_the_layer_norm_kernel_waits_per_iteration_then_streams(testgpu: Hardware) -> None:
+    # test profile: 100 SMs, 2 us fixed; the kernel: 128 threads x 4 elements (512 a loop iteration), 32 registers
+    # (16 blocks per SM on this profile's register file), 1 us an iteration's round trip, 2000 GB/s, 100 ns of an
+    # SM's work per block, the re-read from HBM past half the L2
+    import dataclasses
+
+    lk = {"threads": 128.0, "vec_elems": 4.0, "regs": 32.0, "iter_ns": 1000.0, "stream_gbps": 2000.0,
+          "block_ns": 100.0, "reread_l2_share": 0.5}
+    hw = dataclasses.replace(testgpu, layer_norm_kernel=lk)
+    bps = _ln(hw, 100, 512).detail["blocks_per_sm"]
+    # one block per SM, 8 iterations: the round trip dominates (a wave's slice: 100 x 128 x 4 x 2 B x 2 = 204800 B
+    # an iteration, 0.1 us at 2000 GB/s)
+    few = _ln(hw, 100, 4096)
+    assert few.detail["iterations"] == 8 and few.detail["waves"] == 1
+    assert few.time_s == pytest.approx(2e-6 + 8 * 1e-6 + 100e-9, rel=1e-9)
+    # a full wave on every SM: each iteration is the wave's bytes at the stream rate when they take longer
+    # (16 x 100 x 128 x 4 x 2 B x 2 = 3.3 MB an iteration: 1.64 us; 13 MB resident, below half the 50 MB L2)
+    assert bps == 16
+    full = _ln(hw, 100 * bps, 4096)
+    assert not full.detail["reread_from_hbm"]
+    assert full.time_s == pytest.approx(2e-6 + 8 * (16 * 100 * 128 * 4 * 2 * 2 / 2000e9) + 16 * 100e-9, rel=1e-9)
+    # twice the rows: twice the waves and blocks
+    double = _ln(hw, 2 * 100 * bps, 4096)
+    assert double.memory_s == pytest.approx(2 * full.memory_s, rel=1e-9)
+    # the row re-read from HBM once the rows resident at once pass half the L2 (testgpu's L2 in bytes)
+    # (16384 columns: 52 MB resident; each iteration's slice read, written and read again: 3 x 1.64 us)
+    past = _ln(hw, 100 * bps, 16384)
+    assert past.detail["reread_from_hbm"]
+    assert past.time_s == pytest.approx(2e-6 + 32 * (16 * 100 * 128 * 4 * 2 * 3 / 2000e9) + 16 * 100e-9, rel=1e-9)
+    assert not _ln(hw, 100, 512).detail["reread_from_hbm"]
+    # a row that is not whole vectors: ATen's fallback, the op's two-pass row-wise description
+    assert "layer_norm_kernel" not in _ln(hw, 1000, 1030).detail
+    # the input in L2 (not `l2: cold`, and it fits half the L2): the warm round trip; RMS norm: its own keys
+    warm = dataclasses.replace(hw, layer_norm_kernel={**lk, "iter_ns_warm": 400.0, "rms_iter_ns": 700.0,
+                                                      "rms_iter_ns_warm": 300.0, "rms_block_ns": 50.0})
+    assert _ln(warm, 100, 4096).time_s == pytest.approx(2e-6 + 8 * 400e-9 + 100e-9, rel=1e-9)
+    assert _ln(warm, 100, 4096, l2="cold").time_s == pytest.approx(few.time_s, rel=1e-9)
+    rms = kernel_cost(*one_op_graph("reduction", {"rows": 100, "cols": 4096, "impl": "torch_rms_norm", "l2": "cold"},
+                                    {"x": ((100, 4096), "bf16"), "y": ((100, 4096), "bf16")},
+                                    reads=("x",), writes=("y",)), warm)
+    assert rms.detail["layer_norm_kernel"] == "rms" and rms.time_s == pytest.approx(2e-6 + 8 * 700e-9 + 50e-9, rel=1e-9)
+    # no layer_norm_kernel section: the row-wise description
+    assert "layer_norm_kernel" not in _ln(testgpu, 1000, 4096).detail
+
+
+def test_an_imported_layer_norm_names_atens_vectorized_kernel() -> None:
+    # import-trace: aten::native_layer_norm whose kernel is ATen's vectorized forward is marked impl torch_layer_norm,
+    # aten::_fused_rms_norm whose kernel is the same with its rms flag impl torch_rms_norm; the two-kernel fallback
+    # and a flag that does not match the op are not
+    from sim.ingest.kineto import CpuOp
+    from sim.ops.reduction import reduction_shapes
+
+    def op(name: str) -> CpuOp:
+        return CpuOp(index=0, name=name, ts=0.0, end=1.0, tid=1, input_dims=[[8, 512, 4096], [], [4096], [4096], []],
+                     input_types=["c10::BFloat16", "ScalarList", "c10::BFloat16", "c10::BFloat16", "Scalar"],
+                     concrete=None, args={})
+
+    vec = ("void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float, false>"
+           "(int, float, c10::BFloat16 const*, c10::BFloat16 const*, c10::B")
+    found = reduction_shapes(op("aten::native_layer_norm"), "k", vec)
+    fields = found.fields  # type: ignore[union-attr]
+    assert fields["impl"] == "torch_layer_norm" and (fields["rows"], fields["cols"]) == (8 * 512, 4096)
+    rms = vec.replace("float, false>", "float, true>")
+    assert reduction_shapes(op("aten::_fused_rms_norm"), "k", rms).fields["impl"] == "torch_rms_norm"  # type: ignore[union-attr]
+    assert "impl" not in reduction_shapes(op("aten::native_layer_norm"), "k", rms).fields  # type: ignore[union-attr]
+    assert "impl" not in reduction_shapes(op("aten::_fused_rms_norm"), "k", vec).fields  # type: ignore[union-attr]
+    moments = "void at::native::(anonymous namespace)::RowwiseMomentsCUDAKernel<c10::BFloat16, float>"
+    assert "impl" not in reduction_shapes(op("aten::native_layer_norm"), "k", moments).fields  # type: ignore[union-attr]

@@ -18,9 +18,9 @@ are never confused with the flush's reduction.
 
 Parts (in this order; the budget stops starting new cases, the file stays valid JSON):
 - gemm_w3 / copy_w3 / sum_w3: exactly the third wave's shapes (wave3_gpu.run_gemm / run_copy / run_reduction);
-- gemm_cal / sum_cal / copy_cal / row_sum_cal: calibration-split shapes (``set: cal``; a fit may use them, no
-  held-out set has them): what a cold-L2 parameter is fitted on (row_sum_cal: few-block row sums of 20-44
-  loop iterations, x.sum(1) only);
+- gemm_cal / sum_cal / copy_cal / row_sum_cal / norm_cal: calibration-split shapes (``set: cal``; a fit may use
+  them, no held-out set has them): what a cold-L2 parameter is fitted on (row_sum_cal: few-block row sums of 20-44
+  loop iterations, x.sum(1) only; norm_cal: layer norm and RMS norm forwards, fitted in every state);
 - gemm_new / copy_new / sum_new: shapes no fit, no correction table and no earlier held-out set uses;
 - fused_new: the Triton bias+GELU+dropout forward at a hidden size (6144), token counts and
   warps per block (2, 16) no earlier set used, clean L2 only.
@@ -70,6 +70,11 @@ CAL_SUM = [(r, 4096) for r in (12, 40, 160, 640, 2560, 10240)] + [(r, 1024) for 
 # iteration and entry traded off: 155 ns fitted vs 213 ns per iteration measured on few-block row sums, issue 16).
 # Shapes no held-out set uses (W3_SUM, NEW_SUM) and on the training side of sim.calibrate.raw.held_out.
 CAL_ROW_SUM = [(28, 2560), (56, 4608), (44, 5632)]
+# calibration-split layer norm and RMS norm forwards (F.layer_norm, F.rms_norm; ATen's vectorized kernel) over the
+# calibration's row counts and powers-of-two widths (the reduction group's layer norms), bf16, in every state: what
+# profile layer_norm_kernel is fitted on. The held-out sets (heldout_kernels, validation/h200/norm_heldout) use
+# other row counts.
+CAL_NORM = [(r, c) for r in (512, 2048, 8192, 32768) for c in (1024, 2048, 4096, 8192)]
 
 _CLEAN_BUF: Any = None
 _SINK: Any = None
@@ -212,6 +217,27 @@ def _sums(c: L2Ctx, cases: list[tuple[int, int]], tag: str, dims: tuple[int, ...
         c.attempt(f"sum {tag} {rows}x{cols}", one)
 
 
+def _norm(c: L2Ctx, cases: list[tuple[int, int]], tag: str) -> None:
+    """F.layer_norm (weight and bias) and F.rms_norm (weight) of each (rows, cols) bf16 case under no_grad, in
+    every state."""
+    import torch
+
+    for rows, cols in cases[:1] if c.smoke else cases:
+        def one(rows: int = rows, cols: int = cols) -> None:
+            x = torch.randn(rows, cols, device="cuda", dtype=torch.bfloat16)
+            w = torch.randn(cols, device="cuda", dtype=torch.bfloat16)
+            b = torch.randn(cols, device="cuda", dtype=torch.bfloat16)
+            # torch.layer_norm / torch.rms_norm: what F.layer_norm / F.rms_norm call
+            fns = {"layer_norm_fwd": lambda: torch.layer_norm(x, (cols,), w, b),
+                   "rms_norm_fwd": lambda: torch.rms_norm(x, (cols,), w)}
+            with torch.no_grad():
+                for op, fn in fns.items():
+                    for st in c.states:
+                        c.rf.add({"bench": "norm", "op": op, "set": tag, "l2_state": st, "rows": rows, "cols": cols,
+                                  "dtype": "bfloat16", **profiled_state(fn, st)})
+        c.attempt(f"norm {tag} {rows}x{cols}", one)
+
+
 def _fused(c: L2Ctx) -> None:
     import torch
 
@@ -249,6 +275,7 @@ PARTS: dict[str, Callable[[L2Ctx], None]] = {
     "sum_cal": lambda c: _sum(c, CAL_SUM, "cal"),
     "copy_cal": lambda c: _copy(c, CAL_COPY_KIB, "cal"),
     "row_sum_cal": lambda c: _row_sum(c, CAL_ROW_SUM, "cal"),
+    "norm_cal": lambda c: _norm(c, CAL_NORM, "cal"),
     "gemm_new": lambda c: _gemm(c, NEW_GEMM, "new"),
     "copy_new": lambda c: _copy(c, NEW_COPY_KIB, "new"),
     "sum_new": lambda c: _sum(c, NEW_SUM, "new"),
@@ -276,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
         n = {"gemm_w3": len(W3_GEMM), "copy_w3": len(W3_COPY_KIB), "sum_w3": 2 * len(W3_SUM),
              "gemm_new": len(NEW_GEMM), "copy_new": len(NEW_COPY_KIB), "sum_new": 2 * len(NEW_SUM), "fused_new": 24,
              "gemm_cal": len(CAL_GEMM), "copy_cal": len(CAL_COPY_KIB), "sum_cal": 2 * len(CAL_SUM),
-             "row_sum_cal": len(CAL_ROW_SUM)}
+             "row_sum_cal": len(CAL_ROW_SUM), "norm_cal": 2 * len(CAL_NORM)}
         print(f"parts {parts}; cases {sum(n[p] for p in parts)} x states {list(STATES)}; "
               f"budget {ns.budget_s} s; out {ns.out}")
         return 0

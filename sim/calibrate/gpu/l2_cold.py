@@ -6,7 +6,8 @@ after a read-only L2 flush (and, for reference, after a dirtying flush and with 
 The shipped calibration/h200/raw/l2_cold.json holds sim.calibrate.gpu.heldout_l2's records of set
 ``cal`` (the parts gemm_cal, sum_cal, copy_cal); this measures those parts with the same code and (since
 2026-12-02) row_sum_cal: three few-block row sums of 20-44 loop iterations that separate the cold loop's
-iteration from its entry (the fit reads them where a raw folder has them). It writes them as
+iteration from its entry (the fit reads them where a raw folder has them) and, since 2026-12-02 too, norm_cal:
+layer norm and RMS norm forwards in every L2 state (profile layer_norm_kernel). It writes them as
 DIR/l2_cold.json (group ``l2_cold``), which the fits of kernel.memcpy_clean_fixed_us, gemm.cold_ramp_us
 and the cold reduction kernels read (sim/calibrate/fit.py; only the ``clean`` records
 are fitted). It never measures the held-out sets (``w3``, ``new``): those shapes stay unseen by any fit.
@@ -20,7 +21,7 @@ import os
 
 from . import heldout_l2
 
-CAL_PARTS = ("gemm_cal", "sum_cal", "copy_cal", "row_sum_cal")
+CAL_PARTS = ("gemm_cal", "sum_cal", "copy_cal", "row_sum_cal", "norm_cal")
 GROUP = "l2_cold"
 
 
@@ -42,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --budget-s: {ns.budget_s} (expected a positive number of seconds)")
         return 2
     cases = (len(heldout_l2.CAL_GEMM) + 2 * len(heldout_l2.CAL_SUM) + len(heldout_l2.CAL_COPY_KIB)
-             + len(heldout_l2.CAL_ROW_SUM))
+             + len(heldout_l2.CAL_ROW_SUM) + 2 * len(heldout_l2.CAL_NORM))
     if ns.dry_run:
         print(f"parts {list(CAL_PARTS)}; cases {cases} x states {list(states)}; budget {ns.budget_s} s; "
               f"out {os.path.join(ns.out, GROUP + '.json')}")
