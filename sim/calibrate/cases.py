@@ -380,8 +380,9 @@ def generic_softmax(case: Case) -> Case:
     ATen runs past 1024 columns (its warp kernel up to 2048, then the register, shared-memory or three-sweep
     kernel: sim.costmodel.reduction.torch_softmax_config), but it is the description the step's fit has
     always used; the step fitted on the layer norms and sums alone moves from 98 to 214 ns and prices the
-    layer norms inside the validated model steps too slow (issue 18 note, 2026-12-02). A layer norm forward
-    (impl torch_layer_norm) likewise loses its impl: the two-pass row-wise description of its op. Other cases
+    layer norms inside the validated model steps too slow (issue 18 note, 2026-12-02). A layer norm or RMS norm
+    forward (impl torch_layer_norm, torch_rms_norm) likewise loses its impl and L2 state: the two-pass row-wise
+    description of its op. Other cases
     as they are."""
     import dataclasses
 

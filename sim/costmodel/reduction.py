@@ -304,11 +304,10 @@ LAYER_NORM_PREFIX = {"torch_layer_norm": "", "torch_rms_norm": "rms_"}
 def _torch_layer_norm_cost(op: Op, graph: Graph, hw: Hardware, rows: int, cols: int,
                            cfg: dict[str, int]) -> KernelCost:
     """PyTorch's layer norm / RMS norm forward (`impl: torch_layer_norm` / `torch_rms_norm`: RMS norm's times are
-    the rms_ keys): ATen's vectorized kernel, a block per
-    row, blocks_per_sm resident. Each thread's two loops (statistics, then normalize) wait for one vector load per
-    iteration, so every iteration of a wave of resident blocks takes the longer of the round trip (iter_ns with the
-    input in HBM: op attribute `l2: cold`, or an input past the L2 share below; iter_ns_warm from L2) and
-    the wave's bytes of that iteration at stream_gbps: its row slice read, its output slice written and, where the
+    the rms_ keys): ATen's vectorized kernel, a block per row, blocks_per_sm resident. Each thread's two loops
+    (statistics, then normalize) wait for one vector load per iteration, so every iteration of a wave of resident
+    blocks takes the longer of the round trip (iter_ns with the input in HBM: op attribute `l2: cold`, or an input
+    past the L2 share below; iter_ns_warm from L2) and the wave's bytes of that iteration at stream_gbps: its row slice read, its output slice written and, where the
     rows resident at once pass reread_l2_share of the L2, the slice read again from HBM (else from L2). The busiest
     SM runs its blocks wave after wave and spends block_ns of its own on each (the block's Welford reduction:
     shuffles, shared memory, barriers). Measured on H200 (bf16, calibration and held-out): 0.9 us per iteration at
