@@ -330,14 +330,12 @@ def _torch_layer_norm_cost(op: Op, graph: Graph, hw: Hardware, rows: int, cols: 
     warm = (op.attrs.get("l2") != "cold" and f"{pre}iter_ns_warm" in lk
             and rows * cols * elem <= hw.l2_bytes * lk["reread_l2_share"])
     latency = lk[f"{pre}iter_ns_warm" if warm else f"{pre}iter_ns"] * 1e-9
-    loops = 0.0
-    waves = 0
-    left = per_sm
-    while left > 0:
-        b = min(occ.blocks_per_sm, left)
-        loops += iters * max(latency, b * active * slice_bytes / rate)
-        left -= b
-        waves += 1
+    # the busiest SM's full waves, then its partial one (closed form: no loop over the rows)
+    full, part = divmod(per_sm, occ.blocks_per_sm)
+    loops = full * iters * max(latency, occ.blocks_per_sm * active * slice_bytes / rate)
+    if part:
+        loops += iters * max(latency, part * active * slice_bytes / rate)
+    waves = full + (1 if part else 0)
     blocks_s = per_sm * lk[f"{pre}block_ns"] * 1e-9
     mem_s = loops + blocks_s
     total = r + w + (rows * cols * elem if reread else 0)

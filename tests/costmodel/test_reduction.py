@@ -341,9 +341,11 @@ def test_the_layer_norm_kernel_waits_per_iteration_then_streams(testgpu: Hardwar
     full = _ln(hw, 100 * bps, 4096)
     assert not full.detail["reread_from_hbm"]
     assert full.time_s == pytest.approx(2e-6 + 8 * (16 * 100 * 128 * 4 * 2 * 2 / 2000e9) + 16 * 100e-9, rel=1e-9)
-    # twice the rows: twice the waves and blocks
+    # twice the rows: twice the waves and blocks; 10^12 rows in closed form (no walk over the waves)
     double = _ln(hw, 2 * 100 * bps, 4096)
     assert double.memory_s == pytest.approx(2 * full.memory_s, rel=1e-9)
+    huge = _ln(hw, 100 * bps * 10**9, 4096)
+    assert huge.detail["waves"] == 10**9 and huge.memory_s == pytest.approx(10**9 * full.memory_s, rel=1e-9)
     # the row re-read from HBM once the rows resident at once pass half the L2 (testgpu's L2 in bytes)
     # (16384 columns: 52 MB resident; each iteration's slice read, written and read again: 3 x 1.64 us)
     past = _ln(hw, 100 * bps, 16384)
