@@ -37,14 +37,17 @@ def test_l2_cold_writes_calibration_shapes_the_fits_read(tmp_path: Path, monkeyp
     monkeypatch.setattr(common, "_nvidia_smi_query", lambda: {})
     name = {"gemm": "nvjet_fake", "copy": "Memcpy DtoD (Device -> Device)", "sum": "reduce_kernel",
             "norm": "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float, false>"}
+    bwd = ["void at::native::(anonymous namespace)::layer_norm_grad_input_kernel_vectorized<c10::BFloat16, float>",
+           "void at::native::(anonymous namespace)::GammaBetaBackwardCUDAKernelTemplate<c10::BFloat16, float, 32u>"]
 
     def fake_profiled(fn: object, state: str, calls: int = 7) -> dict[str, object]:
-        return {"kernels": [{"name": name[current[0]], "duration_us": 10.0, "grid": [1, 1, 1], "block": [128, 1, 1],
-                             "kind": "kernel"}], "flush_kernels": 1}
+        names = bwd if current[0] == "norm_bwd" else [name[current[0]]]
+        return {"kernels": [{"name": n, "duration_us": 10.0, "grid": [1, 1, 1], "block": [128, 1, 1],
+                             "kind": "kernel"} for n in names], "flush_kernels": 1}
 
     current = ["gemm"]
     for fn_name, bench in (("_gemm", "gemm"), ("_copy", "copy"), ("_sum", "sum"), ("_row_sum", "sum"),
-                          ("_norm", "norm")):
+                          ("_norm", "norm"), ("_norm_bwd", "norm_bwd")):
         orig = getattr(heldout_l2, fn_name)
 
         def wrapped(c: object, shapes: object, tag: str, orig: object = orig, bench: str = bench) -> None:
@@ -59,7 +62,7 @@ def test_l2_cold_writes_calibration_shapes_the_fits_read(tmp_path: Path, monkeyp
     recs = doc["records"]
     assert {r["set"] for r in recs} == {"cal"} and {r["l2_state"] for r in recs} == {"clean", "warm"}
     n_cases = (len(heldout_l2.CAL_GEMM) + 2 * len(heldout_l2.CAL_SUM) + len(heldout_l2.CAL_COPY_KIB)
-               + len(heldout_l2.CAL_ROW_SUM) + 2 * len(heldout_l2.CAL_NORM))
+               + len(heldout_l2.CAL_ROW_SUM) + 2 * len(heldout_l2.CAL_NORM) + 2 * len(heldout_l2.CAL_NORM_BWD))
     assert len(recs) == 2 * n_cases
     # exactly the calibration-split shapes (CAL_GEMM shares 1x2048x2048 with the third wave's set, a
     # shape of the GEMM calibration grid; none of the new held-out shapes)
@@ -74,8 +77,12 @@ def test_l2_cold_writes_calibration_shapes_the_fits_read(tmp_path: Path, monkeyp
     assert 0 < fams.count("reduction_cold") <= 2 * len(heldout_l2.CAL_SUM) + len(heldout_l2.CAL_ROW_SUM)
     # layer norm and RMS norm at the calibration's shapes, clean and warm: family norm_cal (layer_norm_kernel's fit)
     assert {(r["op"], r["rows"], r["cols"]) for r in recs if r["bench"] == "norm"} == {
-        (op, r, c) for op in ("layer_norm_fwd", "rms_norm_fwd") for r, c in heldout_l2.CAL_NORM}
+        (op, r, c) for op in ("layer_norm_fwd", "rms_norm_fwd") for r, c in heldout_l2.CAL_NORM} | {
+        (op, r, c) for op in ("layer_norm_bwd", "rms_norm_bwd") for r, c in heldout_l2.CAL_NORM_BWD}
     assert fams.count("norm_cal") == 2 * 2 * len(heldout_l2.CAL_NORM)
+    # their backwards: the layer norm's, clean and warm (family norm_bwd_cal, one case of two kernels each); the RMS
+    # norm backwards are recorded only
+    assert fams.count("norm_bwd_cal") == 2 * len(heldout_l2.CAL_NORM_BWD)
 
 
 def test_the_cold_row_sums_are_few_block_long_chains_on_the_training_side_and_no_held_out_shape() -> None:

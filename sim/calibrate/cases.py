@@ -207,7 +207,8 @@ def _l2_cold_cases(records: list[dict[str, Any]]) -> list[Case]:
     """Small-M GEMMs, PyTorch sums and copies at calibration shapes profiled after a read-only L2 flush (a
     clean cold L2; sim.calibrate.gpu.heldout_l2, set cal): families gemm_cold, reduction_cold and copy_cold; the
     copies of the same sizes after the flush that writes (family copy_dirty: no fit uses them); and the layer norm
-    and RMS norm forwards after the clean flush and warm (family norm_cal: profile layer_norm_kernel's fit)."""
+    and RMS norm forwards after the clean flush and warm (family norm_cal: profile layer_norm_kernel's fit); the
+    layer norm backwards, clean and warm (family norm_bwd_cal: its bwd_* and gb_* keys, fitted per kernel)."""
     import dataclasses
 
     out = []
@@ -219,6 +220,15 @@ def _l2_cold_cases(records: list[dict[str, Any]]) -> list[Case]:
             case = profiled_copy(rec)
             if case is not None:
                 out.append(dataclasses.replace(case, family="copy_dirty"))
+            continue
+        if rec.get("bench") == "norm" and str(rec.get("op", "")).endswith("_bwd"):
+            # layer norm backwards, clean and warm: one case per record, its two kernels summed as every profiled
+            # record's (family norm_bwd_cal; the fit of profile layer_norm_kernel's bwd_* and gb_* keys splits them
+            # per kernel: layer_norm_bwd_kernel_cases); RMS norm backwards are recorded, not priced yet
+            if rec.get("op") == "layer_norm_bwd" and rec.get("l2_state") in ("clean", "warm"):
+                case = _profiled_reduction({**rec, "bench": "layernorm_bwd"})
+                if case is not None:
+                    out.append(dataclasses.replace(case, family="norm_bwd_cal"))
             continue
         if rec.get("bench") == "norm" and rec.get("l2_state") in ("clean", "warm"):
             # layer norm and RMS norm forwards, the input in HBM (clean) or in L2 (warm): family norm_cal
@@ -291,12 +301,12 @@ def _reduction(rec: dict[str, Any]) -> Case | None:
                Op(name="backward_start", kind="host", phase="backward",
                   attrs=MappingProxyType({"backward_calls": 1, "autograd_nodes": 1})),
                Op(name="grad_input", kind="reduction", reads=("x", "gy", "v"), writes=("gx",), phase="backward",
-                  attrs=MappingProxyType({"rows": rows, "cols": cols, "passes": 2,
-                                          "math": MappingProxyType({"add": 4, "mul": 5})}),
+                  attrs=MappingProxyType({"rows": rows, "cols": cols, "passes": 2, "impl": "torch_layer_norm_bwd",
+                                          "l2": "cold", "math": MappingProxyType({"add": 4, "mul": 5})}),
                   launch=LaunchConfig(block=128, regs_per_thread=32)),
                Op(name="gamma_beta", kind="reduction", reads=("x", "gy"), writes=("v",), phase="backward",
-                  attrs=MappingProxyType({"rows": rows, "cols": cols, "axis": "rows",
-                                          "math": MappingProxyType({"add": 2, "mul": 2})}),
+                  attrs=MappingProxyType({"rows": rows, "cols": cols, "axis": "rows", "impl": "torch_gamma_beta",
+                                          "l2": "cold", "math": MappingProxyType({"add": 2, "mul": 2})}),
                   launch=LaunchConfig(block=1024, grid=max(1, cols // 32), regs_per_thread=32)),
                Op(name="accumulate_grads", kind="host", phase="backward",
                   attrs=MappingProxyType({"autograd_nodes": 3}))]
@@ -347,12 +357,22 @@ def _profiled_reduction(rec: dict[str, Any]) -> Case | None:
                    launch=LaunchConfig(block=128, regs_per_thread=regs or (32 if ln else 27)))]
         tensors = [x, y, vec]
     elif bench == "layernorm_bwd":
+        # ATen's grad-input kernel (impl torch_layer_norm_bwd) and gamma/beta column sums (impl torch_gamma_beta),
+        # the inputs where the record had them
         g = Tensor("g", (rows, cols), "bf16")
         ops = [red("grad_input", ("x", "g", "v"), ("y",), passes=2, math=MappingProxyType({"add": 4, "mul": 5}),
-                   launch=LaunchConfig(block=128, regs_per_thread=32)),
+                   impl="torch_layer_norm_bwd", l2=l2, launch=LaunchConfig(block=128, regs_per_thread=32)),
                red("gamma_beta", ("x", "g"), ("v",), axis="rows", math=MappingProxyType({"add": 2, "mul": 2}),
+                   impl="torch_gamma_beta", l2=l2,
                    launch=LaunchConfig(block=1024, grid=max(1, cols // 32), regs_per_thread=32))]
         tensors = [x, y, vec, g]
+        if any("CUDAFunctor_add" in str(k.get("name", "")) for k in kernels):
+            # the records that take the gradient of x and the weight only (kernel_configs, the held-out sets) also
+            # run an elementwise add over one [cols] vector (the profiled vectorized_elementwise_kernel, cols / 1024
+            # blocks): described as measured
+            tensors.append(Tensor("v2", (cols,), dt))
+            ops.append(Op(name="param_add", kind="elementwise", reads=("v", "v2"), writes=("v",),
+                          attrs=MappingProxyType({"math": MappingProxyType({"add": 1})})))
     elif bench == "softmax_fwd":
         # ATen's own choice of kernel and layout for the row length (impl torch_softmax), with the profiled
         # kernel's register count where the record has it; generic_softmax gives the row-wise description
@@ -371,6 +391,29 @@ def _profiled_reduction(rec: dict[str, Any]) -> Case | None:
         return None
     return Case("reduction_profiled", f"{bench} {rows}x{cols} (profiled)", _graph(ops, tensors), measured, rec,
                 profiled=True)
+
+
+LAYER_NORM_BWD_KERNELS = {"grad_input": "layer_norm_grad_input_kernel", "gamma_beta": "GammaBetaBackward"}
+
+
+def layer_norm_bwd_kernel_cases(rec: dict[str, Any], family: str) -> list[Case]:
+    """A profiled layer norm backward as one case per kernel (the grad-input kernel, the gamma/beta sums), each
+    against its own profiled duration; none where the record lacks either kernel."""
+    import dataclasses
+
+    case = _profiled_reduction({**rec, "bench": "layernorm_bwd"})
+    if case is None:
+        return []
+    out = []
+    for op in case.graph.ops:
+        ks = [k for k in rec.get("kernels") or [] if LAYER_NORM_BWD_KERNELS[op.name] in str(k.get("name", ""))]
+        if len(ks) != 1:
+            return []
+        state = rec.get("l2_state", "warm")
+        out.append(dataclasses.replace(case, family=family, graph=case.graph.with_ops([op]),
+                                       measured_us=float(ks[0]["duration_us"]),
+                                       label=f"layer_norm_bwd {op.name} {rec['rows']}x{rec['cols']} ({state})"))
+    return out
 
 
 def generic_softmax(case: Case) -> Case:

@@ -411,6 +411,10 @@ def fit_model_based(raw: RawData, hw: Any) -> list[Fitted]:
         assert isinstance(ln.value, float)
         hw = dataclasses.replace(hw, layer_norm_kernel={**hw.layer_norm_kernel, ln.key: ln.value})
         out.append(ln)
+    for lnb in fit_layer_norm_bwd(cases, hw, raw):
+        assert isinstance(lnb.value, float)
+        hw = dataclasses.replace(hw, layer_norm_kernel={**hw.layer_norm_kernel, lnb.key: lnb.value})
+        out.append(lnb)
     out += (thin := fit_thin_stream(raw, hw))
     if thin:  # the fits below see the K loop as fitted
         hw = dataclasses.replace(hw, gemm_thin_fill_s=float(thin[0].value) * 1e-6,  # type: ignore[arg-type]
@@ -1862,3 +1866,77 @@ def _relative(path: Path, start: Path) -> str:
     import os
 
     return os.path.relpath(path.resolve(), start.resolve())
+
+
+# The layer norm backward kernels' fitted times (profile layer_norm_kernel.KEY): the op's impl they price, grid, what
+# it is
+LAYER_NORM_BWD_GRIDS = {
+    "bwd_iter_ns": ("torch_layer_norm_bwd", [50.0 + 10.0 * i for i in range(196)],
+                    "the grad-input kernel's round trip per iteration of a wave, the inputs in HBM"),
+    "bwd_iter_ns_warm": ("torch_layer_norm_bwd", [20.0 + 10.0 * i for i in range(149)],
+                         "the grad-input kernel's round trip per iteration of a wave, the inputs in L2"),
+    "bwd_stream_gbps": ("torch_layer_norm_bwd", [2000.0 + 25.0 * i for i in range(241)],
+                        "the rate of the grad-input kernel's wave bytes per iteration (added to the round trip)"),
+    "gb_iter_ns": ("torch_gamma_beta", [200.0 + 10.0 * i for i in range(281)],
+                   "the gamma/beta kernel's round trip per loop iteration, the inputs in HBM"),
+    "gb_iter_ns_warm": ("torch_gamma_beta", [200.0 + 10.0 * i for i in range(281)],
+                        "the gamma/beta kernel's round trip per loop iteration, the inputs in L2"),
+    "gb_stream_gbps": ("torch_gamma_beta", [1500.0 + 25.0 * i for i in range(201)],
+                       "the rate of the gamma/beta kernel's wave bytes per iteration"),
+}
+
+
+def fit_layer_norm_bwd(cases: list[Any], hw: Any, raw: RawData) -> list[Fitted]:
+    """layer_norm_kernel's backward times (LAYER_NORM_BWD_GRIDS; sim.costmodel.reduction
+    _torch_layer_norm_bwd_cost, _torch_gamma_beta_cost): least squares (log time) over the kernels of l2_cold's
+    norm_bwd_cal records, one case per kernel, clean and warm (each key on the cases of its kernel), by coordinate descent as
+    fit_layer_norm (LAYER_NORM_ROUNDS rounds; intervals: bootstrap with the others held). A key that fewer than
+    LAYER_NORM_MIN_CASES cases move by 1 % when it moves by 20 % keeps the profile's value. Nothing without the
+    profile's keys or without such cases."""
+    import dataclasses
+
+    if "bwd_iter_ns" not in hw.layer_norm_kernel or "gb_iter_ns" not in hw.layer_norm_kernel:
+        return []
+    from sim.calibrate.cases import layer_norm_bwd_kernel_cases
+
+    # each record's two kernels against their own profiled durations
+    sel = [k for c in cases if c.family == "norm_bwd_cal" for k in layer_norm_bwd_kernel_cases(c.record, c.family)]
+    if not sel:
+        return []
+
+    def hw_with(vals: dict[str, float]) -> Any:
+        return dataclasses.replace(hw, layer_norm_kernel={**hw.layer_norm_kernel, **vals})
+
+    by_impl = {impl: [c for c in sel if c.graph.ops[0].attrs.get("impl") == impl]
+               for impl in ("torch_layer_norm_bwd", "torch_gamma_beta")}
+
+    def moved(key: str) -> int:
+        own = by_impl[LAYER_NORM_BWD_GRIDS[key][0]]
+        h = hw_with({key: 1.2 * float(hw.layer_norm_kernel[key])})
+        return sum(1 for c in own if abs(c.predicted_us(h) / c.predicted_us(hw) - 1) > 0.01)
+
+    keys = [k for k in LAYER_NORM_BWD_GRIDS if moved(k) >= LAYER_NORM_MIN_CASES]
+    values = {k: float(hw.layer_norm_kernel[k]) for k in keys}
+    spreads: dict[str, tuple[float, float]] = {}
+    for _ in range(LAYER_NORM_ROUNDS):
+        for key in keys:
+            impl, grid, _what = LAYER_NORM_BWD_GRIDS[key]
+
+            def hw_for(cand: dict[str, float], key: str = key) -> Any:
+                return hw_with({**values, key: cand["v"]})
+
+            g = _grid_fit(by_impl[impl], [{"v": v} for v in grid], hw_for)
+            values[key] = g.best["v"]
+            spreads[key] = g.spread["v"]
+    out = []
+    for key in keys:
+        impl, _grid, what = LAYER_NORM_BWD_GRIDS[key]
+        own = by_impl[impl]
+        kernel = "grad-input" if impl == "torch_layer_norm_bwd" else "gamma/beta"
+        others = sum(1 for k in keys if LAYER_NORM_BWD_GRIDS[k][0] == impl) - 1
+        out.append(Fitted("layer_norm_kernel", key, round(values[key], 2), raw.file_of("l2_cold"),
+                          f"least squares (log time) over the {kernel} kernels of {len(own)} profiled layer norm "
+                          f"backwards (l2_cold norm_bwd_cal, clean and warm): {what}, fitted jointly with the other "
+                          f"{others} keys of that kernel ({LAYER_NORM_ROUNDS} rounds of coordinate descent; interval: "
+                          "bootstrap with the others held)", {record_id(c.record) for c in own}, spread=spreads[key]))
+    return out

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 from types import MappingProxyType
+from typing import Any
 
 from sim.costmodel import KernelCost
 from sim.costmodel.elementwise import (
@@ -353,6 +354,108 @@ def _torch_layer_norm_cost(op: Op, graph: Graph, hw: Hardware, rows: int, cols: 
     )
 
 
+def _row_elem_bytes(op: Op, graph: Graph, rows: int, cols: int) -> int:
+    """Bytes per element of the op's [rows, cols] operand (its first read of that size; else 2)."""
+    for name in op.reads:
+        t = graph.tensors.get(name)
+        if t is not None and t.numel == rows * cols:
+            return max(1, round(t.nbytes / t.numel))
+    return 2
+
+
+def _waves_s(per_sm: int, resident: int, iters: int, step_s: Any) -> tuple[float, int]:
+    """(seconds, waves) of an SM running per_sm blocks, `resident` at a time, each wave `iters` loop iterations
+    of step_s(blocks in the wave) seconds: the full waves, then the partial one (closed form)."""
+    full, part = divmod(per_sm, resident)
+    t = full * iters * step_s(resident) + (iters * step_s(part) if part else 0.0)
+    return t, full + (1 if part else 0)
+
+
+def _torch_layer_norm_bwd_cost(op: Op, graph: Graph, hw: Hardware, rows: int, cols: int,
+                               cfg: dict[str, int]) -> KernelCost:
+    """PyTorch's layer norm backward, grad-input kernel (`impl: torch_layer_norm_bwd`): ATen's
+    layer_norm_grad_input_kernel_vectorized, a block of `threads` per row with the forward's vector loads, its
+    registers resident as the forward's. Each thread's two loops (the row's two sums, then the gradient) read the
+    row slices of x and the output gradient and write the input gradient's; a wave of resident blocks takes, per
+    iteration, the round trip (bwd_iter_ns with the inputs in HBM: `l2: cold` or inputs past the L2 share;
+    bwd_iter_ns_warm from L2) plus the wave's bytes at bwd_stream_gbps (the two add: fitted on the calibration's
+    backwards, where the wave's time grows with its blocks from the first one on). Past the L2 share of resident
+    rows, bwd_reread_streams of the row slices are read again from HBM in the second loop. No block term: the
+    block's two sums are a plain reduction (the forward's Welford one is its block_ns)."""
+    lk = hw.layer_norm_kernel
+    r, w = io_bytes(op, graph)
+    elem = _row_elem_bytes(op, graph, rows, cols)
+    launch = op.launch or LaunchConfig()
+    threads, iters = cfg["threads"], cfg["iterations"]
+    occ = occupancy(hw, threads, launch.regs_per_thread or int(lk["regs"]), 0, rows)
+    per_sm = math.ceil(rows / hw.sm_count)
+    active = min(hw.sm_count, rows)
+    resident = min(rows, hw.sm_count * occ.blocks_per_sm)
+    reread = resident * cols * elem > hw.l2_bytes * lk["reread_l2_share"]
+    streams = 3 + (lk["bwd_reread_streams"] if reread else 0)  # x, dy read, dx written (+ the re-read)
+    slice_bytes = threads * int(lk["vec_elems"]) * elem * streams
+    rate = lk["bwd_stream_gbps"] * 1e9
+    warm = (op.attrs.get("l2") != "cold" and 2 * rows * cols * elem <= hw.l2_bytes * lk["reread_l2_share"])
+    latency = lk["bwd_iter_ns_warm" if warm else "bwd_iter_ns"] * 1e-9
+    mem_s, waves = _waves_s(per_sm, occ.blocks_per_sm, iters, lambda n: latency + n * active * slice_bytes / rate)
+    total = r + w + (lk["bwd_reread_streams"] * rows * cols * elem if reread else 0)
+    time = hw.kernel_fixed_s + mem_s
+    return KernelCost(
+        time_s=time, compute_s=0.0, memory_s=mem_s, fixed_s=hw.kernel_fixed_s,
+        limiter="hbm" if total / rate >= 0.5 * mem_s else "latency", category="memory", hbm_bytes=total,
+        flops=float(rows * cols), bw_demand=min(1.0, total / time / hw.hbm_sustained_bps),
+        sm_demand=min(1.0, rows / (hw.sm_count * occ.blocks_per_sm)),
+        detail=MappingProxyType({"layer_norm_kernel": "grad_input", "grid": rows, "block": threads, "iterations": iters,
+                                 "input_in_l2": warm, "blocks_per_sm": occ.blocks_per_sm, "waves": waves,
+                                 "reread_from_hbm": reread}),
+    )
+
+
+def torch_gamma_beta_config(hw: Hardware, rows: int, cols: int) -> dict[str, int]:
+    """ATen's layer norm gamma/beta gradient (GammaBetaBackwardCUDAKernelTemplate, torch 2.11): a block of
+    32 columns x gb_block_y threads (gb_block_y_few_rows up to gb_few_rows rows: both read off the profiled
+    kernels), each thread summing its column over every block_y-th row, gb_rows_per_load rows per loop
+    iteration (profile layer_norm_kernel)."""
+    lk = hw.layer_norm_kernel
+    by = int(lk["gb_block_y_few_rows"] if rows <= lk["gb_few_rows"] else lk["gb_block_y"])
+    cols_per_block = int(lk["gb_block_x"])
+    return {"block_x": cols_per_block, "block_y": by, "grid": math.ceil(cols / cols_per_block),
+            "iterations": math.ceil(rows / (by * int(lk["gb_rows_per_load"])))}
+
+
+def _torch_gamma_beta_cost(op: Op, graph: Graph, hw: Hardware, rows: int, cols: int) -> KernelCost:
+    """PyTorch's layer norm backward, gamma/beta kernel (`impl: torch_gamma_beta`, an op over `axis: rows`): the
+    column sums of dy * x_hat and dy (torch_gamma_beta_config). Every iteration of a wave of resident blocks takes
+    the longer of the round trip (gb_iter_ns with the inputs in HBM, gb_iter_ns_warm in L2) and the wave's bytes
+    of that iteration (32-column strips of x and dy: short row segments) at gb_stream_gbps."""
+    lk = hw.layer_norm_kernel
+    r, w = io_bytes(op, graph)
+    elem = _row_elem_bytes(op, graph, rows, cols)
+    cfg = torch_gamma_beta_config(hw, rows, cols)
+    threads, grid, iters = cfg["block_x"] * cfg["block_y"], cfg["grid"], cfg["iterations"]
+    launch = op.launch or LaunchConfig()
+    occ = occupancy(hw, threads, launch.regs_per_thread or int(lk["regs"]), 0, grid)
+    per_sm = math.ceil(grid / hw.sm_count)
+    active = min(hw.sm_count, grid)
+    slice_bytes = threads * int(lk["gb_rows_per_load"]) * 2 * elem  # x and dy
+    rate = lk["gb_stream_gbps"] * 1e9
+    warm = (op.attrs.get("l2") != "cold" and 2 * rows * cols * elem <= hw.l2_bytes * lk["reread_l2_share"])
+    latency = lk["gb_iter_ns_warm" if warm else "gb_iter_ns"] * 1e-9
+    mem_s, waves = _waves_s(per_sm, occ.blocks_per_sm, iters,
+                            lambda n: max(latency, n * active * slice_bytes / rate))
+    time = hw.kernel_fixed_s + mem_s
+    total = r + w
+    return KernelCost(
+        time_s=time, compute_s=0.0, memory_s=mem_s, fixed_s=hw.kernel_fixed_s,
+        limiter="hbm" if total / rate >= 0.5 * mem_s else "latency", category="memory", hbm_bytes=total,
+        flops=float(2 * rows * cols), bw_demand=min(1.0, total / time / hw.hbm_sustained_bps),
+        sm_demand=min(1.0, grid / (hw.sm_count * occ.blocks_per_sm)),
+        detail=MappingProxyType({"layer_norm_kernel": "gamma_beta", "grid": grid, "block": threads,
+                                 "iterations": iters, "input_in_l2": warm, "blocks_per_sm": occ.blocks_per_sm,
+                                 "waves": waves}),
+    )
+
+
 def row_layout(launch: LaunchConfig, op: Op, default_threads: int) -> tuple[int, int, int]:
     """(threads per block, threads per row, rows per block) of a row-wise reduction.
 
@@ -382,6 +485,11 @@ def reduction_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
             and op.attrs.get("axis", "cols") == "cols"
             and (ln := torch_layer_norm_config(hw, cols)) is not None):
         return _torch_layer_norm_cost(op, graph, hw, rows, cols, ln)
+    if (impl == "torch_layer_norm_bwd" and "bwd_iter_ns" in hw.layer_norm_kernel
+            and op.attrs.get("axis", "cols") == "cols" and (ln := torch_layer_norm_config(hw, cols)) is not None):
+        return _torch_layer_norm_bwd_cost(op, graph, hw, rows, cols, ln)
+    if impl == "torch_gamma_beta" and "gb_iter_ns" in hw.layer_norm_kernel and op.attrs.get("axis") == "rows":
+        return _torch_gamma_beta_cost(op, graph, hw, rows, cols)
     passes = max(1, int(op.attrs.get("passes", 1)))
     numel = rows * cols
     r, w = io_bytes(op, graph)

@@ -36,14 +36,17 @@ class ReductionOp(OpBase):
     axis: Literal["cols", "rows"] = Field(default="cols", description="the axis reduced: cols (row-wise, e.g. layer norm) or rows (column sums, e.g. bias gradients)")
     passes: Expr = 1
     math: dict[str, Expr] = Field(default_factory=dict)
-    impl: Literal["torch_softmax", "torch_layer_norm", "torch_rms_norm"] | None = Field(
+    impl: Literal["torch_softmax", "torch_layer_norm", "torch_rms_norm", "torch_layer_norm_bwd",
+                  "torch_gamma_beta"] | None = Field(
         default=None,
         description="torch_softmax: PyTorch's softmax forward over the last dimension -- priced as the kernel ATen picks "
                     "for the row length (warp, register, shared-memory or three-sweep kernel: the profile's "
                     "softmax_kernel), whatever `passes` says; torch_layer_norm / torch_rms_norm: PyTorch's layer "
                     "norm / RMS norm forward -- ATen's vectorized kernel, a block per row (the profile's "
                     "layer_norm_kernel; a row that is not whole 4-element vectors keeps the row-wise description); "
-                    "import-trace sets them from the kernel's name")
+                    "torch_layer_norm_bwd / torch_gamma_beta: the layer norm backward's grad-input kernel (a block "
+                    "per row) and its gamma/beta column sums (an op over axis: rows), ATen's kernels (the profile's "
+                    "layer_norm_kernel bwd_* / gb_* keys); import-trace sets them from the kernel's name")
 
 
 REDUCTION_MATH: dict[str, dict[str, float]] = {

@@ -716,7 +716,12 @@ class HardwareProfileFile(Strict):
         " the rate of a wave's bytes per iteration (the row read again from HBM where the resident rows pass"
         " reread_l2_share of the L2); block_ns, an SM's own work per block; rms_iter_ns, rms_iter_ns_warm and"
         " rms_block_ns, the same for RMS norm (the kernel with its rms flag); absent: layer norm is priced as the"
-        " row-wise reduction its op describes",
+        " row-wise reduction its op describes. The backward's two kernels: bwd_iter_ns, bwd_iter_ns_warm and"
+        " bwd_stream_gbps for the grad-input kernel (a wave's iteration takes the round trip plus its bytes at the"
+        " rate), bwd_reread_streams row slices re-read from HBM past the L2 share; gb_block_x x gb_block_y threads"
+        " (gb_block_y_few_rows up to gb_few_rows rows), gb_rows_per_load rows a loop iteration, gb_iter_ns,"
+        " gb_iter_ns_warm and gb_stream_gbps for the gamma/beta column sums (an iteration takes the longer of the"
+        " round trip and its bytes at the rate); absent: priced as the reductions their ops describe",
     )
     primitives: dict[str, PositiveQuantity] = Field(
         default_factory=dict,

@@ -55,7 +55,8 @@ class Row:
 
 # The raw group each kernel family's records come from (sim.calibrate.cases).
 FAMILY_GROUP = {"fused_elementwise": "elementwise", "reduction_profiled": "kernel_configs", "gemm_cold": "l2_cold",
-               "reduction_cold": "l2_cold", "copy_cold": "l2_cold", "copy_dirty": "l2_cold", "norm_cal": "l2_cold"}
+               "reduction_cold": "l2_cold", "copy_cold": "l2_cold", "copy_dirty": "l2_cold", "norm_cal": "l2_cold",
+               "norm_bwd_cal": "l2_cold"}
 
 
 def shape_key(rec: Mapping[str, Any]) -> str:

@@ -390,3 +390,79 @@ def test_an_imported_layer_norm_names_atens_vectorized_kernel() -> None:
     assert "impl" not in reduction_shapes(op("aten::_fused_rms_norm"), "k", vec).fields  # type: ignore[union-attr]
     moments = "void at::native::(anonymous namespace)::RowwiseMomentsCUDAKernel<c10::BFloat16, float>"
     assert "impl" not in reduction_shapes(op("aten::native_layer_norm"), "k", moments).fields  # type: ignore[union-attr]
+
+
+_LK_BWD = {"threads": 128.0, "vec_elems": 4.0, "regs": 32.0, "reread_l2_share": 0.5, "bwd_iter_ns": 500.0,
+           "bwd_iter_ns_warm": 250.0, "bwd_stream_gbps": 2000.0, "bwd_reread_streams": 1.0, "gb_block_x": 32.0,
+           "gb_block_y": 32.0, "gb_block_y_few_rows": 16.0, "gb_few_rows": 128.0, "gb_rows_per_load": 8.0,
+           "gb_iter_ns": 1000.0, "gb_iter_ns_warm": 800.0, "gb_stream_gbps": 1000.0}
+
+
+def _ln_bwd(hw: Hardware, rows: int, cols: int, impl: str, **attrs: Any):  # type: ignore[no-untyped-def]
+    axis = {"axis": "rows"} if impl == "torch_gamma_beta" else {}
+    return kernel_cost(*one_op_graph("reduction", {"rows": rows, "cols": cols, "impl": impl, **axis, **attrs},
+                                     {"x": ((rows, cols), "bf16"), "g": ((rows, cols), "bf16"),
+                                      "y": ((rows, cols), "bf16")},
+                                     reads=("x", "g"), writes=("y",)), hw)
+
+
+def test_the_layer_norm_backward_grad_input_kernel_adds_round_trip_and_bytes(testgpu: Hardware) -> None:
+    # test profile: 100 SMs, 2 us fixed, 50 MB L2; the kernel: a block of 128 threads per row, 4-element vectors
+    # (512 columns an iteration), 16 blocks per SM; each iteration of a wave: the round trip plus the wave's bytes
+    # (x, dy read, dx written: 3 x 128 x 4 x 2 B a block) at 2000 GB/s
+    import dataclasses
+
+    hw = dataclasses.replace(testgpu, layer_norm_kernel=_LK_BWD)
+    one = _ln_bwd(hw, 100, 4096, "torch_layer_norm_bwd", l2="cold")
+    assert one.detail["layer_norm_kernel"] == "grad_input" and one.detail["iterations"] == 8
+    assert one.time_s == pytest.approx(2e-6 + 8 * (500e-9 + 100 * 3 * 128 * 4 * 2 / 2000e9), rel=1e-9)
+    # the same rows in L2 (not marked cold, 2 x 0.8 MB below half the L2): the warm round trip
+    warm = _ln_bwd(hw, 100, 4096, "torch_layer_norm_bwd")
+    assert warm.detail["input_in_l2"] and warm.time_s == pytest.approx(one.time_s - 8 * 250e-9, rel=1e-9)
+    # 16 blocks per SM, a full wave: 16 x the bytes per iteration; past half the L2 resident (1600 rows x 16384 x 2 B
+    # = 52 MB), one row slice re-read from HBM: 4 slices a block
+    full = _ln_bwd(hw, 1600, 4096, "torch_layer_norm_bwd", l2="cold")
+    assert full.time_s == pytest.approx(2e-6 + 8 * (500e-9 + 1600 * 3 * 128 * 4 * 2 / 2000e9), rel=1e-9)
+    wide = _ln_bwd(hw, 1600, 16384, "torch_layer_norm_bwd", l2="cold")
+    assert wide.detail["reread_from_hbm"]
+    assert wide.time_s == pytest.approx(2e-6 + 32 * (500e-9 + 1600 * 4 * 128 * 4 * 2 / 2000e9), rel=1e-9)
+    # a row that is not whole vectors, or a profile without the keys: the row-wise description
+    assert "layer_norm_kernel" not in _ln_bwd(hw, 100, 4094, "torch_layer_norm_bwd").detail
+    assert "layer_norm_kernel" not in _ln_bwd(testgpu, 100, 4096, "torch_layer_norm_bwd").detail
+
+
+def test_the_layer_norm_backward_gamma_beta_kernel_sums_strips_of_columns(testgpu: Hardware) -> None:
+    # 32-column blocks of 32 x 32 threads (2 resident per SM: 2048 threads), 8 rows a thread per iteration:
+    # 256 rows an iteration; each takes the longer of the round trip and the wave's bytes (x, dy: 32 x 32 x 8 x 2 x 2 B
+    # a block) at 1000 GB/s
+    import dataclasses
+
+    hw = dataclasses.replace(testgpu, layer_norm_kernel=_LK_BWD)
+    few = _ln_bwd(hw, 4096, 1024, "torch_gamma_beta", l2="cold")  # 32 blocks, 16 iterations
+    assert few.detail["grid"] == 32 and few.detail["iterations"] == 16 and few.detail["block"] == 1024
+    assert few.time_s == pytest.approx(2e-6 + 16 * max(1000e-9, 32 * 32 * 32 * 8 * 4 / 1000e9), rel=1e-9)
+    # 256 blocks: the busiest SM runs 3, a full wave of 2 then 1; each wave's bytes counted on every active SM (the
+    # forward's closed form)
+    many = _ln_bwd(hw, 4096, 8192, "torch_gamma_beta", l2="cold")
+    bytes_block = 32 * 32 * 8 * 4
+    assert many.detail["waves"] == 2
+    assert many.time_s == pytest.approx(2e-6 + 16 * 2 * 100 * bytes_block / 1000e9 + 16 * 100 * bytes_block / 1000e9,
+                                        rel=1e-9)
+    # up to gb_few_rows rows, blocks of 32 x 16: 128 rows an iteration
+    small = _ln_bwd(hw, 128, 1024, "torch_gamma_beta")
+    assert small.detail["block"] == 512 and small.detail["iterations"] == 1
+    assert "layer_norm_kernel" not in _ln_bwd(testgpu, 4096, 1024, "torch_gamma_beta").detail
+
+
+def test_profiled_layer_norm_backwards_become_one_case_per_kernel() -> None:
+    from sim.calibrate.cases import layer_norm_bwd_kernel_cases
+
+    rec = {"bench": "norm", "op": "layer_norm_bwd", "set": "cal", "l2_state": "clean", "rows": 2048, "cols": 4096,
+           "kernels": [{"name": "void at::native::layer_norm_grad_input_kernel_vectorized<c10::BFloat16>",
+                        "duration_us": 18.0, "registers_per_thread": 32},
+                       {"name": "void at::native::GammaBetaBackwardCUDAKernelTemplate<c10::BFloat16>",
+                        "duration_us": 15.0, "registers_per_thread": 32}]}
+    cases = layer_norm_bwd_kernel_cases(rec, "norm_bwd_cal")
+    assert [(c.graph.ops[0].attrs["impl"], c.graph.ops[0].attrs["l2"], c.measured_us) for c in cases] == [
+        ("torch_layer_norm_bwd", "cold", 18.0), ("torch_gamma_beta", "cold", 15.0)]
+    assert layer_norm_bwd_kernel_cases({**rec, "kernels": rec["kernels"][:1]}, "norm_bwd_cal") == []

@@ -20,7 +20,8 @@ Parts (in this order; the budget stops starting new cases, the file stays valid 
 - gemm_w3 / copy_w3 / sum_w3: exactly the third wave's shapes (wave3_gpu.run_gemm / run_copy / run_reduction);
 - gemm_cal / sum_cal / copy_cal / row_sum_cal / norm_cal: calibration-split shapes (``set: cal``; a fit may use
   them, no held-out set has them): what a cold-L2 parameter is fitted on (row_sum_cal: few-block row sums of 20-44
-  loop iterations, x.sum(1) only; norm_cal: layer norm and RMS norm forwards, fitted in every state);
+  loop iterations, x.sum(1) only; norm_cal: layer norm and RMS norm forwards, fitted in every state;
+  norm_bwd_cal: their backwards, clean and warm);
 - gemm_new / copy_new / sum_new: shapes no fit, no correction table and no earlier held-out set uses;
 - fused_new: the Triton bias+GELU+dropout forward at a hidden size (6144), token counts and
   warps per block (2, 16) no earlier set used, clean L2 only.
@@ -74,6 +75,12 @@ CAL_ROW_SUM = [(28, 2560), (56, 4608), (44, 5632)]
 # calibration's row counts and powers-of-two widths (the reduction group's layer norms), bf16, in every state: what
 # profile layer_norm_kernel is fitted on. The held-out sets (heldout_kernels, validation/h200/norm_heldout) use
 # other row counts.
+# calibration-split layer norm backwards (torch.autograd.grad of torch.layer_norm's output for x, weight and bias:
+# ATen's grad-input kernel, a block per row, then the gamma/beta column sums) over the forward's grid plus 128-row
+# cases (few blocks per SM: the loop's round trip alone), bf16, clean and warm; and RMS norm backwards of the same
+# shapes (recorded; no fit uses them yet). The held-out sets (heldout_kernels A/C, machine F) use rows 256, 1024,
+# 4096, 16384, 65536.
+CAL_NORM_BWD = [(r, c) for r in (128, 512, 2048, 8192, 32768) for c in (1024, 2048, 4096, 8192)]
 CAL_NORM = [(r, c) for r in (512, 2048, 8192, 32768) for c in (1024, 2048, 4096, 8192)]
 
 _CLEAN_BUF: Any = None
@@ -238,6 +245,31 @@ def _norm(c: L2Ctx, cases: list[tuple[int, int]], tag: str) -> None:
         c.attempt(f"norm {tag} {rows}x{cols}", one)
 
 
+def _norm_bwd(c: L2Ctx, cases: list[tuple[int, int]], tag: str) -> None:
+    """The backward of torch.layer_norm (weight and bias) and of torch.rms_norm (weight) of each (rows, cols) bf16
+    case: torch.autograd.grad of the output for the input and the parameters, in the clean and warm states."""
+    import torch
+
+    for rows, cols in cases[:1] if c.smoke else cases:
+        def one(rows: int = rows, cols: int = cols) -> None:
+            x = torch.randn(rows, cols, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+            w = torch.randn(cols, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+            b = torch.randn(cols, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+            gy = torch.randn(rows, cols, device="cuda", dtype=torch.bfloat16)
+            y_ln = torch.layer_norm(x, (cols,), w, b)
+            y_rms = torch.rms_norm(x, (cols,), w)
+            fns = {"layer_norm_bwd": lambda: torch.autograd.grad(y_ln, (x, w, b), gy, retain_graph=True),
+                   "rms_norm_bwd": lambda: torch.autograd.grad(y_rms, (x, w), gy, retain_graph=True)}
+            for op, fn in fns.items():
+                for st in [s for s in c.states if s in ("clean", "warm")]:
+                    c.rf.add({"bench": "norm", "op": op, "set": tag, "l2_state": st, "rows": rows, "cols": cols,
+                              "dtype": "bfloat16", **profiled_state(fn, st)})
+            common.log(f"norm_bwd {tag} {rows}x{cols}: " + " ".join(
+                f"{rec['op'][:3]}/{rec['l2_state']} {sum(k['duration_us'] for k in rec['kernels']):.2f}"
+                for rec in c.rf.doc["records"][-2 * len(fns):]))
+        c.attempt(f"norm_bwd {tag} {rows}x{cols}", one)
+
+
 def _fused(c: L2Ctx) -> None:
     import torch
 
@@ -276,6 +308,7 @@ PARTS: dict[str, Callable[[L2Ctx], None]] = {
     "copy_cal": lambda c: _copy(c, CAL_COPY_KIB, "cal"),
     "row_sum_cal": lambda c: _row_sum(c, CAL_ROW_SUM, "cal"),
     "norm_cal": lambda c: _norm(c, CAL_NORM, "cal"),
+    "norm_bwd_cal": lambda c: _norm_bwd(c, CAL_NORM_BWD, "cal"),
     "gemm_new": lambda c: _gemm(c, NEW_GEMM, "new"),
     "copy_new": lambda c: _copy(c, NEW_COPY_KIB, "new"),
     "sum_new": lambda c: _sum(c, NEW_SUM, "new"),
@@ -303,7 +336,8 @@ def main(argv: list[str] | None = None) -> int:
         n = {"gemm_w3": len(W3_GEMM), "copy_w3": len(W3_COPY_KIB), "sum_w3": 2 * len(W3_SUM),
              "gemm_new": len(NEW_GEMM), "copy_new": len(NEW_COPY_KIB), "sum_new": 2 * len(NEW_SUM), "fused_new": 24,
              "gemm_cal": len(CAL_GEMM), "copy_cal": len(CAL_COPY_KIB), "sum_cal": 2 * len(CAL_SUM),
-             "row_sum_cal": len(CAL_ROW_SUM), "norm_cal": 2 * len(CAL_NORM)}
+             "row_sum_cal": len(CAL_ROW_SUM), "norm_cal": 2 * len(CAL_NORM),
+             "norm_bwd_cal": 2 * len(CAL_NORM_BWD)}
         print(f"parts {parts}; cases {sum(n[p] for p in parts)} x states {list(STATES)}; "
               f"budget {ns.budget_s} s; out {ns.out}")
         return 0
