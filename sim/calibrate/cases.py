@@ -405,7 +405,7 @@ def layer_norm_bwd_kernel_cases(rec: dict[str, Any], family: str) -> list[Case]:
     if case is None:
         return []
     out = []
-    for op in case.graph.ops:
+    for op in (o for o in case.graph.ops if o.name in LAYER_NORM_BWD_KERNELS):  # not the parameter add
         ks = [k for k in rec.get("kernels") or [] if LAYER_NORM_BWD_KERNELS[op.name] in str(k.get("name", ""))]
         if len(ks) != 1:
             return []

@@ -466,3 +466,8 @@ def test_profiled_layer_norm_backwards_become_one_case_per_kernel() -> None:
     assert [(c.graph.ops[0].attrs["impl"], c.graph.ops[0].attrs["l2"], c.measured_us) for c in cases] == [
         ("torch_layer_norm_bwd", "cold", 18.0), ("torch_gamma_beta", "cold", 15.0)]
     assert layer_norm_bwd_kernel_cases({**rec, "kernels": rec["kernels"][:1]}, "norm_bwd_cal") == []
+    # a record that also ran the parameter add (x and weight gradients only): the two kernels' cases, not the add
+    add = {"name": "void at::native::vectorized_elementwise_kernel<8, at::native::CUDAFunctor_add<c10::BFloat16>>",
+           "duration_us": 1.0}
+    assert [c.measured_us for c in layer_norm_bwd_kernel_cases({**rec, "kernels": [*rec["kernels"], add]}, "x")] == [
+        18.0, 15.0]
