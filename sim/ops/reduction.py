@@ -67,6 +67,10 @@ ATEN_SOFTMAX_KERNEL = re.compile(r"softmax_warp_forward|cunn_SoftMaxForward(Reg|
 # RMS norm runs it with its rms flag (true): no Welford updates, its own times (profile layer_norm_kernel rms_*)
 ATEN_LAYER_NORM_KERNEL = re.compile(r"vectorized_layer_norm_kernel<[^>]*,\s*(false|true)>")
 LAYER_NORM_OPS = {"native_layer_norm": "false", "layer_norm": "false", "_fused_rms_norm": "true", "rms_norm": "true"}
+# ATen's layer norm backward: the grad-input kernel (layer_norm_grad_input_kernel_vectorized<T, T_ACC, rms_norm>) and the
+# gamma/beta column sums (GammaBetaBackwardCUDAKernelTemplate), two kernels of one native_layer_norm_backward
+ATEN_LN_GRAD_INPUT_KERNEL = re.compile(r"layer_norm_grad_input_kernel_vectorized<[^>]*,\s*false>")
+ATEN_GAMMA_BETA_KERNEL = re.compile(r"GammaBetaBackwardCUDAKernelTemplate<")
 
 
 def nll_shapes(op: CpuOp, prefix: str, backward: bool) -> Inferred | None:
@@ -86,6 +90,27 @@ def nll_shapes(op: CpuOp, prefix: str, backward: bool) -> Inferred | None:
     return inf
 
 
+def _layer_norm_backward(found: Inferred, prefix: str, kernel_name: str) -> Inferred:
+    """One kernel of native_layer_norm_backward (inputs dy, x, mean, rstd, gamma, beta): the grad-input kernel as the
+    row-wise reduction the op describes (impl torch_layer_norm_bwd), the gamma/beta kernel as column sums of dy and
+    x into two [cols] gradients (axis rows, impl torch_gamma_beta); another kernel as the op describes it."""
+    if ATEN_LN_GRAD_INPUT_KERNEL.search(kernel_name):
+        found.fields["impl"] = "torch_layer_norm_bwd"
+        return found
+    if not ATEN_GAMMA_BETA_KERNEL.search(kernel_name) or len(found.reads) < 2:
+        return found
+    rows, cols = int(found.fields["rows"]), int(found.fields["cols"])
+    sums = Inferred({**found.fields, "axis": "rows", "impl": "torch_gamma_beta"})
+    for name in found.reads[:2]:  # dy, x
+        t = found.tensors[name]
+        declare(sums, prefix, "in", tuple(t["shape"]), t["dtype"])
+    dt = found.tensors[found.reads[0]]["dtype"]
+    for _ in range(2):  # the gamma and beta gradients
+        declare(sums, prefix, "out", (cols,), dt)
+    assert rows > 0
+    return sums
+
+
 def reduction_shapes(op: CpuOp, prefix: str, kernel_name: str) -> Inferred | ShapeUnknown | None:
     """nll_loss or a framework op of REDUCTION_MATH: its rows, columns, tensors and math; UNKNOWN when it
     is one of those but its inputs say no shapes; None for any other op."""
@@ -100,6 +125,8 @@ def reduction_shapes(op: CpuOp, prefix: str, kernel_name: str) -> Inferred | Sha
         if found is not None and ln is not None and LAYER_NORM_OPS.get(short) == ln.group(1):
             # the vectorized forward ran (not the two-kernel fallback), with the flag of the op's kind
             found.fields["impl"] = "torch_rms_norm" if ln.group(1) == "true" else "torch_layer_norm"
+        if found is not None and short == "native_layer_norm_backward":
+            found = _layer_norm_backward(found, prefix, kernel_name)
     else:
         return None
     return found if found is not None else UNKNOWN
