@@ -56,8 +56,8 @@ class Case:
         if self.host_window:
             return _event_window_us(self.graph, hw)
         costs = self.predict(hw)
-        if self.profiled:
-            return sum(c.time_s - hw.launch_gap_s for c in costs) * 1e6
+        if self.profiled:  # an op of several kernels (detail `kernels`) has a stream gap inside each
+            return sum(c.time_s - hw.launch_gap_s * int(c.detail.get("kernels", 1)) for c in costs) * 1e6
         return (sum(c.time_s for c in costs) - hw.launch_gap_s + hw.event_overhead_s) * 1e6
 
 
@@ -348,8 +348,8 @@ def _profiled_reduction(rec: dict[str, Any]) -> Case | None:
     regs = next((int(k["registers_per_thread"]) for k in kernels if k.get("registers_per_thread")), None)
     if bench in ("layernorm_fwd", "rmsnorm_fwd"):
         # ATen's vectorized kernel (impl torch_layer_norm; RMS norm: the same kernel without the mean, impl
-        # torch_rms_norm), with the profiled kernel's registers and the input where the record had it; a row that
-        # is not whole vectors keeps the two-pass row-wise description
+        # torch_rms_norm), with the profiled kernel's registers and the input where the record had it; a layer norm
+        # over rows that are not whole vectors is ATen's two-kernel fallback (the same impl; RMS norm's: row-wise)
         ln = bench == "layernorm_fwd"
         math = {"add": 3, "mul": 3} if ln else {"fma": 2, "rsqrt": 1}
         ops = [red(bench, ("x", "v"), ("y",), passes=2, math=MappingProxyType(math),

@@ -415,6 +415,10 @@ def fit_model_based(raw: RawData, hw: Any) -> list[Fitted]:
         assert isinstance(lnb.value, float)
         hw = dataclasses.replace(hw, layer_norm_kernel={**hw.layer_norm_kernel, lnb.key: lnb.value})
         out.append(lnb)
+    for fb in fit_layer_norm_fallback(cases, hw, raw):
+        assert isinstance(fb.value, float)
+        hw = dataclasses.replace(hw, layer_norm_kernel={**hw.layer_norm_kernel, fb.key: fb.value})
+        out.append(fb)
     out += (thin := fit_thin_stream(raw, hw))
     if thin:  # the fits below see the K loop as fitted
         hw = dataclasses.replace(hw, gemm_thin_fill_s=float(thin[0].value) * 1e-6,  # type: ignore[arg-type]
@@ -1939,4 +1943,85 @@ def fit_layer_norm_bwd(cases: list[Any], hw: Any, raw: RawData) -> list[Fitted]:
                           f"backwards (l2_cold norm_bwd_cal, clean and warm): {what}, fitted jointly with the other "
                           f"{others} keys of that kernel ({LAYER_NORM_ROUNDS} rounds of coordinate descent; interval: "
                           "bootstrap with the others held)", {record_id(c.record) for c in own}, spread=spreads[key]))
+    return out
+
+
+# The layer norm forward fallback's fitted times (profile layer_norm_kernel.KEY): its kernel, grid, what it is
+LAYER_NORM_FALLBACK_GRIDS = {
+    "fb_moments_iter_ns": ("moments", [20.0 + 10.0 * i for i in range(199)],
+                           "the moments kernel's round trip per loop iteration of a wave, the input in HBM"),
+    "fb_moments_iter_ns_warm": ("moments", [20.0 + 10.0 * i for i in range(199)],
+                                "the moments kernel's round trip per loop iteration of a wave, the input in L2"),
+    "fb_moments_block_ns": ("moments", [100.0 + 25.0 * i for i in range(237)],
+                            "the moments kernel's Welford combine across its block, per wave"),
+    "fb_forward_iter_ns": ("forward", [20.0 + 10.0 * i for i in range(199)],
+                           "the normalize kernel's round trip per loop iteration of a wave, the input in HBM"),
+    "fb_forward_iter_ns_warm": ("forward", [20.0 + 10.0 * i for i in range(199)],
+                                "the normalize kernel's round trip per loop iteration of a wave, the input in L2"),
+    "fb_forward_stream_gbps": ("forward", [1000.0 + 50.0 * i for i in range(181)],
+                               "the rate of the normalize kernel's wave bytes per iteration (added to the round trip)"),
+}
+FALLBACK_KERNEL_NAMES = {"moments": "RowwiseMomentsCUDAKernel", "forward": "LayerNormForwardCUDAKernel"}
+
+
+def fit_layer_norm_fallback(cases: list[Any], hw: Any, raw: RawData) -> list[Fitted]:
+    """layer_norm_kernel's fallback times (LAYER_NORM_FALLBACK_GRIDS; sim.costmodel.reduction
+    _torch_layer_norm_fallback_cost): least squares (log time) over the profiled layer norm forwards whose rows are not
+    whole vectors (family norm_cal: l2_cold's norm_fallback_cal, clean and warm), each kernel against its own profiled
+    duration (op attribute fallback_kernel), by coordinate descent as fit_layer_norm (LAYER_NORM_ROUNDS rounds;
+    intervals: bootstrap with the others held). A key that fewer than LAYER_NORM_MIN_CASES cases move by 1 % when it
+    moves by 20 % keeps the profile's value. Nothing without the profile's keys or without such records."""
+    import dataclasses
+
+    from sim.costmodel.reduction import torch_layer_norm_config
+
+    if "fb_moments_iter_ns" not in hw.layer_norm_kernel:
+        return []
+    by_kernel: dict[str, list[Any]] = {"moments": [], "forward": []}
+    for c in cases:
+        op = c.graph.ops[0] if c.family == "norm_cal" and len(c.graph.ops) == 1 else None
+        if (op is None or op.attrs.get("impl") != "torch_layer_norm"
+                or torch_layer_norm_config(hw, int(op.attrs["cols"])) is not None):
+            continue
+        for kernel, name in FALLBACK_KERNEL_NAMES.items():
+            ks = [k for k in c.record.get("kernels") or [] if name in str(k.get("name", ""))]
+            if len(ks) == 1:
+                one = op.with_(attrs={**op.attrs, "fallback_kernel": kernel})
+                by_kernel[kernel].append(dataclasses.replace(c, graph=c.graph.with_ops([one]),
+                                                             measured_us=float(ks[0]["duration_us"])))
+    if not by_kernel["moments"] or not by_kernel["forward"]:
+        return []
+
+    def hw_with(vals: dict[str, float]) -> Any:
+        return dataclasses.replace(hw, layer_norm_kernel={**hw.layer_norm_kernel, **vals})
+
+    def moved(key: str) -> int:
+        own = by_kernel[LAYER_NORM_FALLBACK_GRIDS[key][0]]
+        h = hw_with({key: 1.2 * float(hw.layer_norm_kernel[key])})
+        return sum(1 for c in own if abs(c.predicted_us(h) / c.predicted_us(hw) - 1) > 0.01)
+
+    keys = [k for k in LAYER_NORM_FALLBACK_GRIDS if moved(k) >= LAYER_NORM_MIN_CASES]
+    values = {k: float(hw.layer_norm_kernel[k]) for k in keys}
+    spreads: dict[str, tuple[float, float]] = {}
+    for _ in range(LAYER_NORM_ROUNDS):
+        for key in keys:
+            kernel, grid, _what = LAYER_NORM_FALLBACK_GRIDS[key]
+
+            def hw_for(cand: dict[str, float], key: str = key) -> Any:
+                return hw_with({**values, key: cand["v"]})
+
+            g = _grid_fit(by_kernel[kernel], [{"v": v} for v in grid], hw_for)
+            values[key] = g.best["v"]
+            spreads[key] = g.spread["v"]
+    out = []
+    for key in keys:
+        kernel, _grid, what = LAYER_NORM_FALLBACK_GRIDS[key]
+        own = by_kernel[kernel]
+        others = sum(1 for k in keys if LAYER_NORM_FALLBACK_GRIDS[k][0] == kernel) - 1
+        out.append(Fitted("layer_norm_kernel", key, round(values[key], 2), raw.file_of("l2_cold"),
+                          f"least squares (log time) over the {FALLBACK_KERNEL_NAMES[kernel]} kernels of {len(own)} "
+                          "profiled layer norm forwards over rows that are not whole vectors (l2_cold "
+                          f"norm_fallback_cal, clean and warm): {what}, fitted jointly with the other {others} keys of "
+                          f"that kernel ({LAYER_NORM_ROUNDS} rounds of coordinate descent; interval: bootstrap with the "
+                          "others held)", {record_id(c.record) for c in own}, spread=spreads[key]))
     return out

@@ -288,8 +288,9 @@ def torch_layer_norm_config(hw: Hardware, cols: int) -> dict[str, int] | None:
     """ATen's vectorized layer-norm forward over rows of `cols` elements (launch_vectorized_layer_norm_kernel in
     layer_norm_kernel.cu, torch 2.11; RMS norm runs the same kernel): one block of `threads` per row, each thread
     loading vec_elems elements at a time, `iterations` times per pass (profile layer_norm_kernel). None where a row
-    is not whole vectors: ATen then runs its two-kernel fallback (row moments, then normalize), priced as the
-    row-wise reduction the op describes."""
+    is not whole vectors: ATen then runs its two-kernel fallback (row moments, then normalize:
+    _torch_layer_norm_fallback_cost where the profile has its fb_* keys, else the row-wise reduction the op
+    describes)."""
     lk = hw.layer_norm_kernel
     vec, threads = int(lk["vec_elems"]), int(lk["threads"])
     if cols % vec:
@@ -351,6 +352,59 @@ def _torch_layer_norm_cost(op: Op, graph: Graph, hw: Hardware, rows: int, cols: 
                                  "iterations": iters, "input_in_l2": warm, "blocks_per_sm": occ.blocks_per_sm, "waves": waves,
                                  "loops_us": round(loops * 1e6, 4), "blocks_us": round(blocks_s * 1e6, 4),
                                  "reread_from_hbm": reread}),
+    )
+
+
+# The two kernels of ATen's layer norm forward over rows that are not whole vectors (layer_norm_kernel.fb_*): each
+# kernel's (threads, registers, round trip, round trip from L2) keys; the moments kernel also spends fb_moments_block_ns
+# per wave on its block's Welford combine, the normalize kernel moves its wave's bytes at fb_forward_stream_gbps
+FALLBACK_KERNELS = ("moments", "forward")
+
+
+def _torch_layer_norm_fallback_cost(op: Op, graph: Graph, hw: Hardware, rows: int, cols: int) -> KernelCost:
+    """PyTorch's layer norm forward over rows that are not whole 4-element vectors (`impl: torch_layer_norm`, cols
+    not a multiple of vec_elems): ATen's two-kernel fallback (LayerNormKernelImplInternal, torch 2.11), a block per
+    row each: RowwiseMomentsCUDAKernel (fb_moments_threads threads, scalar loads, Welford) and
+    LayerNormForwardCUDAKernel (fb_forward_threads threads). Each thread of a wave of resident blocks waits a round
+    trip per loop iteration (fb_*_iter_ns from HBM: `l2: cold` or an input past the L2 share; fb_*_iter_ns_warm from
+    L2); the moments kernel's wave then spends fb_moments_block_ns combining its block's Welford partials, the
+    normalize kernel's iterations also move the wave's bytes (x read, y written) at fb_forward_stream_gbps. The op
+    is both kernels: two fixed costs (detail `kernels`: 2). The op attribute `fallback_kernel` (moments or forward;
+    calibration cases only) prices one of them."""
+    lk = hw.layer_norm_kernel
+    r, w = io_bytes(op, graph)
+    elem = _row_elem_bytes(op, graph, rows, cols)
+    warm = op.attrs.get("l2") != "cold" and rows * cols * elem <= hw.l2_bytes * lk["reread_l2_share"]
+    per_sm = math.ceil(rows / hw.sm_count)
+    active = min(hw.sm_count, rows)
+    only = op.attrs.get("fallback_kernel")
+    parts: dict[str, float] = {}
+    for name in FALLBACK_KERNELS:
+        if only is not None and only != name:
+            continue
+        threads = int(lk[f"fb_{name}_threads"])
+        occ = occupancy(hw, threads, int(lk[f"fb_{name}_regs"]), 0, rows)
+        iters = math.ceil(cols / threads)
+        latency = lk[f"fb_{name}_iter_ns_warm" if warm else f"fb_{name}_iter_ns"] * 1e-9
+        if name == "moments":
+            block_s = lk["fb_moments_block_ns"] * 1e-9
+            full, part = divmod(per_sm, occ.blocks_per_sm)
+            parts[name] = (full + (1 if part else 0)) * (iters * latency + block_s)
+        else:
+            rate = lk["fb_forward_stream_gbps"] * 1e9
+            slice_bytes = threads * elem * 2  # x read, y written
+            parts[name], _ = _waves_s(per_sm, occ.blocks_per_sm, iters,
+                                      lambda n, lat=latency, sb=slice_bytes, rt=rate: lat + n * active * sb / rt)
+    mem_s = sum(parts.values())
+    kernels = len(parts)
+    time = kernels * hw.kernel_fixed_s + mem_s
+    total = r + w
+    return KernelCost(
+        time_s=time, compute_s=0.0, memory_s=mem_s, fixed_s=kernels * hw.kernel_fixed_s,
+        limiter="latency", category="memory", hbm_bytes=total, flops=float(rows * cols),
+        bw_demand=min(1.0, total / time / hw.hbm_sustained_bps), sm_demand=min(1.0, rows / hw.sm_count),
+        detail=MappingProxyType({"layer_norm_kernel": "fallback", "kernels": kernels, "grid": rows,
+                                 "input_in_l2": warm, **{f"{k}_us": round(v * 1e6, 4) for k, v in parts.items()}}),
     )
 
 
@@ -485,6 +539,9 @@ def reduction_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
             and op.attrs.get("axis", "cols") == "cols"
             and (ln := torch_layer_norm_config(hw, cols)) is not None):
         return _torch_layer_norm_cost(op, graph, hw, rows, cols, ln)
+    if (impl == "torch_layer_norm" and "fb_moments_iter_ns" in hw.layer_norm_kernel
+            and op.attrs.get("axis", "cols") == "cols" and torch_layer_norm_config(hw, cols) is None):
+        return _torch_layer_norm_fallback_cost(op, graph, hw, rows, cols)
     if (impl == "torch_layer_norm_bwd" and "bwd_iter_ns" in hw.layer_norm_kernel
             and op.attrs.get("axis", "cols") == "cols" and (ln := torch_layer_norm_config(hw, cols)) is not None):
         return _torch_layer_norm_bwd_cost(op, graph, hw, rows, cols, ln)

@@ -31,7 +31,7 @@ from typing import Any
 
 from sim.ingest.families import kernel_family
 from sim.ingest.kineto import CpuOp, GpuActivity, RuntimeCall, StepEvents
-from sim.ingest.shapes import OWN_SHAPE_KERNELS, infer_op
+from sim.ingest.shapes import infer_op
 
 GAP_MIN_US = 5.0  # shorter gaps between ops are per-op dispatch (the profile's eager cost)
 SYNC_CALLS = frozenset({"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize",
@@ -376,8 +376,7 @@ def build_step(ev: StepEvents) -> ImportedStep:
                 counter += 1
                 family = kernel_family(act.name, act.cat)
                 name = f"k{counter:04d}_{family}_{inner}"
-                helper = (bool(stack) and shaped.get((stack[-1].index, family)) is not act
-                          and not OWN_SHAPE_KERNELS.search(act.name))
+                helper = bool(stack) and shaped.get((stack[-1].index, family)) is not act
                 inf = None if helper else infer_op(family, stack, act, name)
                 doc: dict[str, Any] = {"name": name}
                 if inf is not None:

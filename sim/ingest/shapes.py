@@ -13,7 +13,6 @@ of the kernel's family claims wins (with its fields, or UNKNOWN: claimed, shapes
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,12 +34,6 @@ class Inferred:
     tensors: dict[str, dict[str, Any]] = field(default_factory=dict)  # name → {shape, dtype}
     reads: list[str] = field(default_factory=list)
     writes: list[str] = field(default_factory=list)
-
-
-# Kernels that carry their own shapes although their CPU op launches another kernel of the same family: the layer norm
-# backward's grad-input kernel and its gamma/beta column sums (ATen, layer_norm_kernel.cu) are two different
-# reductions, each priced (sim/ops/reduction.py), not one op and a helper that keeps its measured time.
-OWN_SHAPE_KERNELS = re.compile(r"layer_norm_grad_input_kernel_vectorized<|GammaBetaBackwardCUDAKernelTemplate<")
 
 
 def short_name(name: str) -> str:

@@ -43,7 +43,8 @@ class ReductionOp(OpBase):
                     "for the row length (warp, register, shared-memory or three-sweep kernel: the profile's "
                     "softmax_kernel), whatever `passes` says; torch_layer_norm / torch_rms_norm: PyTorch's layer "
                     "norm / RMS norm forward -- ATen's vectorized kernel, a block per row (the profile's "
-                    "layer_norm_kernel; a row that is not whole 4-element vectors keeps the row-wise description); "
+                    "layer_norm_kernel; a layer norm over rows that are not whole 4-element vectors: ATen's "
+                    "two-kernel fallback, its fb_* keys); "
                     "torch_layer_norm_bwd / torch_gamma_beta: the layer norm backward's grad-input kernel (a block "
                     "per row) and its gamma/beta column sums (an op over axis: rows), ATen's kernels (the profile's "
                     "layer_norm_kernel bwd_* / gb_* keys); import-trace sets them from the kernel's name")
@@ -67,10 +68,6 @@ ATEN_SOFTMAX_KERNEL = re.compile(r"softmax_warp_forward|cunn_SoftMaxForward(Reg|
 # RMS norm runs it with its rms flag (true): no Welford updates, its own times (profile layer_norm_kernel rms_*)
 ATEN_LAYER_NORM_KERNEL = re.compile(r"vectorized_layer_norm_kernel<[^>]*,\s*(false|true)>")
 LAYER_NORM_OPS = {"native_layer_norm": "false", "layer_norm": "false", "_fused_rms_norm": "true", "rms_norm": "true"}
-# ATen's layer norm backward: the grad-input kernel (layer_norm_grad_input_kernel_vectorized<T, T_ACC, rms_norm>) and the
-# gamma/beta column sums (GammaBetaBackwardCUDAKernelTemplate), two kernels of one native_layer_norm_backward
-ATEN_LN_GRAD_INPUT_KERNEL = re.compile(r"layer_norm_grad_input_kernel_vectorized<[^>]*,\s*false>")
-ATEN_GAMMA_BETA_KERNEL = re.compile(r"GammaBetaBackwardCUDAKernelTemplate<")
 
 
 def nll_shapes(op: CpuOp, prefix: str, backward: bool) -> Inferred | None:
@@ -90,27 +87,6 @@ def nll_shapes(op: CpuOp, prefix: str, backward: bool) -> Inferred | None:
     return inf
 
 
-def _layer_norm_backward(found: Inferred, prefix: str, kernel_name: str) -> Inferred:
-    """One kernel of native_layer_norm_backward (inputs dy, x, mean, rstd, gamma, beta): the grad-input kernel as the
-    row-wise reduction the op describes (impl torch_layer_norm_bwd), the gamma/beta kernel as column sums of dy and
-    x into two [cols] gradients (axis rows, impl torch_gamma_beta); another kernel as the op describes it."""
-    if ATEN_LN_GRAD_INPUT_KERNEL.search(kernel_name):
-        found.fields["impl"] = "torch_layer_norm_bwd"
-        return found
-    if not ATEN_GAMMA_BETA_KERNEL.search(kernel_name) or len(found.reads) < 2:
-        return found
-    rows, cols = int(found.fields["rows"]), int(found.fields["cols"])
-    sums = Inferred({**found.fields, "axis": "rows", "impl": "torch_gamma_beta"})
-    for name in found.reads[:2]:  # dy, x
-        t = found.tensors[name]
-        declare(sums, prefix, "in", tuple(t["shape"]), t["dtype"])
-    dt = found.tensors[found.reads[0]]["dtype"]
-    for _ in range(2):  # the gamma and beta gradients
-        declare(sums, prefix, "out", (cols,), dt)
-    assert rows > 0
-    return sums
-
-
 def reduction_shapes(op: CpuOp, prefix: str, kernel_name: str) -> Inferred | ShapeUnknown | None:
     """nll_loss or a framework op of REDUCTION_MATH: its rows, columns, tensors and math; UNKNOWN when it
     is one of those but its inputs say no shapes; None for any other op."""
@@ -125,8 +101,6 @@ def reduction_shapes(op: CpuOp, prefix: str, kernel_name: str) -> Inferred | Sha
         if found is not None and ln is not None and LAYER_NORM_OPS.get(short) == ln.group(1):
             # the vectorized forward ran (not the two-kernel fallback), with the flag of the op's kind
             found.fields["impl"] = "torch_rms_norm" if ln.group(1) == "true" else "torch_layer_norm"
-        if found is not None and short == "native_layer_norm_backward":
-            found = _layer_norm_backward(found, prefix, kernel_name)
     else:
         return None
     return found if found is not None else UNKNOWN

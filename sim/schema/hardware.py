@@ -721,7 +721,11 @@ class HardwareProfileFile(Strict):
         " rate), bwd_reread_streams row slices re-read from HBM past the L2 share; gb_block_x x gb_block_y threads"
         " (gb_block_y_few_rows up to gb_few_rows rows), gb_rows_per_load rows a loop iteration, gb_iter_ns,"
         " gb_iter_ns_warm and gb_stream_gbps for the gamma/beta column sums (an iteration takes the longer of the"
-        " round trip and its bytes at the rate); absent: priced as the reductions their ops describe",
+        " round trip and its bytes at the rate); absent: priced as the reductions their ops describe. A forward over"
+        " rows that are not whole vectors (ATen's two-kernel fallback): fb_moments_threads / fb_forward_threads"
+        " threads and fb_moments_regs / fb_forward_regs registers a block per row; fb_moments_iter_ns(_warm),"
+        " fb_moments_block_ns (the Welford combine per wave), fb_forward_iter_ns(_warm), fb_forward_stream_gbps;"
+        " absent: the row-wise reduction the op describes",
     )
     primitives: dict[str, PositiveQuantity] = Field(
         default_factory=dict,

@@ -197,19 +197,3 @@ def test_read_steps_gives_what_read_step_gives_for_each_step() -> None:
         assert not isinstance(ev, InputError)
         assert ev.step == one.step and ev.cpu_ops == one.cpu_ops and ev.runtime == one.runtime and ev.gpu == one.gpu
     assert isinstance(many[2], InputError) and "no such step" in str(many[2])
-
-
-def test_a_layer_norm_backward_imports_as_its_two_kernels() -> None:
-    # native_layer_norm_backward launches ATen's grad-input kernel (a block per row) and the gamma/beta column sums:
-    # each is priced (not the longer one with the other kept at its measured time), the sums as column sums of dy
-    # and x into two [cols] gradients
-    step = import_trace(FIXTURES / "traces" / "transformer_eager.json.gz")
-    ln = [o.doc for o in step.ops if o.doc["name"].endswith("native_layer_norm_backward")]
-    assert len(ln) == 4 and not any(d.get("unpriced") for d in ln)
-    grad, sums = ln[0], ln[1]
-    assert "layer_norm_grad_input_kernel_vectorized" in grad["trace_name"] and grad["impl"] == "torch_layer_norm_bwd"
-    assert (grad["rows"], grad["cols"], grad.get("axis", "cols")) == (4096, 2048, "cols")
-    assert "GammaBetaBackward" in sums["trace_name"] and sums["impl"] == "torch_gamma_beta"
-    assert (sums["rows"], sums["cols"], sums["axis"]) == (4096, 2048, "rows")
-    assert len(sums["reads"]) == 2 and len(sums["writes"]) == 2
-    assert [step.tensors[w]["shape"] for w in sums["writes"]] == [[2048], [2048]]

@@ -21,7 +21,8 @@ Parts (in this order; the budget stops starting new cases, the file stays valid 
 - gemm_cal / sum_cal / copy_cal / row_sum_cal / norm_cal: calibration-split shapes (``set: cal``; a fit may use
   them, no held-out set has them): what a cold-L2 parameter is fitted on (row_sum_cal: few-block row sums of 20-44
   loop iterations, x.sum(1) only; norm_cal: layer norm and RMS norm forwards, fitted in every state;
-  norm_bwd_cal: their backwards, clean and warm);
+  norm_bwd_cal: their backwards, clean and warm; norm_fallback_cal: layer norms over rows that are not whole
+  4-element vectors, clean and warm);
 - gemm_new / copy_new / sum_new: shapes no fit, no correction table and no earlier held-out set uses;
 - fused_new: the Triton bias+GELU+dropout forward at a hidden size (6144), token counts and
   warps per block (2, 16) no earlier set used, clean L2 only.
@@ -81,6 +82,10 @@ CAL_ROW_SUM = [(28, 2560), (56, 4608), (44, 5632)]
 # shapes (recorded; no fit uses them yet). The held-out sets (heldout_kernels A/C, machine F) use rows 256, 1024,
 # 4096, 16384, 65536.
 CAL_NORM_BWD = [(r, c) for r in (128, 512, 2048, 8192, 32768) for c in (1024, 2048, 4096, 8192)]
+# calibration-split layer norm forwards whose rows are not whole 4-element vectors (ATen's two-kernel fallback:
+# RowwiseMomentsCUDAKernel, then LayerNormForwardCUDAKernel), bf16, clean and warm. The held-out set
+# (validation/h200/norm_heldout) has 3072 and 12288 rows of 1030 and 4098 columns.
+CAL_NORM_FALLBACK = [(r, c) for r in (256, 1024, 4096, 16384) for c in (770, 2050, 6146)]
 CAL_NORM = [(r, c) for r in (512, 2048, 8192, 32768) for c in (1024, 2048, 4096, 8192)]
 
 _CLEAN_BUF: Any = None
@@ -270,6 +275,27 @@ def _norm_bwd(c: L2Ctx, cases: list[tuple[int, int]], tag: str) -> None:
         c.attempt(f"norm_bwd {tag} {rows}x{cols}", one)
 
 
+def _norm_fallback(c: L2Ctx, cases: list[tuple[int, int]], tag: str) -> None:
+    """torch.layer_norm (weight and bias) under no_grad over rows of a length that is not whole 4-element vectors,
+    in the clean and warm states."""
+    import torch
+
+    for rows, cols in cases[:1] if c.smoke else cases:
+        def one(rows: int = rows, cols: int = cols) -> None:
+            x = torch.randn(rows, cols, device="cuda", dtype=torch.bfloat16)
+            w = torch.randn(cols, device="cuda", dtype=torch.bfloat16)
+            b = torch.randn(cols, device="cuda", dtype=torch.bfloat16)
+            with torch.no_grad():
+                for st in [s for s in c.states if s in ("clean", "warm")]:
+                    c.rf.add({"bench": "norm", "op": "layer_norm_fwd", "set": tag, "l2_state": st, "rows": rows,
+                              "cols": cols, "dtype": "bfloat16",
+                              **profiled_state(lambda: torch.layer_norm(x, (cols,), w, b), st)})
+            common.log(f"norm_fallback {tag} {rows}x{cols}: " + " ".join(
+                f"{rec['l2_state']} {sum(k['duration_us'] for k in rec['kernels']):.2f}"
+                for rec in c.rf.doc["records"][-2:]))
+        c.attempt(f"norm_fallback {tag} {rows}x{cols}", one)
+
+
 def _fused(c: L2Ctx) -> None:
     import torch
 
@@ -309,6 +335,7 @@ PARTS: dict[str, Callable[[L2Ctx], None]] = {
     "row_sum_cal": lambda c: _row_sum(c, CAL_ROW_SUM, "cal"),
     "norm_cal": lambda c: _norm(c, CAL_NORM, "cal"),
     "norm_bwd_cal": lambda c: _norm_bwd(c, CAL_NORM_BWD, "cal"),
+    "norm_fallback_cal": lambda c: _norm_fallback(c, CAL_NORM_FALLBACK, "cal"),
     "gemm_new": lambda c: _gemm(c, NEW_GEMM, "new"),
     "copy_new": lambda c: _copy(c, NEW_COPY_KIB, "new"),
     "sum_new": lambda c: _sum(c, NEW_SUM, "new"),
@@ -337,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
              "gemm_new": len(NEW_GEMM), "copy_new": len(NEW_COPY_KIB), "sum_new": 2 * len(NEW_SUM), "fused_new": 24,
              "gemm_cal": len(CAL_GEMM), "copy_cal": len(CAL_COPY_KIB), "sum_cal": 2 * len(CAL_SUM),
              "row_sum_cal": len(CAL_ROW_SUM), "norm_cal": 2 * len(CAL_NORM),
-             "norm_bwd_cal": 2 * len(CAL_NORM_BWD)}
+             "norm_bwd_cal": 2 * len(CAL_NORM_BWD), "norm_fallback_cal": len(CAL_NORM_FALLBACK)}
         print(f"parts {parts}; cases {sum(n[p] for p in parts)} x states {list(STATES)}; "
               f"budget {ns.budget_s} s; out {ns.out}")
         return 0
