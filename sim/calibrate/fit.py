@@ -1872,6 +1872,37 @@ def _relative(path: Path, start: Path) -> str:
     return os.path.relpath(path.resolve(), start.resolve())
 
 
+def _descend_per_kernel(by_kernel: dict[str, list[Any]], grids: dict[str, tuple[str, list[float], str]],
+                        hw: Any) -> tuple[list[str], dict[str, float], dict[str, tuple[float, float]]]:
+    """layer_norm_kernel keys fitted per kernel: each key of `grids` ((kernel, grid, what)) on the cases of its
+    kernel, by LAYER_NORM_ROUNDS rounds of coordinate descent with the other keys at their latest values; a key that
+    fewer than LAYER_NORM_MIN_CASES of its cases move by 1 % when it moves by 20 % keeps the profile's value.
+    (keys fitted, their values, their bootstrap intervals)."""
+    import dataclasses
+
+    def hw_with(vals: dict[str, float]) -> Any:
+        return dataclasses.replace(hw, layer_norm_kernel={**hw.layer_norm_kernel, **vals})
+
+    def moved(key: str) -> int:
+        h = hw_with({key: 1.2 * float(hw.layer_norm_kernel[key])})
+        return sum(1 for c in by_kernel[grids[key][0]] if abs(c.predicted_us(h) / c.predicted_us(hw) - 1) > 0.01)
+
+    keys = [k for k in grids if moved(k) >= LAYER_NORM_MIN_CASES]
+    values = {k: float(hw.layer_norm_kernel[k]) for k in keys}
+    spreads: dict[str, tuple[float, float]] = {}
+    for _ in range(LAYER_NORM_ROUNDS):
+        for key in keys:
+            kernel, grid, _what = grids[key]
+
+            def hw_for(cand: dict[str, float], key: str = key) -> Any:
+                return hw_with({**values, key: cand["v"]})
+
+            g = _grid_fit(by_kernel[kernel], [{"v": v} for v in grid], hw_for)
+            values[key] = g.best["v"]
+            spreads[key] = g.spread["v"]
+    return keys, values, spreads
+
+
 # The layer norm backward kernels' fitted times (profile layer_norm_kernel.KEY): the op's impl they price, grid, what
 # it is
 LAYER_NORM_BWD_GRIDS = {
@@ -1897,7 +1928,6 @@ def fit_layer_norm_bwd(cases: list[Any], hw: Any, raw: RawData) -> list[Fitted]:
     fit_layer_norm (LAYER_NORM_ROUNDS rounds; intervals: bootstrap with the others held). A key that fewer than
     LAYER_NORM_MIN_CASES cases move by 1 % when it moves by 20 % keeps the profile's value. Nothing without the
     profile's keys or without such cases."""
-    import dataclasses
 
     if "bwd_iter_ns" not in hw.layer_norm_kernel or "gb_iter_ns" not in hw.layer_norm_kernel:
         return []
@@ -1908,30 +1938,9 @@ def fit_layer_norm_bwd(cases: list[Any], hw: Any, raw: RawData) -> list[Fitted]:
     if not sel:
         return []
 
-    def hw_with(vals: dict[str, float]) -> Any:
-        return dataclasses.replace(hw, layer_norm_kernel={**hw.layer_norm_kernel, **vals})
-
     by_impl = {impl: [c for c in sel if c.graph.ops[0].attrs.get("impl") == impl]
                for impl in ("torch_layer_norm_bwd", "torch_gamma_beta")}
-
-    def moved(key: str) -> int:
-        own = by_impl[LAYER_NORM_BWD_GRIDS[key][0]]
-        h = hw_with({key: 1.2 * float(hw.layer_norm_kernel[key])})
-        return sum(1 for c in own if abs(c.predicted_us(h) / c.predicted_us(hw) - 1) > 0.01)
-
-    keys = [k for k in LAYER_NORM_BWD_GRIDS if moved(k) >= LAYER_NORM_MIN_CASES]
-    values = {k: float(hw.layer_norm_kernel[k]) for k in keys}
-    spreads: dict[str, tuple[float, float]] = {}
-    for _ in range(LAYER_NORM_ROUNDS):
-        for key in keys:
-            impl, grid, _what = LAYER_NORM_BWD_GRIDS[key]
-
-            def hw_for(cand: dict[str, float], key: str = key) -> Any:
-                return hw_with({**values, key: cand["v"]})
-
-            g = _grid_fit(by_impl[impl], [{"v": v} for v in grid], hw_for)
-            values[key] = g.best["v"]
-            spreads[key] = g.spread["v"]
+    keys, values, spreads = _descend_per_kernel(by_impl, LAYER_NORM_BWD_GRIDS, hw)
     out = []
     for key in keys:
         impl, _grid, what = LAYER_NORM_BWD_GRIDS[key]
@@ -1992,27 +2001,7 @@ def fit_layer_norm_fallback(cases: list[Any], hw: Any, raw: RawData) -> list[Fit
     if not by_kernel["moments"] or not by_kernel["forward"]:
         return []
 
-    def hw_with(vals: dict[str, float]) -> Any:
-        return dataclasses.replace(hw, layer_norm_kernel={**hw.layer_norm_kernel, **vals})
-
-    def moved(key: str) -> int:
-        own = by_kernel[LAYER_NORM_FALLBACK_GRIDS[key][0]]
-        h = hw_with({key: 1.2 * float(hw.layer_norm_kernel[key])})
-        return sum(1 for c in own if abs(c.predicted_us(h) / c.predicted_us(hw) - 1) > 0.01)
-
-    keys = [k for k in LAYER_NORM_FALLBACK_GRIDS if moved(k) >= LAYER_NORM_MIN_CASES]
-    values = {k: float(hw.layer_norm_kernel[k]) for k in keys}
-    spreads: dict[str, tuple[float, float]] = {}
-    for _ in range(LAYER_NORM_ROUNDS):
-        for key in keys:
-            kernel, grid, _what = LAYER_NORM_FALLBACK_GRIDS[key]
-
-            def hw_for(cand: dict[str, float], key: str = key) -> Any:
-                return hw_with({**values, key: cand["v"]})
-
-            g = _grid_fit(by_kernel[kernel], [{"v": v} for v in grid], hw_for)
-            values[key] = g.best["v"]
-            spreads[key] = g.spread["v"]
+    keys, values, spreads = _descend_per_kernel(by_kernel, LAYER_NORM_FALLBACK_GRIDS, hw)
     out = []
     for key in keys:
         kernel, _grid, what = LAYER_NORM_FALLBACK_GRIDS[key]
