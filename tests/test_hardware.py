@@ -150,3 +150,17 @@ def test_the_spill_l1_partial_switch_is_read_from_the_memory_section(tmp_path) -
     path = tmp_path / "h200-spill-partial.yaml"
     path.write_text(yaml.safe_dump(doc))
     assert load_profile(str(path)).spill_l1_partial is True
+
+
+@pytest.mark.parametrize("drop", ["gb_block_x", "bwd_stream_gbps", "vec_elems", "block_ns"])
+def test_a_layer_norm_law_with_a_missing_key_is_an_input_error(tmp_path, drop: str) -> None:  # type: ignore[no-untyped-def]
+    # a profile that keeps a law's trigger key (iter_ns, bwd_iter_ns, gb_iter_ns) without a key the law reads is
+    # refused when it loads, naming both, instead of a KeyError when an op is priced
+    from sim.errors import InputError
+
+    doc = yaml.safe_load((ROOT / "hardware_profiles" / "h200-measured.yaml").read_text())
+    del doc["layer_norm_kernel"][drop]
+    path = tmp_path / "partial.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(InputError, match=f"layer_norm_kernel.*lacks {drop}"):
+        load_profile(str(path))

@@ -736,6 +736,16 @@ class HardwareProfileFile(Strict):
         description="launch and work-split heuristics of the libraries (ATen, FlashAttention, the CUDA driver) "
                     "for kernels a workload gives no launch config")
 
+    @field_validator("layer_norm_kernel")
+    @classmethod
+    def _layer_norm_laws_whole(cls, v: dict[str, PositiveQuantity]) -> dict[str, PositiveQuantity]:
+        # a law's trigger key (the one sim/costmodel/reduction.py dispatches on) comes with every key the law reads
+        for trigger, needed in LAYER_NORM_LAW_KEYS.items():
+            missing = [k for k in needed if k not in v]
+            if trigger in v and missing:
+                raise ValueError(f"has {trigger} but lacks {', '.join(missing)} (every key of that kernel's law)")
+        return v
+
     @model_validator(mode="after")
     def _consistent(self) -> HardwareProfileFile:
         if self.memory.hbm_sustained_gbps.value > self.memory.hbm_peak_gbps.value:
@@ -744,5 +754,18 @@ class HardwareProfileFile(Strict):
             raise ValueError("sm.max_warps_per_sm × sm.warp_size must equal sm.max_threads_per_sm")
         return self
 
+
+# layer_norm_kernel: each law's trigger key and the keys its cost function reads (sim/costmodel/reduction.py)
+_LN_LAUNCH = ("threads", "vec_elems", "regs", "reread_l2_share")
+LAYER_NORM_LAW_KEYS: dict[str, tuple[str, ...]] = {
+    "iter_ns": (*_LN_LAUNCH, "stream_gbps", "block_ns"),
+    "rms_iter_ns": (*_LN_LAUNCH, "stream_gbps", "rms_block_ns"),
+    "bwd_iter_ns": (*_LN_LAUNCH, "bwd_iter_ns_warm", "bwd_stream_gbps", "bwd_reread_streams"),
+    "gb_iter_ns": ("regs", "reread_l2_share", "gb_iter_ns_warm", "gb_stream_gbps", "gb_block_x", "gb_block_y",
+                   "gb_block_y_few_rows", "gb_few_rows", "gb_rows_per_load"),
+    "fb_moments_iter_ns": ("vec_elems", "threads", "reread_l2_share", "fb_moments_iter_ns_warm", "fb_moments_block_ns",
+                           "fb_moments_threads", "fb_moments_regs", "fb_forward_iter_ns", "fb_forward_iter_ns_warm",
+                           "fb_forward_stream_gbps", "fb_forward_threads", "fb_forward_regs"),
+}
 
 GemmSection.model_rebuild()
