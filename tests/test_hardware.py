@@ -164,3 +164,16 @@ def test_a_layer_norm_law_with_a_missing_key_is_an_input_error(tmp_path, drop: s
     path.write_text(yaml.safe_dump(doc))
     with pytest.raises(InputError, match=f"layer_norm_kernel.*lacks {drop}"):
         load_profile(str(path))
+
+
+@pytest.mark.parametrize("drop", ["warp_chain_ns_warm", "warp_chain_fp32_ratio", "warm_l2_share", "warp_max_bytes"])
+def test_a_softmax_warp_law_with_a_missing_key_is_an_input_error(tmp_path, drop: str) -> None:  # type: ignore[no-untyped-def]
+    # the warp softmax law's trigger key (warp_slot_ns) without a key the law reads is refused at load
+    from sim.errors import InputError
+
+    doc = yaml.safe_load((ROOT / "hardware_profiles" / "h200-sxm.yaml").read_text())
+    del doc["softmax_kernel"][drop]
+    path = tmp_path / "partial.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(InputError, match=f"softmax_kernel.*lacks {drop}"):
+        load_profile(str(path))

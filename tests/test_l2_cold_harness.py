@@ -40,6 +40,8 @@ def test_l2_cold_writes_calibration_shapes_the_fits_read(tmp_path: Path, monkeyp
     bwd = ["void at::native::(anonymous namespace)::layer_norm_grad_input_kernel_vectorized<c10::BFloat16, float>",
            "void at::native::(anonymous namespace)::GammaBetaBackwardCUDAKernelTemplate<c10::BFloat16, float, 32u>"]
 
+    name["softmax"] = "void (anonymous namespace)::softmax_warp_forward<c10::BFloat16, c10::BFloat16, float, 10, false, false>"
+
     def fake_profiled(fn: object, state: str, calls: int = 7) -> dict[str, object]:
         names = bwd if current[0] == "norm_bwd" else [name[current[0]]]
         return {"kernels": [{"name": n, "duration_us": 10.0, "grid": [1, 1, 1], "block": [128, 1, 1],
@@ -47,7 +49,7 @@ def test_l2_cold_writes_calibration_shapes_the_fits_read(tmp_path: Path, monkeyp
 
     current = ["gemm"]
     for fn_name, bench in (("_gemm", "gemm"), ("_copy", "copy"), ("_sum", "sum"), ("_row_sum", "sum"),
-                          ("_norm", "norm"), ("_norm_bwd", "norm_bwd")):
+                          ("_norm", "norm"), ("_norm_bwd", "norm_bwd"), ("_softmax_cal", "softmax")):
         orig = getattr(heldout_l2, fn_name)
 
         def wrapped(c: object, shapes: object, tag: str, orig: object = orig, bench: str = bench) -> None:
@@ -62,7 +64,8 @@ def test_l2_cold_writes_calibration_shapes_the_fits_read(tmp_path: Path, monkeyp
     recs = doc["records"]
     assert {r["set"] for r in recs} == {"cal"} and {r["l2_state"] for r in recs} == {"clean", "warm"}
     n_cases = (len(heldout_l2.CAL_GEMM) + 2 * len(heldout_l2.CAL_SUM) + len(heldout_l2.CAL_COPY_KIB)
-               + len(heldout_l2.CAL_ROW_SUM) + 2 * len(heldout_l2.CAL_NORM) + 2 * len(heldout_l2.CAL_NORM_BWD))
+               + len(heldout_l2.CAL_ROW_SUM) + 2 * len(heldout_l2.CAL_NORM) + 2 * len(heldout_l2.CAL_NORM_BWD)
+               + len(heldout_l2.CAL_SOFTMAX))
     assert len(recs) == 2 * n_cases
     # exactly the calibration-split shapes (CAL_GEMM shares 1x2048x2048 with the third wave's set, a
     # shape of the GEMM calibration grid; none of the new held-out shapes)
@@ -83,6 +86,10 @@ def test_l2_cold_writes_calibration_shapes_the_fits_read(tmp_path: Path, monkeyp
     # their backwards: the layer norm's, clean and warm (family norm_bwd_cal, one case of two kernels each); the RMS
     # norm backwards are recorded only
     assert fams.count("norm_bwd_cal") == 2 * len(heldout_l2.CAL_NORM_BWD)
+    # softmax forwards on ATen's warp kernel at the calibration's shapes, clean and warm: family softmax_cal
+    assert sorted((r["dtype"], r["cols"], r["rows"]) for r in recs if r["bench"] == "reduction") == sorted(
+        2 * heldout_l2.CAL_SOFTMAX)
+    assert fams.count("softmax_cal") == 2 * len(heldout_l2.CAL_SOFTMAX)
 
 
 def test_the_cold_row_sums_are_few_block_long_chains_on_the_training_side_and_no_held_out_shape() -> None:

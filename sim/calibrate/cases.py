@@ -208,7 +208,8 @@ def _l2_cold_cases(records: list[dict[str, Any]]) -> list[Case]:
     clean cold L2; sim.calibrate.gpu.heldout_l2, set cal): families gemm_cold, reduction_cold and copy_cold; the
     copies of the same sizes after the flush that writes (family copy_dirty: no fit uses them); and the layer norm
     and RMS norm forwards after the clean flush and warm (family norm_cal: profile layer_norm_kernel's fit); the
-    layer norm backwards, clean and warm (family norm_bwd_cal: its bwd_* and gb_* keys, fitted per kernel)."""
+    layer norm backwards, clean and warm (family norm_bwd_cal: its bwd_* and gb_* keys, fitted per kernel); the
+    softmax forwards on ATen's warp kernel, clean and warm (family softmax_cal: softmax_kernel's warp_* keys)."""
     import dataclasses
 
     out = []
@@ -229,6 +230,14 @@ def _l2_cold_cases(records: list[dict[str, Any]]) -> list[Case]:
                 case = _profiled_reduction({**rec, "bench": "layernorm_bwd"})
                 if case is not None:
                     out.append(dataclasses.replace(case, family="norm_bwd_cal"))
+            continue
+        if rec.get("bench") == "reduction" and rec.get("op") == "softmax_fwd":
+            # softmax forwards on ATen's warp kernel, the input in HBM (clean) or in L2 (warm): family softmax_cal
+            # (profile softmax_kernel's warp_* keys)
+            if rec.get("l2_state") in ("clean", "warm"):
+                case = _profiled_reduction({**rec, "bench": "softmax_fwd"})
+                if case is not None:
+                    out.append(dataclasses.replace(case, family="softmax_cal"))
             continue
         if rec.get("bench") == "norm" and rec.get("l2_state") in ("clean", "warm"):
             # layer norm and RMS norm forwards, the input in HBM (clean) or in L2 (warm): family norm_cal
@@ -284,7 +293,7 @@ def _reduction(rec: dict[str, Any]) -> Case | None:
         passes = 2 if bench == "layernorm_fwd" else 3
         # ATen's own kernels: softmax's for the row length (impl torch_softmax), layer norm's vectorized one (impl
         # torch_layer_norm); `passes` where the profile has no such section
-        impl = ({"impl": "torch_softmax"} if bench == "softmax_fwd"
+        impl = ({"impl": "torch_softmax", "l2": "cold"} if bench == "softmax_fwd"
                 else {"impl": "torch_layer_norm", "l2": "cold"})  # timed after an L2 flush: the input in HBM
         op = Op(name=bench, kind="reduction", reads=("x",), writes=("y",),
                 attrs=MappingProxyType({"rows": rows, "cols": cols, "passes": passes, **impl,
@@ -377,7 +386,7 @@ def _profiled_reduction(rec: dict[str, Any]) -> Case | None:
         # ATen's own choice of kernel and layout for the row length (impl torch_softmax), with the profiled
         # kernel's register count where the record has it; generic_softmax gives the row-wise description
         ops = [red(bench, ("x",), ("y",), impl="torch_softmax", math=MappingProxyType({"exp": 1, "add": 2, "mul": 1}),
-                   launch=LaunchConfig(regs_per_thread=regs) if regs else None)]
+                   l2=l2, launch=LaunchConfig(regs_per_thread=regs) if regs else None)]
         tensors = [x, y]
     elif bench == "sum_dim0":
         ops = [red(bench, ("x",), ("v",), axis="rows", math=MappingProxyType({"add": 1}), impl="torch_reduce",

@@ -403,7 +403,7 @@ def fit_model_based(raw: RawData, hw: Any) -> list[Fitted]:
     if cold_reds:
         hw = _with_reduce_fits(hw, fits := fit_reduce_kernel(cold_reds, hw, "cold", raw.file_of("l2_cold")))
         out += fits
-    for soft in fit_softmax_steps(cases, hw, raw):
+    for soft in [*fit_softmax_steps(cases, hw, raw), *fit_softmax_warp(cases, hw, raw)]:
         assert isinstance(soft.value, float)
         hw = dataclasses.replace(hw, softmax_kernel={**hw.softmax_kernel, soft.key: soft.value})
         out.append(soft)
@@ -1423,6 +1423,8 @@ def fit_softmax_steps(cases: list[Any], hw: Any, raw: RawData) -> list[Fitted]:
         sel = by_kernel.get(kernel) or []
         if not sel or key not in hw.softmax_kernel:
             continue
+        if kernel == "warp" and "warp_slot_ns" in hw.softmax_kernel:
+            continue  # the warp kernel's law with its slot term: fit_softmax_warp, on l2_cold's softmax_cal records
 
         def hw_for(cand: dict[str, float], key: str = key, base: Any = hw) -> Any:
             return dataclasses.replace(base, softmax_kernel={**base.softmax_kernel, key: cand["v"]})
@@ -1436,6 +1438,47 @@ def fit_softmax_steps(cases: list[Any], hw: Any, raw: RawData) -> list[Fitted]:
                           f"{SOFTMAX_KERNEL_NAMES[kernel]} (the profiled ones of kernel_configs and the timed ones of this "
                           f"group): {what}",
                           {record_id(c.record) for c in sel}, spread=g.spread["v"]))
+    return out
+
+
+# The warp softmax kernel's fitted times (profile softmax_kernel.KEY; sim.costmodel.reduction
+# _torch_softmax_warp_cost): (kernel, grid, what), all on the same cases
+SOFTMAX_WARP_GRIDS = {
+    "warp_chain_ns": ("warp", [10.0 + 2.0 * i for i in range(296)],
+                      "a lane's wait for each of its loads, per wave of resident blocks, the input in HBM"),
+    "warp_chain_ns_warm": ("warp", [10.0 + 2.0 * i for i in range(296)],
+                           "a lane's wait for each of its loads, per wave of resident blocks, the input in L2"),
+    "warp_slot_ns": ("warp", [0.01 + 0.002 * i for i in range(496)],
+                     "an SM's time per element slot of each thread of a wave's blocks (added to the loads' wait)"),
+    "warp_chain_fp32_ratio": ("warp", [0.3 + 0.01 * i for i in range(171)],
+                              "the wait per load of a lane holding 4-byte elements, over a 2-byte lane's"),
+}
+SOFTMAX_WARP_ROUNDS = 8  # the waits and the slot time trade off: coordinate descent needs more rounds than 3
+
+
+def fit_softmax_warp(cases: list[Any], hw: Any, raw: RawData) -> list[Fitted]:
+    """softmax_kernel's warp-kernel keys (SOFTMAX_WARP_GRIDS): least squares (log time) over l2_cold's softmax_cal
+    records (softmax forwards on ATen's warp kernel, clean and warm), jointly by SOFTMAX_WARP_ROUNDS rounds of
+    coordinate descent (intervals: bootstrap with the others held). A key that fewer than LAYER_NORM_MIN_CASES
+    cases move by 1 % when it moves by 20 % keeps the profile's value. Nothing without the profile's warp_slot_ns or
+    without such records."""
+    if "warp_slot_ns" not in hw.softmax_kernel:
+        return []
+    sel = [c for c in cases if c.family == "softmax_cal"]
+    if not sel:
+        return []
+    keys, values, spreads = _descend_per_kernel({"warp": sel}, SOFTMAX_WARP_GRIDS, hw, section="softmax_kernel",
+                                                rounds=SOFTMAX_WARP_ROUNDS)
+    out = []
+    for key in keys:
+        what = SOFTMAX_WARP_GRIDS[key][2]
+        digits = 3 if key == "warp_slot_ns" else 2
+        out.append(Fitted("softmax_kernel", key, round(values[key], digits), raw.file_of("l2_cold"),
+                          f"least squares (log time) over {len(sel)} profiled softmax forwards on ATen's warp kernel "
+                          f"(l2_cold softmax_cal, clean and warm, bf16 and fp32): {what}, fitted jointly with the other "
+                          f"{len(keys) - 1} keys of the law ({SOFTMAX_WARP_ROUNDS} rounds of coordinate descent; "
+                          "interval: bootstrap with the others held)", {record_id(c.record) for c in sel},
+                          spread=spreads[key]))
     return out
 
 
@@ -1873,24 +1916,25 @@ def _relative(path: Path, start: Path) -> str:
 
 
 def _descend_per_kernel(by_kernel: dict[str, list[Any]], grids: dict[str, tuple[str, list[float], str]],
-                        hw: Any) -> tuple[list[str], dict[str, float], dict[str, tuple[float, float]]]:
-    """layer_norm_kernel keys fitted per kernel: each key of `grids` ((kernel, grid, what)) on the cases of its
-    kernel, by LAYER_NORM_ROUNDS rounds of coordinate descent with the other keys at their latest values; a key that
-    fewer than LAYER_NORM_MIN_CASES of its cases move by 1 % when it moves by 20 % keeps the profile's value.
-    (keys fitted, their values, their bootstrap intervals)."""
+                        hw: Any, section: str = "layer_norm_kernel", rounds: int = LAYER_NORM_ROUNDS,
+                        ) -> tuple[list[str], dict[str, float], dict[str, tuple[float, float]]]:
+    """Profile `section` keys (layer_norm_kernel, softmax_kernel) fitted per kernel: each key of `grids` ((kernel,
+    grid, what)) on the cases of its kernel, by `rounds` rounds of coordinate descent with the other keys at their
+    latest values; a key that fewer than LAYER_NORM_MIN_CASES of its cases move by 1 % when it moves by 20 % keeps
+    the profile's value. (keys fitted, their values, their bootstrap intervals)."""
     import dataclasses
 
     def hw_with(vals: dict[str, float]) -> Any:
-        return dataclasses.replace(hw, layer_norm_kernel={**hw.layer_norm_kernel, **vals})
+        return dataclasses.replace(hw, **{section: {**getattr(hw, section), **vals}})
 
     def moved(key: str) -> int:
-        h = hw_with({key: 1.2 * float(hw.layer_norm_kernel[key])})
+        h = hw_with({key: 1.2 * float(getattr(hw, section)[key])})
         return sum(1 for c in by_kernel[grids[key][0]] if abs(c.predicted_us(h) / c.predicted_us(hw) - 1) > 0.01)
 
     keys = [k for k in grids if moved(k) >= LAYER_NORM_MIN_CASES]
-    values = {k: float(hw.layer_norm_kernel[k]) for k in keys}
+    values = {k: float(getattr(hw, section)[k]) for k in keys}
     spreads: dict[str, tuple[float, float]] = {}
-    for _ in range(LAYER_NORM_ROUNDS):
+    for _ in range(rounds):
         for key in keys:
             kernel, grid, _what = grids[key]
 

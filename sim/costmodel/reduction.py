@@ -236,6 +236,8 @@ def _torch_softmax_cost(op: Op, graph: Graph, hw: Hardware, rows: int, cols: int
     launch = op.launch or LaunchConfig()
     threads = int(cfg["threads"])
     kernel = str(cfg["kernel"])
+    if kernel == "warp" and "warp_slot_ns" in hw.softmax_kernel:
+        return _torch_softmax_warp_cost(op, hw, rows, cols, elem, cfg, r + w)
     key = SOFTMAX_STEP_KEYS.get(kernel)
     steps = softmax_sm_steps(hw, cfg, rows)
     sm_s = steps * hw.softmax_kernel[key] * 1e-9 if key in hw.softmax_kernel else 0.0
@@ -281,6 +283,51 @@ def _torch_softmax_cost(op: Op, graph: Graph, hw: Hardware, rows: int, cols: int
         detail=MappingProxyType({"softmax_kernel": kernel, "grid": rows, "block": threads, "loads": loads,
                                  "blocks_per_sm": occ.blocks_per_sm, "waves": waves, "steps_per_sm": steps,
                                  "sm_us": round(sm_s * 1e6, 4), "stream_us": round(stream * 1e6, 4)}),
+    )
+
+
+def _torch_softmax_warp_cost(op: Op, hw: Hardware, rows: int, cols: int, elem: int, cfg: dict[str, int | str],
+                             io: float) -> KernelCost:
+    """PyTorch's softmax forward on ATen's persistent warp kernel (softmax_warp_forward, rows of up to
+    warp_max_elements and warp_max_bytes; torch_softmax_config gives its layout): each lane holds the row's
+    elements `iterations` slots deep (the row padded to a power of two; two rows a lane up to 128 elements) and
+    loads the `loads` of them that lie in the row. A wave of resident blocks on an SM takes the lane's loads x the
+    wait for each (warp_chain_ns with the input in HBM: `l2: cold` or an input past warm_l2_share of the L2;
+    warp_chain_ns_warm from L2; x warp_chain_fp32_ratio for elements of 4 bytes or more) plus the wave's threads x
+    their element slots x warp_slot_ns (the SM works through every slot, padded ones too: the max, exp and sum over
+    -inf). Measured on H200 (l2_cold softmax_cal: 160 to 49152 rows of 128 to 2048 elements): a single wave's time
+    grows with the loads alone (about 0.13 us a load from HBM, 0.1 from L2, bf16; fp32 about three quarters of
+    that), many rows run at about 0.13 ns a slot per SM, for bf16 and fp32 alike. Never less than the bytes at
+    the HBM rate."""
+    sk = hw.softmax_kernel
+    launch = op.launch or LaunchConfig()
+    threads = int(cfg["threads"])
+    batch = max(1, int(cfg["rows_per_block"]) * int(cfg["threads_per_row"]) // threads)  # rows a lane holds
+    loads, slots = int(cfg["loads"]) * batch, int(cfg["iterations"]) * batch
+    base = sk.get("warp_base_regs")
+    regs = launch.regs_per_thread or (int(base) + slots if base is not None else estimate_registers(hw, loads))
+    blocks = math.ceil(rows / int(cfg["rows_per_block"]))
+    occ = occupancy(hw, threads, regs, 0, blocks)
+    per_sm = math.ceil(blocks / hw.sm_count)
+    warm = op.attrs.get("l2") != "cold" and rows * cols * elem <= hw.l2_bytes * sk["warm_l2_share"]
+    chain = sk["warp_chain_ns_warm" if warm else "warp_chain_ns"] * 1e-9
+    if elem >= 4:
+        chain *= sk["warp_chain_fp32_ratio"]
+    slot = sk["warp_slot_ns"] * 1e-9
+    body, waves = _waves_s(per_sm, occ.blocks_per_sm, 1, lambda n: loads * chain + n * threads * slots * slot)
+    stream = io / hw.hbm_sustained_bps
+    mem_s = max(body, stream)
+    time = hw.kernel_fixed_s + mem_s
+    chain_s = waves * loads * chain
+    return KernelCost(
+        time_s=time, compute_s=0.0, memory_s=mem_s, fixed_s=hw.kernel_fixed_s,
+        limiter="hbm" if stream >= body else ("latency" if chain_s >= 0.5 * body else "issue"), category="memory",
+        hbm_bytes=io, flops=float(rows * cols), bw_demand=min(1.0, io / time / hw.hbm_sustained_bps),
+        sm_demand=min(1.0, blocks / (hw.sm_count * occ.blocks_per_sm)),
+        detail=MappingProxyType({"softmax_kernel": "warp", "grid": blocks, "block": threads, "loads": loads,
+                                 "slots": slots, "input_in_l2": warm, "blocks_per_sm": occ.blocks_per_sm,
+                                 "waves": waves, "chain_us": round(chain_s * 1e6, 4),
+                                 "stream_us": round(stream * 1e6, 4)}),
     )
 
 

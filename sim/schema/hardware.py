@@ -703,8 +703,11 @@ class HardwareProfileFile(Strict):
         " kernel while a row fits) and the kernels' times (sim/costmodel/reduction.py): load_ns and smem_step_ns,"
         " one block's turn on an SM per element a thread holds (the register and shared-memory kernels);"
         " warp_chain_ns, a warp-kernel lane's wait for each load, per wave of resident blocks, with the kernel's"
-        " registers warp_base_regs + the elements a lane holds; absent: softmax is priced as the row-wise"
-        " reduction its op describes",
+        " registers warp_base_regs + the elements a lane holds; with warp_slot_ns the warp kernel's wave takes"
+        " its lane's loads x the wait (warp_chain_ns with the input in HBM, warp_chain_ns_warm where an op not"
+        " marked l2: cold has its input within warm_l2_share of the L2; x warp_chain_fp32_ratio for elements of"
+        " 4 bytes or more) plus the wave's threads x the element slots each holds x warp_slot_ns (the SM's"
+        " throughput); absent: softmax is priced as the row-wise reduction its op describes",
     )
     layer_norm_kernel: dict[str, PositiveQuantity] = Field(
         default_factory=dict,
@@ -736,6 +739,16 @@ class HardwareProfileFile(Strict):
         description="launch and work-split heuristics of the libraries (ATen, FlashAttention, the CUDA driver) "
                     "for kernels a workload gives no launch config")
 
+    @field_validator("softmax_kernel")
+    @classmethod
+    def _softmax_laws_whole(cls, v: dict[str, PositiveQuantity]) -> dict[str, PositiveQuantity]:
+        # the warp kernel's law (trigger warp_slot_ns) comes with every key it reads
+        for trigger, needed in SOFTMAX_LAW_KEYS.items():
+            missing = [k for k in needed if k not in v]
+            if trigger in v and missing:
+                raise ValueError(f"has {trigger} but lacks {', '.join(missing)} (every key of that kernel's law)")
+        return v
+
     @field_validator("layer_norm_kernel")
     @classmethod
     def _layer_norm_laws_whole(cls, v: dict[str, PositiveQuantity]) -> dict[str, PositiveQuantity]:
@@ -766,6 +779,12 @@ LAYER_NORM_LAW_KEYS: dict[str, tuple[str, ...]] = {
     "fb_moments_iter_ns": ("vec_elems", "threads", "reread_l2_share", "fb_moments_iter_ns_warm", "fb_moments_block_ns",
                            "fb_moments_threads", "fb_moments_regs", "fb_forward_iter_ns", "fb_forward_iter_ns_warm",
                            "fb_forward_stream_gbps", "fb_forward_threads", "fb_forward_regs"),
+}
+
+# softmax_kernel: the warp kernel's law's trigger key and the keys its cost function reads
+SOFTMAX_LAW_KEYS: dict[str, tuple[str, ...]] = {
+    "warp_slot_ns": ("warp_max_elements", "warp_max_bytes", "max_threads", "reg_max_loads", "smem_per_block_bytes",
+                     "warp_chain_ns", "warp_chain_ns_warm", "warp_chain_fp32_ratio", "warm_l2_share"),
 }
 
 GemmSection.model_rebuild()

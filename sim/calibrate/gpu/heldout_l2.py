@@ -22,7 +22,7 @@ Parts (in this order; the budget stops starting new cases, the file stays valid 
   them, no held-out set has them): what a cold-L2 parameter is fitted on (row_sum_cal: few-block row sums of 20-44
   loop iterations, x.sum(1) only; norm_cal: layer norm and RMS norm forwards, fitted in every state;
   norm_bwd_cal: their backwards, clean and warm; norm_fallback_cal: layer norms over rows that are not whole
-  4-element vectors, clean and warm);
+  4-element vectors, clean and warm; softmax_cal: softmax forwards on ATen's warp kernel, clean and warm);
 - gemm_new / copy_new / sum_new: shapes no fit, no correction table and no earlier held-out set uses;
 - fused_new: the Triton bias+GELU+dropout forward at a hidden size (6144), token counts and
   warps per block (2, 16) no earlier set used, clean L2 only.
@@ -87,6 +87,14 @@ CAL_NORM_BWD = [(r, c) for r in (128, 512, 2048, 8192, 32768) for c in (1024, 20
 # (validation/h200/norm_heldout) has 3072 and 12288 rows of 1030 and 4098 columns.
 CAL_NORM_FALLBACK = [(r, c) for r in (256, 1024, 4096, 16384) for c in (770, 2050, 6146)]
 CAL_NORM = [(r, c) for r in (512, 2048, 8192, 32768) for c in (1024, 2048, 4096, 8192)]
+# calibration-split softmax forwards over the last dimension that run ATen's persistent warp kernel (rows of up to
+# 2048 elements and 8192 bytes: softmax_warp_forward), clean and warm: what profile softmax_kernel's warp_* keys are
+# fitted on. bf16 rows of 128 (two rows a warp), 384, 640, 1024 and 2048 elements and fp32 rows of 640 and 2048, at
+# row counts from a fraction of one wave to many. The held-out sets use other row counts and lengths
+# (validation/h200/softmax_heldout: 384, 3072, 12288, 24576 rows of 256, 512, 768, 1536; heldout_kernels: 256 ..
+# 65536 rows of 1024).
+CAL_SOFTMAX = ([("bfloat16", c, r) for c in (128, 384, 640, 1024, 2048) for r in (160, 1280, 8192, 49152)]
+               + [("float32", c, r) for c in (640, 2048) for r in (160, 1280, 8192, 49152)])
 
 _CLEAN_BUF: Any = None
 _SINK: Any = None
@@ -296,6 +304,22 @@ def _norm_fallback(c: L2Ctx, cases: list[tuple[int, int]], tag: str) -> None:
         c.attempt(f"norm_fallback {tag} {rows}x{cols}", one)
 
 
+def _softmax_cal(c: L2Ctx, cases: list[tuple[str, int, int]], tag: str) -> None:
+    """torch.softmax over the last dimension of each (dtype, cols, rows) case, in the clean and warm states."""
+    import torch
+
+    for dtype, cols, rows in cases[:1] if c.smoke else cases:
+        def one(dtype: str = dtype, cols: int = cols, rows: int = rows) -> None:
+            x = torch.randn(rows, cols, device="cuda", dtype=getattr(torch, dtype))
+            for st in [s for s in c.states if s in ("clean", "warm")]:
+                c.rf.add({"bench": "reduction", "op": "softmax_fwd", "set": tag, "l2_state": st, "rows": rows,
+                          "cols": cols, "dtype": dtype, **profiled_state(lambda: torch.softmax(x, dim=-1), st)})
+            common.log(f"softmax {tag} {dtype} {rows}x{cols}: " + " ".join(
+                f"{rec['l2_state']} {sum(k['duration_us'] for k in rec['kernels']):.2f}"
+                for rec in c.rf.doc["records"][-2:]))
+        c.attempt(f"softmax {tag} {dtype} {rows}x{cols}", one)
+
+
 def _fused(c: L2Ctx) -> None:
     import torch
 
@@ -336,6 +360,7 @@ PARTS: dict[str, Callable[[L2Ctx], None]] = {
     "norm_cal": lambda c: _norm(c, CAL_NORM, "cal"),
     "norm_bwd_cal": lambda c: _norm_bwd(c, CAL_NORM_BWD, "cal"),
     "norm_fallback_cal": lambda c: _norm_fallback(c, CAL_NORM_FALLBACK, "cal"),
+    "softmax_cal": lambda c: _softmax_cal(c, CAL_SOFTMAX, "cal"),
     "gemm_new": lambda c: _gemm(c, NEW_GEMM, "new"),
     "copy_new": lambda c: _copy(c, NEW_COPY_KIB, "new"),
     "sum_new": lambda c: _sum(c, NEW_SUM, "new"),
@@ -364,7 +389,8 @@ def main(argv: list[str] | None = None) -> int:
              "gemm_new": len(NEW_GEMM), "copy_new": len(NEW_COPY_KIB), "sum_new": 2 * len(NEW_SUM), "fused_new": 24,
              "gemm_cal": len(CAL_GEMM), "copy_cal": len(CAL_COPY_KIB), "sum_cal": 2 * len(CAL_SUM),
              "row_sum_cal": len(CAL_ROW_SUM), "norm_cal": 2 * len(CAL_NORM),
-             "norm_bwd_cal": 2 * len(CAL_NORM_BWD), "norm_fallback_cal": len(CAL_NORM_FALLBACK)}
+             "norm_bwd_cal": 2 * len(CAL_NORM_BWD), "norm_fallback_cal": len(CAL_NORM_FALLBACK),
+             "softmax_cal": len(CAL_SOFTMAX)}
         print(f"parts {parts}; cases {sum(n[p] for p in parts)} x states {list(STATES)}; "
               f"budget {ns.budget_s} s; out {ns.out}")
         return 0
