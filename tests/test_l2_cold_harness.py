@@ -41,15 +41,18 @@ def test_l2_cold_writes_calibration_shapes_the_fits_read(tmp_path: Path, monkeyp
            "void at::native::(anonymous namespace)::GammaBetaBackwardCUDAKernelTemplate<c10::BFloat16, float, 32u>"]
 
     name["softmax"] = "void (anonymous namespace)::softmax_warp_forward<c10::BFloat16, c10::BFloat16, float, 10, false, false>"
+    fallback = ["void at::native::(anonymous namespace)::RowwiseMomentsCUDAKernel<c10::BFloat16>",
+                "void at::native::(anonymous namespace)::LayerNormForwardCUDAKernel<c10::BFloat16, float>"]
 
     def fake_profiled(fn: object, state: str, calls: int = 7) -> dict[str, object]:
-        names = bwd if current[0] == "norm_bwd" else [name[current[0]]]
+        names = bwd if current[0] == "norm_bwd" else fallback if current[0] == "norm_fallback" else [name[current[0]]]
         return {"kernels": [{"name": n, "duration_us": 10.0, "grid": [1, 1, 1], "block": [128, 1, 1],
                              "kind": "kernel"} for n in names], "flush_kernels": 1}
 
     current = ["gemm"]
     for fn_name, bench in (("_gemm", "gemm"), ("_copy", "copy"), ("_sum", "sum"), ("_row_sum", "sum"),
-                          ("_norm", "norm"), ("_norm_bwd", "norm_bwd"), ("_softmax_cal", "softmax")):
+                          ("_norm", "norm"), ("_norm_bwd", "norm_bwd"), ("_norm_fallback", "norm_fallback"),
+                          ("_softmax_cal", "softmax")):
         orig = getattr(heldout_l2, fn_name)
 
         def wrapped(c: object, shapes: object, tag: str, orig: object = orig, bench: str = bench) -> None:
@@ -65,7 +68,7 @@ def test_l2_cold_writes_calibration_shapes_the_fits_read(tmp_path: Path, monkeyp
     assert {r["set"] for r in recs} == {"cal"} and {r["l2_state"] for r in recs} == {"clean", "warm"}
     n_cases = (len(heldout_l2.CAL_GEMM) + 2 * len(heldout_l2.CAL_SUM) + len(heldout_l2.CAL_COPY_KIB)
                + len(heldout_l2.CAL_ROW_SUM) + 2 * len(heldout_l2.CAL_NORM) + 2 * len(heldout_l2.CAL_NORM_BWD)
-               + len(heldout_l2.CAL_SOFTMAX))
+               + len(heldout_l2.CAL_NORM_FALLBACK) + len(heldout_l2.CAL_SOFTMAX))
     assert len(recs) == 2 * n_cases
     # exactly the calibration-split shapes (CAL_GEMM shares 1x2048x2048 with the third wave's set, a
     # shape of the GEMM calibration grid; none of the new held-out shapes)
@@ -81,7 +84,10 @@ def test_l2_cold_writes_calibration_shapes_the_fits_read(tmp_path: Path, monkeyp
     # layer norm and RMS norm at the calibration's shapes, clean and warm: family norm_cal (layer_norm_kernel's fit)
     assert {(r["op"], r["rows"], r["cols"]) for r in recs if r["bench"] == "norm"} == {
         (op, r, c) for op in ("layer_norm_fwd", "rms_norm_fwd") for r, c in heldout_l2.CAL_NORM} | {
-        (op, r, c) for op in ("layer_norm_bwd", "rms_norm_bwd") for r, c in heldout_l2.CAL_NORM_BWD}
+        (op, r, c) for op in ("layer_norm_bwd", "rms_norm_bwd") for r, c in heldout_l2.CAL_NORM_BWD} | {
+        ("layer_norm_fwd", r, c) for r, c in heldout_l2.CAL_NORM_FALLBACK}
+    # the layer norms over rows that are not whole vectors (ATen's two-kernel fallback): family norm_fallback_cal
+    assert fams.count("norm_fallback_cal") == 2 * len(heldout_l2.CAL_NORM_FALLBACK)
     assert fams.count("norm_cal") == 2 * 2 * len(heldout_l2.CAL_NORM)
     # their backwards: the layer norm's, clean and warm (family norm_bwd_cal, one case of two kernels each); the RMS
     # norm backwards are recorded only

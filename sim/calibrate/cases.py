@@ -209,7 +209,8 @@ def _l2_cold_cases(records: list[dict[str, Any]]) -> list[Case]:
     copies of the same sizes after the flush that writes (family copy_dirty: no fit uses them); and the layer norm
     and RMS norm forwards after the clean flush and warm (family norm_cal: profile layer_norm_kernel's fit); the
     layer norm backwards, clean and warm (family norm_bwd_cal: its bwd_* and gb_* keys, fitted per kernel); the
-    softmax forwards on ATen's warp kernel, clean and warm (family softmax_cal: softmax_kernel's warp_* keys)."""
+    softmax forwards on ATen's warp kernel, clean and warm (family softmax_cal: softmax_kernel's warp_* keys); the
+    layer norm forwards over rows that are not whole vectors, clean and warm (family norm_fallback_cal: its fb_* keys)."""
     import dataclasses
 
     out = []
@@ -240,11 +241,14 @@ def _l2_cold_cases(records: list[dict[str, Any]]) -> list[Case]:
                     out.append(dataclasses.replace(case, family="softmax_cal"))
             continue
         if rec.get("bench") == "norm" and rec.get("l2_state") in ("clean", "warm"):
-            # layer norm and RMS norm forwards, the input in HBM (clean) or in L2 (warm): family norm_cal
+            # layer norm and RMS norm forwards, the input in HBM (clean) or in L2 (warm): family norm_cal; a layer
+            # norm that ran ATen's two-kernel fallback (rows that are not whole vectors: its RowwiseMoments kernel
+            # profiled) is family norm_fallback_cal (layer_norm_kernel's fb_* keys)
             case = _profiled_reduction({**rec, "bench": "layernorm_fwd" if rec.get("op") == "layer_norm_fwd"
                                         else "rmsnorm_fwd"})
+            fallback = any("RowwiseMomentsCUDAKernel" in str(k.get("name", "")) for k in rec.get("kernels") or [])
             if case is not None:
-                out.append(dataclasses.replace(case, family="norm_cal"))
+                out.append(dataclasses.replace(case, family="norm_fallback_cal" if fallback else "norm_cal"))
             continue
         if rec.get("l2_state") != "clean":
             continue

@@ -2020,7 +2020,7 @@ FALLBACK_KERNEL_NAMES = {"moments": "RowwiseMomentsCUDAKernel", "forward": "Laye
 def fit_layer_norm_fallback(cases: list[Any], hw: Any, raw: RawData) -> list[Fitted]:
     """layer_norm_kernel's fallback times (LAYER_NORM_FALLBACK_GRIDS; sim.costmodel.reduction
     _torch_layer_norm_fallback_cost): least squares (log time) over the profiled layer norm forwards whose rows are not
-    whole vectors (family norm_cal: l2_cold's norm_fallback_cal, clean and warm), each kernel against its own profiled
+    whole vectors (family norm_fallback_cal: l2_cold's norm_fallback_cal, clean and warm), each kernel against its own profiled
     duration (op attribute fallback_kernel), by coordinate descent as fit_layer_norm (LAYER_NORM_ROUNDS rounds;
     intervals: bootstrap with the others held). A key that fewer than LAYER_NORM_MIN_CASES cases move by 1 % when it
     moves by 20 % keeps the profile's value. Nothing without the profile's keys or without such records."""
@@ -2032,7 +2032,7 @@ def fit_layer_norm_fallback(cases: list[Any], hw: Any, raw: RawData) -> list[Fit
         return []
     by_kernel: dict[str, list[Any]] = {"moments": [], "forward": []}
     for c in cases:
-        op = c.graph.ops[0] if c.family == "norm_cal" and len(c.graph.ops) == 1 else None
+        op = c.graph.ops[0] if c.family == "norm_fallback_cal" and len(c.graph.ops) == 1 else None
         if (op is None or op.attrs.get("impl") != "torch_layer_norm"
                 or torch_layer_norm_config(hw, int(op.attrs["cols"])) is not None):
             continue

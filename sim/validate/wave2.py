@@ -198,7 +198,8 @@ def norm_heldout_rows(hw: Hardware, path: Path, machine: str = "sn") -> list[Row
     """Rows of table heldout_norm: each layer norm / RMS norm forward in each L2 state it was profiled in (clean:
     the op is `l2: cold`). Families: layer_norm (ATen's vectorized kernel, impl torch_layer_norm), rms_norm (the
     same kernel with its rms flag, impl torch_rms_norm) and layer_norm_fallback (rows that are not whole vectors:
-    ATen's two kernels, priced as the op's two-pass row-wise description)."""
+    ATen's two kernels, priced by their law where the profile has layer_norm_kernel's fb_* keys, else as the op's
+    two-pass row-wise description)."""
     from sim.costmodel.reduction import torch_layer_norm_config
 
     def family(case: Any) -> str:
