@@ -89,9 +89,9 @@ def test_l2_cold_writes_calibration_shapes_the_fits_read(tmp_path: Path, monkeyp
     # the layer norms over rows that are not whole vectors (ATen's two-kernel fallback): family norm_fallback_cal
     assert fams.count("norm_fallback_cal") == 2 * len(heldout_l2.CAL_NORM_FALLBACK)
     assert fams.count("norm_cal") == 2 * 2 * len(heldout_l2.CAL_NORM)
-    # their backwards: the layer norm's, clean and warm (family norm_bwd_cal, one case of two kernels each); the RMS
-    # norm backwards are recorded only
-    assert fams.count("norm_bwd_cal") == 2 * len(heldout_l2.CAL_NORM_BWD)
+    # their backwards, clean and warm, one case of two kernels each: the layer norm's (family norm_bwd_cal) and the
+    # RMS norm's (family rms_norm_bwd_cal)
+    assert fams.count("norm_bwd_cal") == fams.count("rms_norm_bwd_cal") == 2 * len(heldout_l2.CAL_NORM_BWD)
     # softmax forwards on ATen's warp kernel at the calibration's shapes, clean and warm: family softmax_cal
     assert sorted((r["dtype"], r["cols"], r["rows"]) for r in recs if r["bench"] == "reduction") == sorted(
         2 * heldout_l2.CAL_SOFTMAX)

@@ -226,11 +226,13 @@ def _l2_cold_cases(records: list[dict[str, Any]]) -> list[Case]:
         if rec.get("bench") == "norm" and str(rec.get("op", "")).endswith("_bwd"):
             # layer norm backwards, clean and warm: one case per record, its two kernels summed as every profiled
             # record's (family norm_bwd_cal; the fit of profile layer_norm_kernel's bwd_* and gb_* keys splits them
-            # per kernel: layer_norm_bwd_kernel_cases); RMS norm backwards are recorded, not priced yet
-            if rec.get("op") == "layer_norm_bwd" and rec.get("l2_state") in ("clean", "warm"):
-                case = _profiled_reduction({**rec, "bench": "layernorm_bwd"})
+            # per kernel: layer_norm_bwd_kernel_cases); RMS norm backwards likewise (family rms_norm_bwd_cal: the rms_bwd_*
+            # and rms_gb_* keys)
+            if rec.get("op") in ("layer_norm_bwd", "rms_norm_bwd") and rec.get("l2_state") in ("clean", "warm"):
+                rms = rec["op"] == "rms_norm_bwd"
+                case = _profiled_reduction({**rec, "bench": "rmsnorm_bwd" if rms else "layernorm_bwd"})
                 if case is not None:
-                    out.append(dataclasses.replace(case, family="norm_bwd_cal"))
+                    out.append(dataclasses.replace(case, family="rms_norm_bwd_cal" if rms else "norm_bwd_cal"))
             continue
         if rec.get("bench") == "reduction" and rec.get("op") == "softmax_fwd":
             # softmax forwards on ATen's warp kernel, the input in HBM (clean) or in L2 (warm): family softmax_cal
@@ -369,14 +371,18 @@ def _profiled_reduction(rec: dict[str, Any]) -> Case | None:
                    impl="torch_layer_norm" if ln else "torch_rms_norm", l2=l2,
                    launch=LaunchConfig(block=128, regs_per_thread=regs or (32 if ln else 27)))]
         tensors = [x, y, vec]
-    elif bench == "layernorm_bwd":
+    elif bench in ("layernorm_bwd", "rmsnorm_bwd"):
         # ATen's grad-input kernel (impl torch_layer_norm_bwd) and gamma/beta column sums (impl torch_gamma_beta),
-        # the inputs where the record had them
+        # the inputs where the record had them; RMS norm's backward runs the same two kernels with their rms flag
+        # (impl torch_rms_norm_bwd, and torch_rms_gamma: the gamma sums alone)
+        rms = bench == "rmsnorm_bwd"
         g = Tensor("g", (rows, cols), "bf16")
         ops = [red("grad_input", ("x", "g", "v"), ("y",), passes=2, math=MappingProxyType({"add": 4, "mul": 5}),
-                   impl="torch_layer_norm_bwd", l2=l2, launch=LaunchConfig(block=128, regs_per_thread=32)),
-               red("gamma_beta", ("x", "g"), ("v",), axis="rows", math=MappingProxyType({"add": 2, "mul": 2}),
-                   impl="torch_gamma_beta", l2=l2,
+                   impl="torch_rms_norm_bwd" if rms else "torch_layer_norm_bwd", l2=l2,
+                   launch=LaunchConfig(block=128, regs_per_thread=32)),
+               red("gamma_beta", ("x", "g"), ("v",), axis="rows",
+                   math=MappingProxyType({"add": 1, "mul": 2} if rms else {"add": 2, "mul": 2}),
+                   impl="torch_rms_gamma" if rms else "torch_gamma_beta", l2=l2,
                    launch=LaunchConfig(block=1024, grid=max(1, cols // 32), regs_per_thread=32))]
         tensors = [x, y, vec, g]
         if any("CUDAFunctor_add" in str(k.get("name", "")) for k in kernels):
@@ -409,12 +415,13 @@ def _profiled_reduction(rec: dict[str, Any]) -> Case | None:
 LAYER_NORM_BWD_KERNELS = {"grad_input": "layer_norm_grad_input_kernel", "gamma_beta": "GammaBetaBackward"}
 
 
-def layer_norm_bwd_kernel_cases(rec: dict[str, Any], family: str) -> list[Case]:
-    """A profiled layer norm backward as one case per kernel (the grad-input kernel, the gamma/beta sums), each
-    against its own profiled duration; none where the record lacks either kernel."""
+def layer_norm_bwd_kernel_cases(rec: dict[str, Any], family: str, bench: str = "layernorm_bwd") -> list[Case]:
+    """A profiled layer norm backward (`bench` rmsnorm_bwd: an RMS norm backward) as one case per kernel (the
+    grad-input kernel, the gamma/beta sums), each against its own profiled duration; none where the record lacks
+    either kernel."""
     import dataclasses
 
-    case = _profiled_reduction({**rec, "bench": "layernorm_bwd"})
+    case = _profiled_reduction({**rec, "bench": bench})
     if case is None:
         return []
     out = []
@@ -425,7 +432,7 @@ def layer_norm_bwd_kernel_cases(rec: dict[str, Any], family: str) -> list[Case]:
         state = rec.get("l2_state", "warm")
         out.append(dataclasses.replace(case, family=family, graph=case.graph.with_ops([op]),
                                        measured_us=float(ks[0]["duration_us"]),
-                                       label=f"layer_norm_bwd {op.name} {rec['rows']}x{rec['cols']} ({state})"))
+                                       label=f"{bench.replace('norm', '_norm')} {op.name} {rec['rows']}x{rec['cols']} ({state})"))
     return out
 
 

@@ -1962,7 +1962,23 @@ LAYER_NORM_BWD_GRIDS = {
                         "the gamma/beta kernel's round trip per loop iteration, the inputs in L2"),
     "gb_stream_gbps": ("torch_gamma_beta", [1500.0 + 25.0 * i for i in range(201)],
                        "the rate of the gamma/beta kernel's wave bytes per iteration"),
+    # RMS norm's backward: the same kernels with their rms flag (the gamma kernel sums dy * x_hat alone)
+    "rms_bwd_iter_ns": ("torch_rms_norm_bwd", [50.0 + 10.0 * i for i in range(196)],
+                        "the RMS norm grad-input kernel's round trip per iteration of a wave, the inputs in HBM"),
+    "rms_bwd_iter_ns_warm": ("torch_rms_norm_bwd", [20.0 + 10.0 * i for i in range(149)],
+                             "the RMS norm grad-input kernel's round trip per iteration of a wave, the inputs in L2"),
+    "rms_bwd_stream_gbps": ("torch_rms_norm_bwd", [2000.0 + 25.0 * i for i in range(241)],
+                            "the rate of the RMS norm grad-input kernel's wave bytes per iteration (added to the round "
+                            "trip)"),
+    "rms_gb_iter_ns": ("torch_rms_gamma", [200.0 + 10.0 * i for i in range(281)],
+                       "the RMS norm gamma kernel's round trip per loop iteration, the inputs in HBM"),
+    "rms_gb_iter_ns_warm": ("torch_rms_gamma", [200.0 + 10.0 * i for i in range(281)],
+                            "the RMS norm gamma kernel's round trip per loop iteration, the inputs in L2"),
+    "rms_gb_stream_gbps": ("torch_rms_gamma", [1500.0 + 25.0 * i for i in range(201)],
+                           "the rate of the RMS norm gamma kernel's wave bytes per iteration"),
 }
+BWD_KERNEL_NAMES = {"torch_layer_norm_bwd": ("grad-input", "layer norm"), "torch_gamma_beta": ("gamma/beta", "layer norm"),
+                    "torch_rms_norm_bwd": ("grad-input", "RMS norm"), "torch_rms_gamma": ("gamma", "RMS norm")}
 
 
 def fit_layer_norm_bwd(cases: list[Any], hw: Any, raw: RawData) -> list[Fitted]:
@@ -1977,25 +1993,31 @@ def fit_layer_norm_bwd(cases: list[Any], hw: Any, raw: RawData) -> list[Fitted]:
         return []
     from sim.calibrate.cases import layer_norm_bwd_kernel_cases
 
-    # each record's two kernels against their own profiled durations
+    # each record's two kernels against their own profiled durations (RMS norm's: family rms_norm_bwd_cal, where the
+    # profile has the rms_ keys)
     sel = [k for c in cases if c.family == "norm_bwd_cal" for k in layer_norm_bwd_kernel_cases(c.record, c.family)]
+    if "rms_bwd_iter_ns" in hw.layer_norm_kernel and "rms_gb_iter_ns" in hw.layer_norm_kernel:
+        sel += [k for c in cases if c.family == "rms_norm_bwd_cal"
+                for k in layer_norm_bwd_kernel_cases(c.record, c.family, "rmsnorm_bwd")]
     if not sel:
         return []
 
-    by_impl = {impl: [c for c in sel if c.graph.ops[0].attrs.get("impl") == impl]
-               for impl in ("torch_layer_norm_bwd", "torch_gamma_beta")}
-    keys, values, spreads = _descend_per_kernel(by_impl, LAYER_NORM_BWD_GRIDS, hw)
+    by_impl = {impl: [c for c in sel if c.graph.ops[0].attrs.get("impl") == impl] for impl in BWD_KERNEL_NAMES}
+    grids = {k: g for k, g in LAYER_NORM_BWD_GRIDS.items() if by_impl[g[0]] and k in hw.layer_norm_kernel}
+    keys, values, spreads = _descend_per_kernel(by_impl, grids, hw)
     out = []
     for key in keys:
         impl, _grid, what = LAYER_NORM_BWD_GRIDS[key]
         own = by_impl[impl]
-        kernel = "grad-input" if impl == "torch_layer_norm_bwd" else "gamma/beta"
+        kernel, norm = BWD_KERNEL_NAMES[impl]
+        part = "rms_norm_bwd_cal" if norm == "RMS norm" else "norm_bwd_cal"
         others = sum(1 for k in keys if LAYER_NORM_BWD_GRIDS[k][0] == impl) - 1
         out.append(Fitted("layer_norm_kernel", key, round(values[key], 2), raw.file_of("l2_cold"),
-                          f"least squares (log time) over the {kernel} kernels of {len(own)} profiled layer norm "
-                          f"backwards (l2_cold norm_bwd_cal, clean and warm): {what}, fitted jointly with the other "
-                          f"{others} keys of that kernel ({LAYER_NORM_ROUNDS} rounds of coordinate descent; interval: "
-                          "bootstrap with the others held)", {record_id(c.record) for c in own}, spread=spreads[key]))
+                          f"least squares (log time) over the {kernel} kernels of {len(own)} profiled {norm} "
+                          f"backwards (l2_cold norm_bwd_cal, clean and warm; family {part}): {what}, fitted jointly "
+                          f"with the other {others} keys of that kernel ({LAYER_NORM_ROUNDS} rounds of coordinate "
+                          "descent; interval: bootstrap with the others held)", {record_id(c.record) for c in own},
+                          spread=spreads[key]))
     return out
 
 

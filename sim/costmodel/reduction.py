@@ -472,9 +472,16 @@ def _waves_s(per_sm: int, resident: int, iters: int, step_s: Any) -> tuple[float
     return t, full + (1 if part else 0)
 
 
+# The layer_norm_kernel key prefix of each backward kernel's times: layer norm's (bwd_*, gb_*) and RMS norm's (the
+# same two kernels with their rms flag: rms_bwd_*, rms_gb_*, its gamma kernel summing dy * x_hat only); the launch
+# keys (threads, vec_elems, regs, gb_block_*, gb_rows_per_load) and the L2 share are shared
+BWD_PREFIX = {"torch_layer_norm_bwd": "", "torch_gamma_beta": "", "torch_rms_norm_bwd": "rms_", "torch_rms_gamma": "rms_"}
+
+
 def _torch_layer_norm_bwd_cost(op: Op, graph: Graph, hw: Hardware, rows: int, cols: int,
                                cfg: dict[str, int]) -> KernelCost:
-    """PyTorch's layer norm backward, grad-input kernel (`impl: torch_layer_norm_bwd`): ATen's
+    """PyTorch's layer norm backward, grad-input kernel (`impl: torch_layer_norm_bwd`; RMS norm's, `impl:
+    torch_rms_norm_bwd`, reads the rms_ keys: BWD_PREFIX): ATen's
     layer_norm_grad_input_kernel_vectorized, a block of `threads` per row with the forward's vector loads, its
     registers resident as the forward's. Each thread's two loops (the row's two sums, then the gradient) read the
     row slices of x and the output gradient and write the input gradient's; a wave of resident blocks takes, per
@@ -495,9 +502,10 @@ def _torch_layer_norm_bwd_cost(op: Op, graph: Graph, hw: Hardware, rows: int, co
     reread = resident * cols * elem > hw.l2_bytes * lk["reread_l2_share"]
     streams = 3 + (lk["bwd_reread_streams"] if reread else 0)  # x, dy read, dx written (+ the re-read)
     slice_bytes = threads * int(lk["vec_elems"]) * elem * streams
-    rate = lk["bwd_stream_gbps"] * 1e9
+    pre = BWD_PREFIX[str(op.attrs["impl"])]
+    rate = lk[f"{pre}bwd_stream_gbps"] * 1e9
     warm = (op.attrs.get("l2") != "cold" and 2 * rows * cols * elem <= hw.l2_bytes * lk["reread_l2_share"])
-    latency = lk["bwd_iter_ns_warm" if warm else "bwd_iter_ns"] * 1e-9
+    latency = lk[f"{pre}bwd_iter_ns_warm" if warm else f"{pre}bwd_iter_ns"] * 1e-9
     mem_s, waves = _waves_s(per_sm, occ.blocks_per_sm, iters, lambda n: latency + n * active * slice_bytes / rate)
     total = r + w + (lk["bwd_reread_streams"] * rows * cols * elem if reread else 0)
     time = hw.kernel_fixed_s + mem_s
@@ -506,7 +514,7 @@ def _torch_layer_norm_bwd_cost(op: Op, graph: Graph, hw: Hardware, rows: int, co
         limiter="hbm" if total / rate >= 0.5 * mem_s else "latency", category="memory", hbm_bytes=total,
         flops=float(rows * cols), bw_demand=min(1.0, total / time / hw.hbm_sustained_bps),
         sm_demand=min(1.0, rows / (hw.sm_count * occ.blocks_per_sm)),
-        detail=MappingProxyType({"layer_norm_kernel": "grad_input", "grid": rows, "block": threads, "iterations": iters,
+        detail=MappingProxyType({"layer_norm_kernel": f"{pre}grad_input", "grid": rows, "block": threads, "iterations": iters,
                                  "input_in_l2": warm, "blocks_per_sm": occ.blocks_per_sm, "waves": waves,
                                  "reread_from_hbm": reread}),
     )
@@ -525,7 +533,8 @@ def torch_gamma_beta_config(hw: Hardware, rows: int, cols: int) -> dict[str, int
 
 
 def _torch_gamma_beta_cost(op: Op, graph: Graph, hw: Hardware, rows: int, cols: int) -> KernelCost:
-    """PyTorch's layer norm backward, gamma/beta kernel (`impl: torch_gamma_beta`, an op over `axis: rows`): the
+    """PyTorch's layer norm backward, gamma/beta kernel (`impl: torch_gamma_beta`, an op over `axis: rows`; RMS norm's
+    gamma kernel, `impl: torch_rms_gamma`, reads the rms_ keys: BWD_PREFIX): the
     column sums of dy * x_hat and dy (torch_gamma_beta_config). Every iteration of a wave of resident blocks takes
     the longer of the round trip (gb_iter_ns with the inputs in HBM, gb_iter_ns_warm in L2) and the wave's bytes
     of that iteration (32-column strips of x and dy: short row segments) at gb_stream_gbps."""
@@ -539,9 +548,10 @@ def _torch_gamma_beta_cost(op: Op, graph: Graph, hw: Hardware, rows: int, cols: 
     per_sm = math.ceil(grid / hw.sm_count)
     active = min(hw.sm_count, grid)
     slice_bytes = threads * int(lk["gb_rows_per_load"]) * 2 * elem  # x and dy
-    rate = lk["gb_stream_gbps"] * 1e9
+    pre = BWD_PREFIX[str(op.attrs["impl"])]
+    rate = lk[f"{pre}gb_stream_gbps"] * 1e9
     warm = (op.attrs.get("l2") != "cold" and 2 * rows * cols * elem <= hw.l2_bytes * lk["reread_l2_share"])
-    latency = lk["gb_iter_ns_warm" if warm else "gb_iter_ns"] * 1e-9
+    latency = lk[f"{pre}gb_iter_ns_warm" if warm else f"{pre}gb_iter_ns"] * 1e-9
     mem_s, waves = _waves_s(per_sm, occ.blocks_per_sm, iters,
                             lambda n: max(latency, n * active * slice_bytes / rate))
     time = hw.kernel_fixed_s + mem_s
@@ -551,7 +561,7 @@ def _torch_gamma_beta_cost(op: Op, graph: Graph, hw: Hardware, rows: int, cols: 
         limiter="hbm" if total / rate >= 0.5 * mem_s else "latency", category="memory", hbm_bytes=total,
         flops=float(2 * rows * cols), bw_demand=min(1.0, total / time / hw.hbm_sustained_bps),
         sm_demand=min(1.0, grid / (hw.sm_count * occ.blocks_per_sm)),
-        detail=MappingProxyType({"layer_norm_kernel": "gamma_beta", "grid": grid, "block": threads,
+        detail=MappingProxyType({"layer_norm_kernel": f"{pre}gamma_beta", "grid": grid, "block": threads,
                                  "iterations": iters, "input_in_l2": warm, "blocks_per_sm": occ.blocks_per_sm,
                                  "waves": waves}),
     )
@@ -589,10 +599,12 @@ def reduction_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
     if (impl == "torch_layer_norm" and "fb_moments_iter_ns" in hw.layer_norm_kernel
             and op.attrs.get("axis", "cols") == "cols" and torch_layer_norm_config(hw, cols) is None):
         return _torch_layer_norm_fallback_cost(op, graph, hw, rows, cols)
-    if (impl == "torch_layer_norm_bwd" and "bwd_iter_ns" in hw.layer_norm_kernel
+    if (impl in ("torch_layer_norm_bwd", "torch_rms_norm_bwd")
+            and f"{BWD_PREFIX[impl]}bwd_iter_ns" in hw.layer_norm_kernel
             and op.attrs.get("axis", "cols") == "cols" and (ln := torch_layer_norm_config(hw, cols)) is not None):
         return _torch_layer_norm_bwd_cost(op, graph, hw, rows, cols, ln)
-    if impl == "torch_gamma_beta" and "gb_iter_ns" in hw.layer_norm_kernel and op.attrs.get("axis") == "rows":
+    if (impl in ("torch_gamma_beta", "torch_rms_gamma") and f"{BWD_PREFIX[impl]}gb_iter_ns" in hw.layer_norm_kernel
+            and op.attrs.get("axis") == "rows"):
         return _torch_gamma_beta_cost(op, graph, hw, rows, cols)
     passes = max(1, int(op.attrs.get("passes", 1)))
     numel = rows * cols

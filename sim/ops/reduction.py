@@ -37,7 +37,7 @@ class ReductionOp(OpBase):
     passes: Expr = 1
     math: dict[str, Expr] = Field(default_factory=dict)
     impl: Literal["torch_softmax", "torch_layer_norm", "torch_rms_norm", "torch_layer_norm_bwd",
-                  "torch_gamma_beta"] | None = Field(
+                  "torch_gamma_beta", "torch_rms_norm_bwd", "torch_rms_gamma"] | None = Field(
         default=None,
         description="torch_softmax: PyTorch's softmax forward over the last dimension -- priced as the kernel ATen picks "
                     "for the row length (warp, register, shared-memory or three-sweep kernel: the profile's "
@@ -47,7 +47,10 @@ class ReductionOp(OpBase):
                     "two-kernel fallback, its fb_* keys); "
                     "torch_layer_norm_bwd / torch_gamma_beta: the layer norm backward's grad-input kernel (a block "
                     "per row) and its gamma/beta column sums (an op over axis: rows), ATen's kernels (the profile's "
-                    "layer_norm_kernel bwd_* / gb_* keys); import-trace sets them from the kernel's name")
+                    "layer_norm_kernel bwd_* / gb_* keys); torch_rms_norm_bwd / torch_rms_gamma: the same two "
+                    "kernels of RMS norm's backward (its gamma sums alone; the rms_bwd_* / rms_gb_* keys). "
+                    "import-trace sets the forward ones (torch_softmax, torch_layer_norm, torch_rms_norm) from the "
+                    "kernel's name")
 
 
 REDUCTION_MATH: dict[str, dict[str, float]] = {

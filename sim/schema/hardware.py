@@ -724,7 +724,9 @@ class HardwareProfileFile(Strict):
         " rate), bwd_reread_streams row slices re-read from HBM past the L2 share; gb_block_x x gb_block_y threads"
         " (gb_block_y_few_rows up to gb_few_rows rows), gb_rows_per_load rows a loop iteration, gb_iter_ns,"
         " gb_iter_ns_warm and gb_stream_gbps for the gamma/beta column sums (an iteration takes the longer of the"
-        " round trip and its bytes at the rate); absent: priced as the reductions their ops describe. A forward over"
+        " round trip and its bytes at the rate); absent: priced as the reductions their ops describe. RMS norm's"
+        " backward (the same kernels with their rms flag): rms_bwd_iter_ns, rms_bwd_iter_ns_warm, rms_bwd_stream_gbps"
+        " and rms_gb_iter_ns, rms_gb_iter_ns_warm, rms_gb_stream_gbps. A forward over"
         " rows that are not whole vectors (ATen's two-kernel fallback): fb_moments_threads / fb_forward_threads"
         " threads and fb_moments_regs / fb_forward_regs registers a block per row; fb_moments_iter_ns(_warm),"
         " fb_moments_block_ns (the Welford combine per wave), fb_forward_iter_ns(_warm), fb_forward_stream_gbps;"
@@ -776,6 +778,9 @@ LAYER_NORM_LAW_KEYS: dict[str, tuple[str, ...]] = {
     "bwd_iter_ns": (*_LN_LAUNCH, "bwd_iter_ns_warm", "bwd_stream_gbps", "bwd_reread_streams"),
     "gb_iter_ns": ("regs", "reread_l2_share", "gb_iter_ns_warm", "gb_stream_gbps", "gb_block_x", "gb_block_y",
                    "gb_block_y_few_rows", "gb_few_rows", "gb_rows_per_load"),
+    "rms_bwd_iter_ns": (*_LN_LAUNCH, "rms_bwd_iter_ns_warm", "rms_bwd_stream_gbps", "bwd_reread_streams"),
+    "rms_gb_iter_ns": ("regs", "reread_l2_share", "rms_gb_iter_ns_warm", "rms_gb_stream_gbps", "gb_block_x",
+                       "gb_block_y", "gb_block_y_few_rows", "gb_few_rows", "gb_rows_per_load"),
     "fb_moments_iter_ns": ("vec_elems", "threads", "reread_l2_share", "fb_moments_iter_ns_warm", "fb_moments_block_ns",
                            "fb_moments_threads", "fb_moments_regs", "fb_forward_iter_ns", "fb_forward_iter_ns_warm",
                            "fb_forward_stream_gbps", "fb_forward_threads", "fb_forward_regs"),

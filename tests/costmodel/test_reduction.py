@@ -487,7 +487,7 @@ _LK_BWD = {"threads": 128.0, "vec_elems": 4.0, "regs": 32.0, "reread_l2_share": 
 
 
 def _ln_bwd(hw: Hardware, rows: int, cols: int, impl: str, **attrs: Any):  # type: ignore[no-untyped-def]
-    axis = {"axis": "rows"} if impl == "torch_gamma_beta" else {}
+    axis = {"axis": "rows"} if impl in ("torch_gamma_beta", "torch_rms_gamma") else {}
     return kernel_cost(*one_op_graph("reduction", {"rows": rows, "cols": cols, "impl": impl, **axis, **attrs},
                                      {"x": ((rows, cols), "bf16"), "g": ((rows, cols), "bf16"),
                                       "y": ((rows, cols), "bf16")},
@@ -540,6 +540,31 @@ def test_the_layer_norm_backward_gamma_beta_kernel_sums_strips_of_columns(testgp
     small = _ln_bwd(hw, 128, 1024, "torch_gamma_beta")
     assert small.detail["block"] == 512 and small.detail["iterations"] == 1
     assert "layer_norm_kernel" not in _ln_bwd(testgpu, 4096, 1024, "torch_gamma_beta").detail
+
+
+def test_the_rms_norm_backward_runs_the_layer_norm_backward_kernels_at_its_own_times(testgpu: Hardware) -> None:
+    # RMS norm's backward: the same two kernels (ATen's rms flag), the same launch and bytes, its own rms_ times: with
+    # the rms_ keys equal to the layer norm's the two price alike; the RMS times alone move the RMS kernels
+    import dataclasses
+
+    rms = {"rms_bwd_iter_ns": 500.0, "rms_bwd_iter_ns_warm": 250.0, "rms_bwd_stream_gbps": 2000.0,
+           "rms_gb_iter_ns": 1000.0, "rms_gb_iter_ns_warm": 800.0, "rms_gb_stream_gbps": 1000.0}
+    hw = dataclasses.replace(testgpu, layer_norm_kernel={**_LK_BWD, **rms})
+    for ln, r in (("torch_layer_norm_bwd", "torch_rms_norm_bwd"), ("torch_gamma_beta", "torch_rms_gamma")):
+        for shape in ((4096, 1024), (128, 8192), (32768, 2048)):
+            a, b = _ln_bwd(hw, *shape, ln, l2="cold"), _ln_bwd(hw, *shape, r, l2="cold")
+            assert b.time_s == a.time_s and b.detail["layer_norm_kernel"] == "rms_" + a.detail["layer_norm_kernel"]
+    slow = dataclasses.replace(hw, layer_norm_kernel={**hw.layer_norm_kernel, "rms_bwd_iter_ns": 900.0,
+                                                      "rms_gb_iter_ns": 1500.0})
+    assert _ln_bwd(slow, 4096, 1024, "torch_rms_norm_bwd", l2="cold").time_s > _ln_bwd(
+        hw, 4096, 1024, "torch_rms_norm_bwd", l2="cold").time_s
+    assert _ln_bwd(slow, 4096, 1024, "torch_rms_gamma", l2="cold").time_s > _ln_bwd(
+        hw, 4096, 1024, "torch_rms_gamma", l2="cold").time_s
+    assert _ln_bwd(slow, 4096, 1024, "torch_layer_norm_bwd", l2="cold").time_s == _ln_bwd(
+        hw, 4096, 1024, "torch_layer_norm_bwd", l2="cold").time_s
+    # without the rms_ keys: the row-wise description the op gives
+    assert "layer_norm_kernel" not in _ln_bwd(dataclasses.replace(testgpu, layer_norm_kernel=_LK_BWD), 4096, 1024,
+                                              "torch_rms_norm_bwd").detail
 
 
 def test_profiled_layer_norm_backwards_become_one_case_per_kernel() -> None:
