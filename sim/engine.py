@@ -51,7 +51,7 @@ from types import MappingProxyType
 from typing import Any
 
 import simpy
-from simpy.events import NORMAL, Timeout
+from simpy.events import NORMAL, Event, Timeout
 
 from sim.costmodel.host import HostCosts
 from sim.gcpause import paused_gc
@@ -67,6 +67,7 @@ _NO_ARGS: MappingProxyType[str, Any] = MappingProxyType({})
 # host's written-out check never skip one); tests hold the in-turn paths against that, record for record.
 IN_TURN = True
 _DUE_NOW: list[Any] = [(-math.inf,)]  # a queue whose first event is always due: nothing goes in turn
+new_event = object.__new__  # an event's object without its __init__ (the hot loops set its fields as simpy's would)
 
 
 class ProcessorSharing:
@@ -645,7 +646,7 @@ class Simulation:
         popleft = items.popleft
         waiters, outstanding, idle_events = self.waiters, self.outstanding, self.idle_events
         collective_ops = meet.collective_ops if meet is not None else frozenset()
-        run, finish_in_turn = gpu.run, gpu.finish_in_turn
+        run, gpu_wake, in_turn = gpu.run, gpu._wake, IN_TURN
         heap, event_ids, gpu_jobs = env._queue, env._eid, gpu.jobs
         busy_until = 0.0  # when this stream's last kernel ended
         while True:
@@ -694,10 +695,66 @@ class Simulation:
                 args = yield from meet.collective(self, i, cost)
             else:
                 if meet is None:
-                    # finish_in_turn's first check written out: the GPU busy or an event due now
-                    if gpu_jobs or (heap and heap[0][0] <= now) or not finish_in_turn(work, cost.bw_demand,
-                                                                                       cost.sm_demand):
-                        yield run(work, cost.bw_demand, cost.sm_demand)
+                    bw, sm = cost.bw_demand, cost.sm_demand
+                    if gpu_jobs:
+                        yield run(work, bw, sm)
+                    else:
+                        # The GPU is idle (a FluidGPU proper: one rank). finish_in_turn, then run()'s idle
+                        # path where the kernel does not end in turn, written out as one: the same float
+                        # operations in the same order, the same events created at the same points.
+                        remaining = 0.0 if 0.0 > work else work
+                        if remaining <= _EPS * (now if now > 1.0 else 1.0):  # done at once: run() succeeds it now
+                            gpu._last = now
+                            gpu._next_id += 1
+                            ev = new_event(Event)
+                            ev.env = env
+                            ev.callbacks = []
+                            gpu._wakeup = None
+                            ev.succeed()
+                            yield ev
+                        else:
+                            demand = bw if bw > 1.0 else 1.0
+                            rate = 1.0 / (sm if sm > demand else demand)
+                            delay = remaining / rate
+                            if not delay > 0.0:  # as run()'s `delay if delay > 0.0 else 0.0`
+                                delay = 0.0
+                            end = now + delay  # the wake-up's time, as simpy's schedule adds it
+                            done_in_turn = False
+                            if in_turn and not (heap and heap[0][0] <= end):
+                                # finish_in_turn: the wake-up would be the next event and the kernel's
+                                # completion would resume this stream at once
+                                left = remaining
+                                dt = end - now
+                                if dt > 0:
+                                    left = left - dt * rate
+                                if left < 1e-12:
+                                    left = 0.0
+                                done_in_turn = left <= _EPS * (end if end > 1.0 else 1.0)
+                            if done_in_turn:
+                                gpu._last = end
+                                gpu.rate = rate
+                                gpu._next_id += 1
+                                gpu._wakeup = None
+                                env._now = end
+                            else:
+                                gpu._last = now
+                                ev = new_event(Event)
+                                ev.env = env
+                                ev.callbacks = []
+                                gpu_jobs[gpu._next_id] = _Job(remaining, bw, sm, ev)
+                                gpu._next_id += 1
+                                gpu.rate = rate
+                                # Timeout(env, delay) with the GPU's wake-up as its callback, written out
+                                # (Timeout.__init__, Environment.schedule)
+                                wake = new_event(Timeout)
+                                wake.env = env
+                                wake.callbacks = [gpu_wake]
+                                wake._value = None
+                                wake._delay = delay
+                                wake._ok = True
+                                heappush(heap, (env._now + delay, NORMAL, next(event_ids), wake))
+                                gpu._wakeup = wake
+                                yield ev
                 else:
                     yield gpu.run_kernel(work, cost)  # type: ignore[attr-defined]
                 args = args_by_cost.get(id(cost))
