@@ -770,9 +770,9 @@ class Simulation:
             r_args(args)
             finished[i] = True
             if waiters:
-                ev = waiters.pop(i, None)
-                if ev is not None:
-                    ev.succeed()
+                waiter = waiters.pop(i, None)
+                if waiter is not None:
+                    waiter.succeed()
             left = outstanding[s] = outstanding[s] - 1
             if left == 0 and s in idle_events:
                 idle_events.pop(s).succeed()
