@@ -666,10 +666,24 @@ class Simulation:
             if hi == lo + 1:  # one dependency (the usual case): the same condition, without a list pass
                 d = dep_flat[lo]
                 if not finished[d]:
-                    yield env.all_of([self._waiter(d)])
+                    # `yield env.all_of([waiter])` for one pending event, without simpy's Condition: the
+                    # condition's _check would sit at this place in the waiter's callbacks and, when the
+                    # waiter is processed, schedule the condition now (one event id, NORMAL); the relay
+                    # does the same with a plain event, and the stream resumes when it is processed.
+                    relay = new_event(Event)
+                    relay.env = env
+                    relay.callbacks = []
+                    self._waiter(d).callbacks.append(relay.succeed)  # type: ignore[arg-type]  # its return value is unused
+                    yield relay
             elif hi > lo:
                 pending = [self._waiter(d) for d in dep_flat[lo:hi] if not finished[d]]
-                if pending:
+                if len(pending) == 1:  # as above
+                    relay = new_event(Event)
+                    relay.env = env
+                    relay.callbacks = []
+                    pending[0].callbacks.append(relay.succeed)  # type: ignore[arg-type]
+                    yield relay
+                elif pending:
                     yield env.all_of(pending)
             cost = costs[i]
             assert cost is not None
