@@ -256,8 +256,8 @@ class FluidGPU(ProcessorSharing):
         # ProcessorSharing._wake, written out for the common case of one kernel running alone that
         # ends now: the same float operations, in the same order, without the generic calls.
         jobs = self.jobs
-        if event is not self._wakeup or len(jobs) != 1 or type(self) is not FluidGPU:
-            return super()._wake(event)
+        if event is not self._wakeup or len(jobs) != 1:  # (HoldingGPU takes ProcessorSharing._wake)
+            return ProcessorSharing._wake(self, event)
         now = self.env._now
         dt = now - self._last
         self._last = now
@@ -272,9 +272,13 @@ class FluidGPU(ProcessorSharing):
                 self._wakeup = None
                 # succeed_in_turn(self.env, j.done), written out
                 done = j.done
-                queue = self.env._queue
+                env = self.env
+                queue = env._queue
                 if queue and queue[0][0] <= now:  # another event is due now: it goes first, as in simpy
-                    done.succeed()
+                    # done.succeed(), written out (Event.succeed, Environment.schedule)
+                    done._ok = True
+                    done._value = None
+                    heappush(queue, (now, NORMAL, next(env._eid), done))
                     return None
                 done._ok = True
                 done._value = None
@@ -472,6 +476,7 @@ class Simulation:
         # the streams' idle events), so it resumes as the last callback of the event being processed
         # and may skip a timeout that would be the next event anyway (advance_in_turn).
         heap = env._queue if IN_TURN else _DUE_NOW
+        env_queue, event_ids = env._queue, env._eid
         recs = self._records  # Records.add_pair, written out below
         r_start, r_end, r_track, r_name = recs.start.extend, recs.end.extend, recs.track.extend, recs.name.extend
         r_cat, r_op, r_args = recs.cat.extend, recs.op.extend, recs.args.extend
@@ -564,7 +569,16 @@ class Simulation:
                     # One timeout for dispatch + launch when it lands on the same float as two would;
                     # none where it would be the next event anyway (advance_in_turn, written out).
                     if heap and heap[0][0] <= launched:
-                        yield Timeout(env, launched - start)
+                        # Timeout(env, launched - start), written out (Timeout.__init__, Environment.schedule)
+                        delay = launched - start
+                        wait = new_event(Timeout)
+                        wait.env = env
+                        wait.callbacks = []
+                        wait._value = None
+                        wait._delay = delay
+                        wait._ok = True
+                        heappush(env_queue, (env._now + delay, NORMAL, next(event_ids), wait))
+                        yield wait
                     else:
                         env._now = launched
                     if launched > dispatched > start:
@@ -601,7 +615,11 @@ class Simulation:
             outstanding[stream] += 1
             queue = queues[stream]
             if len(queue.items) >= queue.capacity:  # the host blocks until the stream takes a kernel
-                yield queue.wait_room()
+                # queue.wait_room(), written out (the event without simpy's __init__ call)
+                room = queue.room = new_event(Event)
+                room.env = env
+                room.callbacks = []
+                yield room
                 if env._now > start:  # Records.add_blocked (_blocked_interval), written out
                     b_row(len(recs.start))
                     b_start(start)
@@ -918,6 +936,8 @@ class HoldingGPU(FluidGPU):
     def run(self, work_s: float, bw: float, sm: float) -> simpy.Event:
         self._started[self._next_id] = self.env.now
         return super().run(work_s, bw, sm)
+
+    _wake = ProcessorSharing._wake  # FluidGPU's is written out for a FluidGPU proper
 
     def _hbm_factors(self) -> tuple[float, float]:
         """How much slower than alone (>= 1) the kernels and the collectives' transfers stream HBM.
