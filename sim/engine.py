@@ -722,73 +722,79 @@ class Simulation:
                 if meet is not None or not advance_in_turn(env, earliest - now):
                     yield Timeout(env, earliest - now)
                 now = env._now
-            if i in collective_ops:
-                assert meet is not None
-                args = yield from meet.collective(self, i, cost)
-            else:
-                if meet is None:
-                    bw, sm = cost.bw_demand, cost.sm_demand
-                    if gpu_jobs:
-                        yield run(work, bw, sm)
+            if meet is None:
+                bw, sm = cost.bw_demand, cost.sm_demand
+                if gpu_jobs:
+                    yield run(work, bw, sm)
+                else:
+                    # The GPU is idle (a FluidGPU proper: one rank). finish_in_turn, then run()'s idle
+                    # path where the kernel does not end in turn, written out as one: the same float
+                    # operations in the same order, the same events created at the same points.
+                    remaining = 0.0 if 0.0 > work else work
+                    if remaining <= _EPS * (now if now > 1.0 else 1.0):  # done at once: run() succeeds it now
+                        gpu._last = now
+                        gpu._next_id += 1
+                        ev = new_event(Event)
+                        ev.env = env
+                        ev.callbacks = []
+                        gpu._wakeup = None
+                        ev.succeed()
+                        yield ev
                     else:
-                        # The GPU is idle (a FluidGPU proper: one rank). finish_in_turn, then run()'s idle
-                        # path where the kernel does not end in turn, written out as one: the same float
-                        # operations in the same order, the same events created at the same points.
-                        remaining = 0.0 if 0.0 > work else work
-                        if remaining <= _EPS * (now if now > 1.0 else 1.0):  # done at once: run() succeeds it now
-                            gpu._last = now
+                        demand = bw if bw > 1.0 else 1.0
+                        rate = 1.0 / (sm if sm > demand else demand)
+                        delay = remaining / rate
+                        if not delay > 0.0:  # as run()'s `delay if delay > 0.0 else 0.0`
+                            delay = 0.0
+                        end = now + delay  # the wake-up's time, as simpy's schedule adds it
+                        done_in_turn = False
+                        if in_turn and not (heap and heap[0][0] <= end):
+                            # finish_in_turn: the wake-up would be the next event and the kernel's
+                            # completion would resume this stream at once
+                            left = remaining
+                            dt = end - now
+                            if dt > 0:
+                                left = left - dt * rate
+                            if left < 1e-12:
+                                left = 0.0
+                            done_in_turn = left <= _EPS * (end if end > 1.0 else 1.0)
+                        if done_in_turn:
+                            gpu._last = end
+                            gpu.rate = rate
                             gpu._next_id += 1
+                            gpu._wakeup = None
+                            env._now = end
+                        else:
+                            gpu._last = now
                             ev = new_event(Event)
                             ev.env = env
                             ev.callbacks = []
-                            gpu._wakeup = None
-                            ev.succeed()
+                            job = new_event(_Job)  # _Job(remaining, bw, sm, ev), without the __init__ call
+                            job.remaining_s = remaining
+                            job.bw = bw
+                            job.sm = sm
+                            job.done = ev
+                            gpu_jobs[gpu._next_id] = job
+                            gpu._next_id += 1
+                            gpu.rate = rate
+                            # Timeout(env, delay) with the GPU's wake-up as its callback, written out
+                            # (Timeout.__init__, Environment.schedule)
+                            wake = new_event(Timeout)
+                            wake.env = env
+                            wake.callbacks = [gpu_wake]
+                            wake._value = None
+                            wake._delay = delay
+                            wake._ok = True
+                            heappush(heap, (env._now + delay, NORMAL, next(event_ids), wake))
+                            gpu._wakeup = wake
                             yield ev
-                        else:
-                            demand = bw if bw > 1.0 else 1.0
-                            rate = 1.0 / (sm if sm > demand else demand)
-                            delay = remaining / rate
-                            if not delay > 0.0:  # as run()'s `delay if delay > 0.0 else 0.0`
-                                delay = 0.0
-                            end = now + delay  # the wake-up's time, as simpy's schedule adds it
-                            done_in_turn = False
-                            if in_turn and not (heap and heap[0][0] <= end):
-                                # finish_in_turn: the wake-up would be the next event and the kernel's
-                                # completion would resume this stream at once
-                                left = remaining
-                                dt = end - now
-                                if dt > 0:
-                                    left = left - dt * rate
-                                if left < 1e-12:
-                                    left = 0.0
-                                done_in_turn = left <= _EPS * (end if end > 1.0 else 1.0)
-                            if done_in_turn:
-                                gpu._last = end
-                                gpu.rate = rate
-                                gpu._next_id += 1
-                                gpu._wakeup = None
-                                env._now = end
-                            else:
-                                gpu._last = now
-                                ev = new_event(Event)
-                                ev.env = env
-                                ev.callbacks = []
-                                gpu_jobs[gpu._next_id] = _Job(remaining, bw, sm, ev)
-                                gpu._next_id += 1
-                                gpu.rate = rate
-                                # Timeout(env, delay) with the GPU's wake-up as its callback, written out
-                                # (Timeout.__init__, Environment.schedule)
-                                wake = new_event(Timeout)
-                                wake.env = env
-                                wake.callbacks = [gpu_wake]
-                                wake._value = None
-                                wake._delay = delay
-                                wake._ok = True
-                                heappush(heap, (env._now + delay, NORMAL, next(event_ids), wake))
-                                gpu._wakeup = wake
-                                yield ev
-                else:
-                    yield gpu.run_kernel(work, cost)  # type: ignore[attr-defined]
+                args = args_by_cost.get(id(cost))
+                if args is None:
+                    args = args_by_cost[id(cost)] = MappingProxyType({"limiter": cost.limiter, "alone_us": cost.time_s * 1e6})
+            elif i in collective_ops:
+                args = yield from meet.collective(self, i, cost)
+            else:
+                yield gpu.run_kernel(work, cost)  # type: ignore[attr-defined]
                 args = args_by_cost.get(id(cost))
                 if args is None:
                     args = args_by_cost[id(cost)] = MappingProxyType({"limiter": cost.limiter, "alone_us": cost.time_s * 1e6})
