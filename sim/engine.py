@@ -478,14 +478,17 @@ class Simulation:
         heap = env._queue if IN_TURN else _DUE_NOW
         env_queue, event_ids = env._queue, env._eid
         recs = self._records  # Records.add_pair, written out below
-        r_start, r_end, r_track, r_name = recs.start.extend, recs.end.extend, recs.track.extend, recs.name.extend
-        r_cat, r_op, r_args = recs.cat.extend, recs.op.extend, recs.args.extend
-        b_row, b_start, b_end, b_track = recs.blocked.append, recs.start.append, recs.end.append, recs.track.append
-        b_name, b_cat, b_op, b_args = recs.name.append, recs.cat.append, recs.op.append, recs.args.append
+        start_rows, flushed = recs.start_rows, recs.start  # a row's index: len(flushed) + len(start_rows)
+        r_start, r_end, r_track, r_name = start_rows.extend, recs.end_rows.extend, recs.track.extend, recs.name.extend
+        r_cat, r_op, r_args = recs.cat.extend, recs.op_rows.extend, recs.args.extend
+        b_row, b_start, b_end, b_track = recs.blocked.append, start_rows.append, recs.end_rows.append, recs.track.append
+        b_name, b_cat, b_op, b_args = recs.name.append, recs.cat.append, recs.op_rows.append, recs.args.append
         host_pair, dispatch_launch, no_args_pair = (HOST_TRACK, HOST_TRACK), ("dispatch", "launch"), (_NO_ARGS, _NO_ARGS)
         n = len(ops)
         i = 0
         while i < n:
+            if not i & 0x3FFF:  # every 16384 ops, the records' rows go into their arrays (memory)
+                recs.flush()
             op = ops[i]
             kind = op.kind
             if kind == "sync":
@@ -621,7 +624,7 @@ class Simulation:
                 room.callbacks = []
                 yield room
                 if env._now > start:  # Records.add_blocked (_blocked_interval), written out
-                    b_row(len(recs.start))
+                    b_row(len(flushed) + len(start_rows))
                     b_start(start)
                     b_end(env._now)
                     b_track(HOST_TRACK)
@@ -655,8 +658,8 @@ class Simulation:
         queue = self.queues[s]
         track = stream_track(s)
         recs = self._records  # Records.add, written out in the loop below
-        r_start, r_end, r_track, r_name = recs.start.append, recs.end.append, recs.track.append, recs.name.append
-        r_cat, r_op, r_args = recs.cat.append, recs.op.append, recs.args.append
+        r_start, r_end, r_track, r_name = recs.start_rows.append, recs.end_rows.append, recs.track.append, recs.name.append
+        r_cat, r_op, r_args = recs.cat.append, recs.op_rows.append, recs.args.append
         latency = hc.launch_latency_s
         args_by_cost: dict[int, MappingProxyType[str, Any]] = {}
         meet = self.rendezvous  # None on one rank: collectives run as plain kernels
