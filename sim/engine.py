@@ -481,7 +481,7 @@ class Simulation:
         start_rows, flushed = recs.start_rows, recs.start  # a row's index: len(flushed) + len(start_rows)
         r_start, r_end, r_track, r_name = start_rows.extend, recs.end_rows.extend, recs.track.extend, recs.name.extend
         r_cat, r_op, r_args = recs.cat.extend, recs.op_rows.extend, recs.args.extend
-        b_row, b_start, b_end, b_track = recs.blocked.append, start_rows.append, recs.end_rows.append, recs.track.append
+        b_row, b_start, b_end, b_track = recs.blocked_rows.append, start_rows.append, recs.end_rows.append, recs.track.append
         b_name, b_cat, b_op, b_args = recs.name.append, recs.cat.append, recs.op_rows.append, recs.args.append
         host_pair, dispatch_launch, no_args_pair = (HOST_TRACK, HOST_TRACK), ("dispatch", "launch"), (_NO_ARGS, _NO_ARGS)
         n = len(ops)

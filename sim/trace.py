@@ -35,7 +35,8 @@ class Records:
     name (shared with the op) and its index in `blocked` (ascending), and `record` writes the name
     out (no string per blocked launch; a 1M-kernel step blocks about 800k times)."""
 
-    __slots__ = ("start", "end", "track", "name", "cat", "op", "args", "blocked", "start_rows", "end_rows", "op_rows")
+    __slots__ = ("start", "end", "track", "name", "cat", "op", "args", "blocked", "start_rows", "end_rows", "op_rows",
+                 "blocked_rows")
 
     def __init__(self) -> None:
         self.start = array("d")
@@ -46,13 +47,14 @@ class Records:
         self.op = array("q")
         self.args: list[Mapping[str, Any]] = []
         self.blocked = array("q")  # rows named `blocked: ` + their name column (add_blocked)
-        # The times and ops of the rows recorded since the last flush(), in Python lists: a list's append
+        # The times, ops and blocked-row indices recorded since the last flush(), in Python lists: a list's append
         # is about half an array's (array's converts each item through PyArg_Parse), and flush() packs a
         # chunk at a time into the arrays (struct: the same doubles and int64s). Readers see the arrays:
         # the Trace flushes its records when it takes them, record() and last_end() flush first.
         self.start_rows: list[float] = []
         self.end_rows: list[float] = []
         self.op_rows: list[int] = []
+        self.blocked_rows: list[int] = []
 
     def __len__(self) -> int:
         return len(self.start) + len(self.start_rows)
@@ -67,6 +69,10 @@ class Records:
             self.start_rows.clear()
             self.end_rows.clear()
             self.op_rows.clear()
+        m = len(self.blocked_rows)
+        if m:
+            self.blocked.frombytes(struct.pack(f"{m}q", *self.blocked_rows))
+            self.blocked_rows.clear()
 
     def add(self, start: float, end: float, track: str, name: str, cat: str, op: int, args: Mapping[str, Any]) -> None:
         self.start_rows.append(start)
@@ -90,11 +96,11 @@ class Records:
 
     def add_blocked(self, start: float, end: float, track: str, op_name: str, op: int) -> None:
         """The interval `blocked: OP` (category `blocked`) of op `op` named `op_name`."""
-        self.blocked.append(len(self))
+        self.blocked_rows.append(len(self))
         self.add(start, end, track, op_name, "blocked", op, _NO_ARGS)
 
     def record(self, k: int) -> Record:
-        if self.start_rows:
+        if self.start_rows or self.blocked_rows:
             self.flush()
         name = self.name[k]
         blocked = self.blocked
