@@ -37,7 +37,11 @@ ops are created only when someone waits for them, the GPU's wake-up is a timeout
 takes as they are. Processor sharing is written once (ProcessorSharing: the GPU's kernels, the
 links' collectives); the GPU keeps its rate between changes instead of recomputing it, and a
 kernel starting or ending alone on an idle GPU takes a written-out path with the same float
-operations (tests/test_engine_outputs.py and the goldens hold the results bit for bit).
+operations (tests/test_engine_outputs.py and the goldens hold the results bit for bit). The hot loops
+build their events as simpy's __init__ would (new_event, then the same fields; a timeout pushed on the
+queue as Environment.schedule does), a stream waits on one pending dependency through a relay event
+instead of an AllOf (the same place in the callbacks, the same event id: the same order), and a kernel
+starting on an idle GPU takes finish_in_turn and run()'s idle path as one block in the stream loop.
 """
 
 from __future__ import annotations
