@@ -45,6 +45,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 # The synthetic graphs go far past the input limits meant for users' files (sim.limits): 1M kernels
 # are a 100k-fold repeat. Set before sim is imported, here and in every measuring process.
+ONE_BLAS_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 BENCH_LIMITS = {"KERNELSIM_MAX_REPEAT": "10000000", "KERNELSIM_MAX_GRAPH_OPS": "100000000"}
 for _name, _value in BENCH_LIMITS.items():
     os.environ.setdefault(_name, _value)
@@ -315,7 +316,10 @@ def bench_instructions(sizes: list[int], trees: list[Path]) -> list[dict[str, An
                 cmd = [*no_aslr, valgrind, "--tool=callgrind", "--callgrind-out-file=/dev/null",
                        *_task_command({"kind": "engine_loop", "kernels": n, "simulations": sims}, tree)]
                 # A fixed hash seed: string hashes (so dict probes) the same in every process.
-                runs[n, t, sims] = subprocess.Popen(cmd, cwd=tree, env={**os.environ, **BENCH_LIMITS, "PYTHONHASHSEED": "0"},
+                # One BLAS thread: numpy's idle BLAS threads spin for a while after import, and callgrind
+                # counts their instructions too (seen as thousands per kernel, either sign, in the difference).
+                runs[n, t, sims] = subprocess.Popen(cmd, cwd=tree, env={**os.environ, **BENCH_LIMITS, "PYTHONHASHSEED": "0",
+                                                                        **ONE_BLAS_THREAD},
                                                     text=True,
                                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     counts: dict[tuple[int, int, int], int] = {}

@@ -37,7 +37,11 @@ ops are created only when someone waits for them, the GPU's wake-up is a timeout
 takes as they are. Processor sharing is written once (ProcessorSharing: the GPU's kernels, the
 links' collectives); the GPU keeps its rate between changes instead of recomputing it, and a
 kernel starting or ending alone on an idle GPU takes a written-out path with the same float
-operations (tests/test_engine_outputs.py and the goldens hold the results bit for bit).
+operations (tests/test_engine_outputs.py and the goldens hold the results bit for bit). The hot loops
+build their events as simpy's __init__ would (new_event, then the same fields; a timeout pushed on the
+queue as Environment.schedule does), a stream waits on one pending dependency through a relay event
+instead of an AllOf (the same place in the callbacks, the same event id: the same order), and a kernel
+starting on an idle GPU takes finish_in_turn and run()'s idle path as one block in the stream loop.
 """
 
 from __future__ import annotations
@@ -51,7 +55,7 @@ from types import MappingProxyType
 from typing import Any
 
 import simpy
-from simpy.events import NORMAL, Timeout
+from simpy.events import NORMAL, Event, Timeout
 
 from sim.costmodel.host import HostCosts
 from sim.gcpause import paused_gc
@@ -67,6 +71,7 @@ _NO_ARGS: MappingProxyType[str, Any] = MappingProxyType({})
 # host's written-out check never skip one); tests hold the in-turn paths against that, record for record.
 IN_TURN = True
 _DUE_NOW: list[Any] = [(-math.inf,)]  # a queue whose first event is always due: nothing goes in turn
+new_event = object.__new__  # an event's object without its __init__ (the hot loops set its fields as simpy's would)
 
 
 class ProcessorSharing:
@@ -255,8 +260,8 @@ class FluidGPU(ProcessorSharing):
         # ProcessorSharing._wake, written out for the common case of one kernel running alone that
         # ends now: the same float operations, in the same order, without the generic calls.
         jobs = self.jobs
-        if event is not self._wakeup or len(jobs) != 1 or type(self) is not FluidGPU:
-            return super()._wake(event)
+        if event is not self._wakeup or len(jobs) != 1:  # (HoldingGPU takes ProcessorSharing._wake)
+            return ProcessorSharing._wake(self, event)
         now = self.env._now
         dt = now - self._last
         self._last = now
@@ -271,9 +276,13 @@ class FluidGPU(ProcessorSharing):
                 self._wakeup = None
                 # succeed_in_turn(self.env, j.done), written out
                 done = j.done
-                queue = self.env._queue
+                env = self.env
+                queue = env._queue
                 if queue and queue[0][0] <= now:  # another event is due now: it goes first, as in simpy
-                    done.succeed()
+                    # done.succeed(), written out (Event.succeed, Environment.schedule)
+                    done._ok = True
+                    done._value = None
+                    heappush(queue, (now, NORMAL, next(env._eid), done))
                     return None
                 done._ok = True
                 done._value = None
@@ -471,15 +480,19 @@ class Simulation:
         # the streams' idle events), so it resumes as the last callback of the event being processed
         # and may skip a timeout that would be the next event anyway (advance_in_turn).
         heap = env._queue if IN_TURN else _DUE_NOW
+        env_queue, event_ids = env._queue, env._eid
         recs = self._records  # Records.add_pair, written out below
-        r_start, r_end, r_track, r_name = recs.start.extend, recs.end.extend, recs.track.extend, recs.name.extend
-        r_cat, r_op, r_args = recs.cat.extend, recs.op.extend, recs.args.extend
-        b_row, b_start, b_end, b_track = recs.blocked.append, recs.start.append, recs.end.append, recs.track.append
-        b_name, b_cat, b_op, b_args = recs.name.append, recs.cat.append, recs.op.append, recs.args.append
+        start_rows, flushed = recs.start_rows, recs.start  # a row's index: len(flushed) + len(start_rows)
+        r_start, r_end, r_track, r_name = start_rows.extend, recs.end_rows.extend, recs.track.extend, recs.name.extend
+        r_cat, r_op, r_args = recs.cat.extend, recs.op_rows.extend, recs.args.extend
+        b_row, b_start, b_end, b_track = recs.blocked_rows.append, start_rows.append, recs.end_rows.append, recs.track.append
+        b_name, b_cat, b_op, b_args = recs.name.append, recs.cat.append, recs.op_rows.append, recs.args.append
         host_pair, dispatch_launch, no_args_pair = (HOST_TRACK, HOST_TRACK), ("dispatch", "launch"), (_NO_ARGS, _NO_ARGS)
         n = len(ops)
         i = 0
         while i < n:
+            if not i & 0x3FFF:  # every 16384 ops, the records' rows go into their arrays (memory)
+                recs.flush()
             op = ops[i]
             kind = op.kind
             if kind == "sync":
@@ -563,7 +576,16 @@ class Simulation:
                     # One timeout for dispatch + launch when it lands on the same float as two would;
                     # none where it would be the next event anyway (advance_in_turn, written out).
                     if heap and heap[0][0] <= launched:
-                        yield Timeout(env, launched - start)
+                        # Timeout(env, launched - start), written out (Timeout.__init__, Environment.schedule)
+                        delay = launched - start
+                        wait = new_event(Timeout)
+                        wait.env = env
+                        wait.callbacks = []
+                        wait._value = None
+                        wait._delay = delay
+                        wait._ok = True
+                        heappush(env_queue, (env._now + delay, NORMAL, next(event_ids), wait))
+                        yield wait
                     else:
                         env._now = launched
                     if launched > dispatched > start:
@@ -600,9 +622,13 @@ class Simulation:
             outstanding[stream] += 1
             queue = queues[stream]
             if len(queue.items) >= queue.capacity:  # the host blocks until the stream takes a kernel
-                yield queue.wait_room()
+                # queue.wait_room(), written out (the event without simpy's __init__ call)
+                room = queue.room = new_event(Event)
+                room.env = env
+                room.callbacks = []
+                yield room
                 if env._now > start:  # Records.add_blocked (_blocked_interval), written out
-                    b_row(len(recs.start))
+                    b_row(len(flushed) + len(start_rows))
                     b_start(start)
                     b_end(env._now)
                     b_track(HOST_TRACK)
@@ -636,8 +662,8 @@ class Simulation:
         queue = self.queues[s]
         track = stream_track(s)
         recs = self._records  # Records.add, written out in the loop below
-        r_start, r_end, r_track, r_name = recs.start.append, recs.end.append, recs.track.append, recs.name.append
-        r_cat, r_op, r_args = recs.cat.append, recs.op.append, recs.args.append
+        r_start, r_end, r_track, r_name = recs.start_rows.append, recs.end_rows.append, recs.track.append, recs.name.append
+        r_cat, r_op, r_args = recs.cat.append, recs.op_rows.append, recs.args.append
         latency = hc.launch_latency_s
         args_by_cost: dict[int, MappingProxyType[str, Any]] = {}
         meet = self.rendezvous  # None on one rank: collectives run as plain kernels
@@ -645,7 +671,7 @@ class Simulation:
         popleft = items.popleft
         waiters, outstanding, idle_events = self.waiters, self.outstanding, self.idle_events
         collective_ops = meet.collective_ops if meet is not None else frozenset()
-        run, finish_in_turn = gpu.run, gpu.finish_in_turn
+        run, gpu_wake, in_turn = gpu.run, gpu._wake, IN_TURN
         heap, event_ids, gpu_jobs = env._queue, env._eid, gpu.jobs
         busy_until = 0.0  # when this stream's last kernel ended
         while True:
@@ -665,10 +691,24 @@ class Simulation:
             if hi == lo + 1:  # one dependency (the usual case): the same condition, without a list pass
                 d = dep_flat[lo]
                 if not finished[d]:
-                    yield env.all_of([self._waiter(d)])
+                    # `yield env.all_of([waiter])` for one pending event, without simpy's Condition: the
+                    # condition's _check would sit at this place in the waiter's callbacks and, when the
+                    # waiter is processed, schedule the condition now (one event id, NORMAL); the relay
+                    # does the same with a plain event, and the stream resumes when it is processed.
+                    relay = new_event(Event)
+                    relay.env = env
+                    relay.callbacks = []
+                    self._waiter(d).callbacks.append(relay.succeed)  # type: ignore[arg-type]  # its return value is unused
+                    yield relay
             elif hi > lo:
                 pending = [self._waiter(d) for d in dep_flat[lo:hi] if not finished[d]]
-                if pending:
+                if len(pending) == 1:  # as above
+                    relay = new_event(Event)
+                    relay.env = env
+                    relay.callbacks = []
+                    pending[0].callbacks.append(relay.succeed)  # type: ignore[arg-type]
+                    yield relay
+                elif pending:
                     yield env.all_of(pending)
             cost = costs[i]
             assert cost is not None
@@ -689,17 +729,79 @@ class Simulation:
                 if meet is not None or not advance_in_turn(env, earliest - now):
                     yield Timeout(env, earliest - now)
                 now = env._now
-            if i in collective_ops:
-                assert meet is not None
+            if meet is None:
+                bw, sm = cost.bw_demand, cost.sm_demand
+                if gpu_jobs:
+                    yield run(work, bw, sm)
+                else:
+                    # The GPU is idle (a FluidGPU proper: one rank). finish_in_turn, then run()'s idle
+                    # path where the kernel does not end in turn, written out as one: the same float
+                    # operations in the same order, the same events created at the same points.
+                    remaining = 0.0 if 0.0 > work else work
+                    if remaining <= _EPS * (now if now > 1.0 else 1.0):  # done at once: run() succeeds it now
+                        gpu._last = now
+                        gpu._next_id += 1
+                        ev = new_event(Event)
+                        ev.env = env
+                        ev.callbacks = []
+                        gpu._wakeup = None
+                        ev.succeed()
+                        yield ev
+                    else:
+                        demand = bw if bw > 1.0 else 1.0
+                        rate = 1.0 / (sm if sm > demand else demand)
+                        delay = remaining / rate
+                        if not delay > 0.0:  # as run()'s `delay if delay > 0.0 else 0.0`
+                            delay = 0.0
+                        end = now + delay  # the wake-up's time, as simpy's schedule adds it
+                        done_in_turn = False
+                        if in_turn and not (heap and heap[0][0] <= end):
+                            # finish_in_turn: the wake-up would be the next event and the kernel's
+                            # completion would resume this stream at once
+                            left = remaining
+                            dt = end - now
+                            if dt > 0:
+                                left = left - dt * rate
+                            if left < 1e-12:
+                                left = 0.0
+                            done_in_turn = left <= _EPS * (end if end > 1.0 else 1.0)
+                        if done_in_turn:
+                            gpu._last = end
+                            gpu.rate = rate
+                            gpu._next_id += 1
+                            gpu._wakeup = None
+                            env._now = end
+                        else:
+                            gpu._last = now
+                            ev = new_event(Event)
+                            ev.env = env
+                            ev.callbacks = []
+                            job = new_event(_Job)  # _Job(remaining, bw, sm, ev), without the __init__ call
+                            job.remaining_s = remaining
+                            job.bw = bw
+                            job.sm = sm
+                            job.done = ev
+                            gpu_jobs[gpu._next_id] = job
+                            gpu._next_id += 1
+                            gpu.rate = rate
+                            # Timeout(env, delay) with the GPU's wake-up as its callback, written out
+                            # (Timeout.__init__, Environment.schedule)
+                            wake = new_event(Timeout)
+                            wake.env = env
+                            wake.callbacks = [gpu_wake]
+                            wake._value = None
+                            wake._delay = delay
+                            wake._ok = True
+                            heappush(heap, (env._now + delay, NORMAL, next(event_ids), wake))
+                            gpu._wakeup = wake
+                            yield ev
+                args = args_by_cost.get(id(cost))
+                if args is None:
+                    args = args_by_cost[id(cost)] = MappingProxyType({"limiter": cost.limiter, "alone_us": cost.time_s * 1e6})
+            elif i in collective_ops:
                 args = yield from meet.collective(self, i, cost)
             else:
-                if meet is None:
-                    # finish_in_turn's first check written out: the GPU busy or an event due now
-                    if gpu_jobs or (heap and heap[0][0] <= now) or not finish_in_turn(work, cost.bw_demand,
-                                                                                       cost.sm_demand):
-                        yield run(work, cost.bw_demand, cost.sm_demand)
-                else:
-                    yield gpu.run_kernel(work, cost)  # type: ignore[attr-defined]
+                yield gpu.run_kernel(work, cost)  # type: ignore[attr-defined]
                 args = args_by_cost.get(id(cost))
                 if args is None:
                     args = args_by_cost[id(cost)] = MappingProxyType({"limiter": cost.limiter, "alone_us": cost.time_s * 1e6})
@@ -713,9 +815,9 @@ class Simulation:
             r_args(args)
             finished[i] = True
             if waiters:
-                ev = waiters.pop(i, None)
-                if ev is not None:
-                    ev.succeed()
+                waiter = waiters.pop(i, None)
+                if waiter is not None:
+                    waiter.succeed()
             left = outstanding[s] = outstanding[s] - 1
             if left == 0 and s in idle_events:
                 idle_events.pop(s).succeed()
@@ -847,6 +949,8 @@ class HoldingGPU(FluidGPU):
     def run(self, work_s: float, bw: float, sm: float) -> simpy.Event:
         self._started[self._next_id] = self.env.now
         return super().run(work_s, bw, sm)
+
+    _wake = ProcessorSharing._wake  # FluidGPU's is written out for a FluidGPU proper
 
     def _hbm_factors(self) -> tuple[float, float]:
         """How much slower than alone (>= 1) the kernels and the collectives' transfers stream HBM.

@@ -8,6 +8,7 @@ the columns directly (`kernel_order`, `host_order`).
 
 from __future__ import annotations
 
+import struct
 from array import array
 from bisect import bisect_left
 from collections.abc import Mapping, Sequence
@@ -34,7 +35,8 @@ class Records:
     name (shared with the op) and its index in `blocked` (ascending), and `record` writes the name
     out (no string per blocked launch; a 1M-kernel step blocks about 800k times)."""
 
-    __slots__ = ("start", "end", "track", "name", "cat", "op", "args", "blocked")
+    __slots__ = ("start", "end", "track", "name", "cat", "op", "args", "blocked", "start_rows", "end_rows", "op_rows",
+                 "blocked_rows")
 
     def __init__(self) -> None:
         self.start = array("d")
@@ -45,36 +47,61 @@ class Records:
         self.op = array("q")
         self.args: list[Mapping[str, Any]] = []
         self.blocked = array("q")  # rows named `blocked: ` + their name column (add_blocked)
+        # The times, ops and blocked-row indices recorded since the last flush(), in Python lists: a list's append
+        # is about half an array's (array's converts each item through PyArg_Parse), and flush() packs a
+        # chunk at a time into the arrays (struct: the same doubles and int64s). Readers see the arrays:
+        # the Trace flushes its records when it takes them, record() and last_end() flush first.
+        self.start_rows: list[float] = []
+        self.end_rows: list[float] = []
+        self.op_rows: list[int] = []
+        self.blocked_rows: list[int] = []
 
     def __len__(self) -> int:
-        return len(self.start)
+        return len(self.start) + len(self.start_rows)
+
+    def flush(self) -> None:
+        """Move the rows recorded since the last flush into the arrays."""
+        n = len(self.start_rows)
+        if n:
+            self.start.frombytes(struct.pack(f"{n}d", *self.start_rows))
+            self.end.frombytes(struct.pack(f"{n}d", *self.end_rows))
+            self.op.frombytes(struct.pack(f"{n}q", *self.op_rows))
+            self.start_rows.clear()
+            self.end_rows.clear()
+            self.op_rows.clear()
+        m = len(self.blocked_rows)
+        if m:
+            self.blocked.frombytes(struct.pack(f"{m}q", *self.blocked_rows))
+            self.blocked_rows.clear()
 
     def add(self, start: float, end: float, track: str, name: str, cat: str, op: int, args: Mapping[str, Any]) -> None:
-        self.start.append(start)
-        self.end.append(end)
+        self.start_rows.append(start)
+        self.end_rows.append(end)
         self.track.append(track)
         self.name.append(name)
         self.cat.append(cat)
-        self.op.append(op)
+        self.op_rows.append(op)
         self.args.append(args)
 
     def add_pair(self, start: float, mid: float, end: float, track: str, name: str, first_cat: str, second_cat: str,
                  op: int, args: Mapping[str, Any]) -> None:
         """Two back-to-back intervals of one op on one track (an eager op's dispatch, then its launch)."""
-        self.start.extend((start, mid))
-        self.end.extend((mid, end))
+        self.start_rows.extend((start, mid))
+        self.end_rows.extend((mid, end))
         self.track.extend((track, track))
         self.name.extend((name, name))
         self.cat.extend((first_cat, second_cat))
-        self.op.extend((op, op))
+        self.op_rows.extend((op, op))
         self.args.extend((args, args))
 
     def add_blocked(self, start: float, end: float, track: str, op_name: str, op: int) -> None:
         """The interval `blocked: OP` (category `blocked`) of op `op` named `op_name`."""
-        self.blocked.append(len(self.start))
+        self.blocked_rows.append(len(self))
         self.add(start, end, track, op_name, "blocked", op, _NO_ARGS)
 
     def record(self, k: int) -> Record:
+        if self.start_rows or self.blocked_rows:
+            self.flush()
         name = self.name[k]
         blocked = self.blocked
         if blocked and self.cat[k] == "blocked":
@@ -84,6 +111,7 @@ class Records:
         return (self.start[k], self.end[k], self.track[k], name, self.cat[k], self.op[k], self.args[k])
 
     def last_end(self) -> float:
+        self.flush()
         return max(self.end, default=0.0)
 
 
@@ -129,6 +157,8 @@ class Trace:
         self.hardware = hardware
         self.costs = tuple(costs)
         self.end_s = end_s
+        if records is not None:
+            records.flush()
         self._records = records
         self._intervals = tuple(intervals) if intervals is not None else None
 
@@ -150,6 +180,7 @@ class Trace:
         recs = Records()
         for iv in self.intervals:
             recs.add(iv.start_s, iv.end_s, iv.track, iv.name, iv.cat, iv.op, iv.args)
+        recs.flush()
         return recs, True
 
     def kernel_order(self) -> tuple[Records, list[int]]:
