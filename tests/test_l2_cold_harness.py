@@ -159,3 +159,20 @@ def test_the_cold_fit_separates_iteration_and_entry_when_the_row_sums_are_there(
     assert with_rows["iter_ns_vec_cold"][1] == without["iter_ns_vec_cold"][1] + len(heldout_l2.CAL_ROW_SUM)  # type: ignore[operator]
     assert abs(with_rows["iter_ns_vec_cold"][0] - 215.0) <= 5.0, with_rows
     assert abs(with_rows["entry_ns_vec_cold"][0] - 500.0) <= 100.0, with_rows
+
+
+def test_the_held_out_norm_backwards_are_shapes_no_fit_uses_and_validate_reads_them() -> None:
+    """heldout_l2's norm_bwd_new part: layer norm and RMS norm backwards at row counts and widths that neither the
+    calibration's backwards (CAL_NORM_BWD) nor its forwards use; the committed records
+    (validation/h200/norm_bwd_heldout) become table heldout_norm_bwd's rows, one per record and L2 state."""
+    from sim.calibrate.gpu import heldout_l2
+    from sim.hardware import load_profile
+    from sim.validate.wave2 import NORM_BWD_HELDOUT, norm_bwd_heldout_rows
+
+    new = set(heldout_l2.NEW_NORM_BWD)
+    assert not new & set(heldout_l2.CAL_NORM_BWD + heldout_l2.CAL_NORM + heldout_l2.CAL_NORM_FALLBACK)
+    assert not {r for r, _ in new} & {r for r, _ in heldout_l2.CAL_NORM_BWD}
+    root = Path(__file__).resolve().parent.parent
+    rows = norm_bwd_heldout_rows(load_profile("h200-measured"), root / NORM_BWD_HELDOUT)
+    assert len(rows) == 2 * 2 * len(new) and {r.family for r in rows} == {"layer_norm_bwd", "rms_norm_bwd"}
+    assert {r.split for r in rows} == {"unseen"} and all(r.measured_us > 0 for r in rows)

@@ -212,6 +212,17 @@ def norm_heldout_rows(hw: Hardware, path: Path, machine: str = "sn") -> list[Row
     return _profiled_heldout_rows(hw, path, "heldout_norm", machine, family)
 
 
+# PyTorch's layer norm and RMS norm backwards at row counts and widths no fit uses (issue 18; sim.calibrate.gpu.heldout_l2
+# part norm_bwd_new): table heldout_norm_bwd, every record unseen, both L2 states (clean, warm)
+NORM_BWD_HELDOUT = Path("validation") / "h200" / "norm_bwd_heldout" / "norm_bwd_heldout.json"
+
+
+def norm_bwd_heldout_rows(hw: Hardware, path: Path, machine: str = "nb") -> list[Row]:
+    """Rows of table heldout_norm_bwd: each layer norm / RMS norm backward (its grad-input kernel and its gamma(/beta)
+    sums, one row per record) in each L2 state it was profiled in. Families layer_norm_bwd and rms_norm_bwd."""
+    return _profiled_heldout_rows(hw, path, "heldout_norm_bwd", machine, lambda c: str(c.record["op"]))
+
+
 def wave2_rows(hw: Hardware, root: Path) -> list[Row]:
     data = root / "validation" / "h200" / "heldout_kernels"
     raw = root / "calibration" / "h200" / "raw"
@@ -223,6 +234,7 @@ def wave2_rows(hw: Hardware, root: Path) -> list[Row]:
     rows += wave8_pipe_mix_rows(hw, root / WAVE8_PIPE_MIX)
     rows += softmax_heldout_rows(hw, root / SOFTMAX_HELDOUT)
     rows += norm_heldout_rows(hw, root / NORM_HELDOUT)
+    rows += norm_bwd_heldout_rows(hw, root / NORM_BWD_HELDOUT)
     try:
         load_profile("h200-nvl2")
     except InputError:  # an installed copy without the 2-GPU profile validates the rest

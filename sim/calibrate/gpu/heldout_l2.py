@@ -23,7 +23,8 @@ Parts (in this order; the budget stops starting new cases, the file stays valid 
   loop iterations, x.sum(1) only; norm_cal: layer norm and RMS norm forwards, fitted in every state;
   norm_bwd_cal: their backwards, clean and warm; norm_fallback_cal: layer norms over rows that are not whole
   4-element vectors, clean and warm; softmax_cal: softmax forwards on ATen's warp kernel, clean and warm);
-- gemm_new / copy_new / sum_new: shapes no fit, no correction table and no earlier held-out set uses;
+- gemm_new / copy_new / sum_new / norm_bwd_new: shapes no fit, no correction table and no earlier held-out set uses
+  (norm_bwd_new: layer norm and RMS norm backwards, clean and warm);
 - fused_new: the Triton bias+GELU+dropout forward at a hidden size (6144), token counts and
   warps per block (2, 16) no earlier set used, clean L2 only.
 
@@ -82,6 +83,9 @@ CAL_ROW_SUM = [(28, 2560), (56, 4608), (44, 5632)]
 # shapes (recorded; no fit uses them yet). The held-out sets (heldout_kernels A/C, machine F) use rows 256, 1024,
 # 4096, 16384, 65536.
 CAL_NORM_BWD = [(r, c) for r in (128, 512, 2048, 8192, 32768) for c in (1024, 2048, 4096, 8192)]
+# held-out layer norm and RMS norm backwards (set new): row counts and widths no fit and no other held-out set uses
+# (wave 2 has layer norm backwards at 256..65536 rows of 1024..8192 after a dirtying flush, no RMS norm backward)
+NEW_NORM_BWD = [(r, c) for r in (384, 3072, 12288) for c in (1536, 3072, 5120)]
 # calibration-split layer norm forwards whose rows are not whole 4-element vectors (ATen's two-kernel fallback:
 # RowwiseMomentsCUDAKernel, then LayerNormForwardCUDAKernel), bf16, clean and warm. The held-out set
 # (validation/h200/norm_heldout) has 3072 and 12288 rows of 1030 and 4098 columns.
@@ -258,9 +262,10 @@ def _norm(c: L2Ctx, cases: list[tuple[int, int]], tag: str) -> None:
         c.attempt(f"norm {tag} {rows}x{cols}", one)
 
 
-def _norm_bwd(c: L2Ctx, cases: list[tuple[int, int]], tag: str) -> None:
+def _norm_bwd(c: L2Ctx, cases: list[tuple[int, int]], tag: str, bench: str = "norm") -> None:
     """The backward of torch.layer_norm (weight and bias) and of torch.rms_norm (weight) of each (rows, cols) bf16
-    case: torch.autograd.grad of the output for the input and the parameters, in the clean and warm states."""
+    case: torch.autograd.grad of the output for the input and the parameters, in the clean and warm states (records
+    of `bench`: norm for the calibration's, reduction for a held-out set's, as the held-out readers take them)."""
     import torch
 
     for rows, cols in cases[:1] if c.smoke else cases:
@@ -275,7 +280,7 @@ def _norm_bwd(c: L2Ctx, cases: list[tuple[int, int]], tag: str) -> None:
                    "rms_norm_bwd": lambda: torch.autograd.grad(y_rms, (x, w), gy, retain_graph=True)}
             for op, fn in fns.items():
                 for st in [s for s in c.states if s in ("clean", "warm")]:
-                    c.rf.add({"bench": "norm", "op": op, "set": tag, "l2_state": st, "rows": rows, "cols": cols,
+                    c.rf.add({"bench": bench, "op": op, "set": tag, "l2_state": st, "rows": rows, "cols": cols,
                               "dtype": "bfloat16", **profiled_state(fn, st)})
             common.log(f"norm_bwd {tag} {rows}x{cols}: " + " ".join(
                 f"{rec['op'][:3]}/{rec['l2_state']} {sum(k['duration_us'] for k in rec['kernels']):.2f}"
@@ -362,6 +367,7 @@ PARTS: dict[str, Callable[[L2Ctx], None]] = {
     "norm_fallback_cal": lambda c: _norm_fallback(c, CAL_NORM_FALLBACK, "cal"),
     "softmax_cal": lambda c: _softmax_cal(c, CAL_SOFTMAX, "cal"),
     "gemm_new": lambda c: _gemm(c, NEW_GEMM, "new"),
+    "norm_bwd_new": lambda c: _norm_bwd(c, NEW_NORM_BWD, "new", bench="reduction"),
     "copy_new": lambda c: _copy(c, NEW_COPY_KIB, "new"),
     "sum_new": lambda c: _sum(c, NEW_SUM, "new"),
     "fused_new": _fused,
@@ -390,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
              "gemm_cal": len(CAL_GEMM), "copy_cal": len(CAL_COPY_KIB), "sum_cal": 2 * len(CAL_SUM),
              "row_sum_cal": len(CAL_ROW_SUM), "norm_cal": 2 * len(CAL_NORM),
              "norm_bwd_cal": 2 * len(CAL_NORM_BWD), "norm_fallback_cal": len(CAL_NORM_FALLBACK),
-             "softmax_cal": len(CAL_SOFTMAX)}
+             "softmax_cal": len(CAL_SOFTMAX), "norm_bwd_new": 2 * len(NEW_NORM_BWD)}
         print(f"parts {parts}; cases {sum(n[p] for p in parts)} x states {list(STATES)}; "
               f"budget {ns.budget_s} s; out {ns.out}")
         return 0
