@@ -296,8 +296,8 @@ def _torch_softmax_warp_cost(op: Op, hw: Hardware, rows: int, cols: int, elem: i
     warp_chain_ns_warm from L2; x warp_chain_fp32_ratio for elements of 4 bytes or more) plus the wave's threads x
     their element slots x warp_slot_ns (the SM works through every slot, padded ones too: the max, exp and sum over
     -inf). Measured on H200 (l2_cold softmax_cal: 160 to 49152 rows of 128 to 2048 elements): a single wave's time
-    grows with the loads alone (about 0.13 us a load from HBM, 0.1 from L2, bf16; fp32 about three quarters of
-    that), many rows run at about 0.13 ns a slot per SM, for bf16 and fp32 alike. Never less than the bytes at
+    grows with the loads alone (about 0.14 us a load from HBM, 0.1 from L2, bf16; fp32 about three quarters of
+    that), many rows run at about 0.12 ns a slot per SM, for bf16 and fp32 alike. Never less than the bytes at
     the HBM rate."""
     sk = hw.softmax_kernel
     launch = op.launch or LaunchConfig()
