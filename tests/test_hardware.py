@@ -152,28 +152,21 @@ def test_the_spill_l1_partial_switch_is_read_from_the_memory_section(tmp_path) -
     assert load_profile(str(path)).spill_l1_partial is True
 
 
-@pytest.mark.parametrize("drop", ["gb_block_x", "bwd_stream_gbps", "vec_elems", "block_ns"])
-def test_a_layer_norm_law_with_a_missing_key_is_an_input_error(tmp_path, drop: str) -> None:  # type: ignore[no-untyped-def]
-    # a profile that keeps a law's trigger key (iter_ns, bwd_iter_ns, gb_iter_ns) without a key the law reads is
-    # refused when it loads, naming both, instead of a KeyError when an op is priced
+@pytest.mark.parametrize(("profile", "section", "drop"), [
+    *[("h200-measured", "layer_norm_kernel", k) for k in ("gb_block_x", "bwd_stream_gbps", "vec_elems", "block_ns",
+                                                          "rms_gb_stream_gbps", "fb_forward_regs")],
+    *[("h200-sxm", "softmax_kernel", k) for k in ("warp_chain_ns_warm", "warp_chain_fp32_ratio", "warm_l2_share",
+                                                  "warp_max_bytes")]])
+def test_a_kernel_law_with_a_missing_key_is_an_input_error(tmp_path, profile: str, section: str,  # type: ignore[no-untyped-def]
+                                                            drop: str) -> None:
+    # a profile that keeps a law's trigger key (layer_norm_kernel: iter_ns, bwd_iter_ns, gb_iter_ns, their rms_
+    # twins, fb_moments_iter_ns; softmax_kernel: warp_slot_ns) without a key the law reads is refused when it loads,
+    # naming both, instead of a KeyError when an op is priced
     from sim.errors import InputError
 
-    doc = yaml.safe_load((ROOT / "hardware_profiles" / "h200-measured.yaml").read_text())
-    del doc["layer_norm_kernel"][drop]
+    doc = yaml.safe_load((ROOT / "hardware_profiles" / f"{profile}.yaml").read_text())
+    del doc[section][drop]
     path = tmp_path / "partial.yaml"
     path.write_text(yaml.safe_dump(doc))
-    with pytest.raises(InputError, match=f"layer_norm_kernel.*lacks {drop}"):
-        load_profile(str(path))
-
-
-@pytest.mark.parametrize("drop", ["warp_chain_ns_warm", "warp_chain_fp32_ratio", "warm_l2_share", "warp_max_bytes"])
-def test_a_softmax_warp_law_with_a_missing_key_is_an_input_error(tmp_path, drop: str) -> None:  # type: ignore[no-untyped-def]
-    # the warp softmax law's trigger key (warp_slot_ns) without a key the law reads is refused at load
-    from sim.errors import InputError
-
-    doc = yaml.safe_load((ROOT / "hardware_profiles" / "h200-sxm.yaml").read_text())
-    del doc["softmax_kernel"][drop]
-    path = tmp_path / "partial.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    with pytest.raises(InputError, match=f"softmax_kernel.*lacks {drop}"):
+    with pytest.raises(InputError, match=f"{section}.*lacks {drop}"):
         load_profile(str(path))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 Source = Literal["datasheet", "measured", "estimate", "published"]
 
@@ -741,21 +741,12 @@ class HardwareProfileFile(Strict):
         description="launch and work-split heuristics of the libraries (ATen, FlashAttention, the CUDA driver) "
                     "for kernels a workload gives no launch config")
 
-    @field_validator("softmax_kernel")
+    @field_validator("softmax_kernel", "layer_norm_kernel")
     @classmethod
-    def _softmax_laws_whole(cls, v: dict[str, PositiveQuantity]) -> dict[str, PositiveQuantity]:
-        # the warp kernel's law (trigger warp_slot_ns) comes with every key it reads
-        for trigger, needed in SOFTMAX_LAW_KEYS.items():
-            missing = [k for k in needed if k not in v]
-            if trigger in v and missing:
-                raise ValueError(f"has {trigger} but lacks {', '.join(missing)} (every key of that kernel's law)")
-        return v
-
-    @field_validator("layer_norm_kernel")
-    @classmethod
-    def _layer_norm_laws_whole(cls, v: dict[str, PositiveQuantity]) -> dict[str, PositiveQuantity]:
+    def _laws_whole(cls, v: dict[str, PositiveQuantity], info: ValidationInfo) -> dict[str, PositiveQuantity]:
         # a law's trigger key (the one sim/costmodel/reduction.py dispatches on) comes with every key the law reads
-        for trigger, needed in LAYER_NORM_LAW_KEYS.items():
+        laws = SOFTMAX_LAW_KEYS if info.field_name == "softmax_kernel" else LAYER_NORM_LAW_KEYS
+        for trigger, needed in laws.items():
             missing = [k for k in needed if k not in v]
             if trigger in v and missing:
                 raise ValueError(f"has {trigger} but lacks {', '.join(missing)} (every key of that kernel's law)")
