@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from sim.errors import KernelsimError
 from sim.hardware import Hardware, Occupancy
 
 
@@ -26,14 +27,18 @@ def smooth_min(x: float, ceiling: float, n: float) -> float:
 
 
 def bandwidth(hw: Hardware, active_sms: float, inflight_per_sm: float) -> tuple[float, str]:
-    """Achievable bandwidth (bytes/s) and what limits it."""
+    """Achievable bandwidth (bytes/s) and what limits it. A profile whose numbers leave no bandwidth at all (a
+    latency or rates so far out of range that the result underflows) is an error naming the profile, not a
+    division by zero later."""
     little = active_sms * inflight_per_sm / hw.mem_latency_s
     sustained = hw.hbm_sustained_bps
     smooth = smooth_min(little, sustained, hw.bw_knee_exponent)
     per_sm = active_sms * hw.per_sm_max_bps
-    if per_sm < smooth:
-        return per_sm, "tail"
-    return smooth, ("occupancy" if little < sustained else "hbm")
+    bw, lim = (per_sm, "tail") if per_sm < smooth else (smooth, "occupancy" if little < sustained else "hbm")
+    if not 0.0 < bw < math.inf and inflight_per_sm > 0:
+        raise KernelsimError(f"hardware profile '{hw.name}': streaming bandwidth comes out {bw:g} B/s "
+                             f"(memory.latency_ns, hbm_sustained_gbps, per_sm_max_gbps out of range)")
+    return bw, lim
 
 
 def stream_time(hw: Hardware, total_bytes: float, occ: Occupancy, inflight_per_thread: float) -> tuple[float, str, float]:

@@ -758,8 +758,17 @@ class HardwareProfileFile(Strict):
             raise ValueError("memory.hbm_sustained_gbps cannot exceed memory.hbm_peak_gbps")
         if self.sm.max_warps_per_sm.value * self.sm.warp_size.value != self.sm.max_threads_per_sm.value:
             raise ValueError("sm.max_warps_per_sm × sm.warp_size must equal sm.max_threads_per_sm")
+        n = self.memory.bandwidth_knee_exponent.value
+        if not KNEE_EXPONENT_RANGE[0] <= n <= KNEE_EXPONENT_RANGE[1]:
+            # (X^-n + B^-n)^(-1/n) tends to 0 as n does: a streaming bandwidth of nothing, not a model of queueing
+            raise ValueError(f"memory.bandwidth_knee_exponent {n:g} is outside {KNEE_EXPONENT_RANGE[0]:g} to "
+                             f"{KNEE_EXPONENT_RANGE[1]:g} (the smooth minimum's exponent)")
         return self
 
+
+# memory.bandwidth_knee_exponent: the smooth minimum's exponent a profile may give (fitted 1.5 on H200; below 0.5 the
+# knee takes more than three quarters of the bandwidth at the crossing, above 64 it is a hard minimum already)
+KNEE_EXPONENT_RANGE = (0.5, 64.0)
 
 # layer_norm_kernel: each law's trigger key and the keys its cost function reads (sim/costmodel/reduction.py)
 _LN_LAUNCH = ("threads", "vec_elems", "regs", "reread_l2_share")
