@@ -172,7 +172,7 @@ def test_a_kernel_law_with_a_missing_key_is_an_input_error(tmp_path, profile: st
         load_profile(str(path))
 
 
-@pytest.mark.parametrize("n", [1e-300, 0.1, 100.0])
+@pytest.mark.parametrize("n", [1e-300, 0.1, 0.49])
 def test_a_knee_exponent_out_of_range_is_an_input_error(tmp_path, n: float) -> None:  # type: ignore[no-untyped-def]
     # (X^-n + B^-n)^(-1/n) tends to 0 with n: a tiny exponent left no streaming bandwidth and a division by zero
     # deep in the memory model (found by the fuzz campaign); it is refused when the profile loads, naming the key
@@ -182,5 +182,5 @@ def test_a_knee_exponent_out_of_range_is_an_input_error(tmp_path, n: float) -> N
     doc["memory"]["bandwidth_knee_exponent"]["value"] = n
     path = tmp_path / "knee.yaml"
     path.write_text(yaml.safe_dump(doc))
-    with pytest.raises(InputError, match="memory.bandwidth_knee_exponent .* is outside 0.5 to 64"):
+    with pytest.raises(InputError, match="memory.bandwidth_knee_exponent .* is below 0.5"):
         load_profile(str(path))

@@ -759,16 +759,16 @@ class HardwareProfileFile(Strict):
         if self.sm.max_warps_per_sm.value * self.sm.warp_size.value != self.sm.max_threads_per_sm.value:
             raise ValueError("sm.max_warps_per_sm × sm.warp_size must equal sm.max_threads_per_sm")
         n = self.memory.bandwidth_knee_exponent.value
-        if not KNEE_EXPONENT_RANGE[0] <= n <= KNEE_EXPONENT_RANGE[1]:
+        if n < KNEE_EXPONENT_MIN:
             # (X^-n + B^-n)^(-1/n) tends to 0 as n does: a streaming bandwidth of nothing, not a model of queueing
-            raise ValueError(f"memory.bandwidth_knee_exponent {n:g} is outside {KNEE_EXPONENT_RANGE[0]:g} to "
-                             f"{KNEE_EXPONENT_RANGE[1]:g} (the smooth minimum's exponent)")
+            raise ValueError(f"memory.bandwidth_knee_exponent {n:g} is below {KNEE_EXPONENT_MIN:g} (the smooth "
+                             "minimum's exponent; a large one is a hard minimum)")
         return self
 
 
-# memory.bandwidth_knee_exponent: the smooth minimum's exponent a profile may give (fitted 1.5 on H200; below 0.5 the
-# knee takes more than three quarters of the bandwidth at the crossing, above 64 it is a hard minimum already)
-KNEE_EXPONENT_RANGE = (0.5, 64.0)
+# memory.bandwidth_knee_exponent: the smallest smooth-minimum exponent a profile may give (fitted 1.5 on H200; below
+# 0.5 the knee takes more than three quarters of the bandwidth at the crossing; a large one is a hard minimum)
+KNEE_EXPONENT_MIN = 0.5
 
 # layer_norm_kernel: each law's trigger key and the keys its cost function reads (sim/costmodel/reduction.py)
 _LN_LAUNCH = ("threads", "vec_elems", "regs", "reread_l2_share")
