@@ -41,18 +41,22 @@ def test_l2_cold_writes_calibration_shapes_the_fits_read(tmp_path: Path, monkeyp
            "void at::native::(anonymous namespace)::GammaBetaBackwardCUDAKernelTemplate<c10::BFloat16, float, 32u>"]
 
     name["softmax"] = "void (anonymous namespace)::softmax_warp_forward<c10::BFloat16, c10::BFloat16, float, 10, false, false>"
+    sm_bwd = ["void at::native::vectorized_elementwise_kernel<8, at::native::BinaryFunctor<c10::BFloat16, c10::BFloat16, "
+              "c10::BFloat16, at::native::binary_internal::MulFunctor",
+              "void (anonymous namespace)::softmax_warp_backward<c10::BFloat16, c10::BFloat16, float, 10, false, false>"]
     fallback = ["void at::native::(anonymous namespace)::RowwiseMomentsCUDAKernel<c10::BFloat16>",
                 "void at::native::(anonymous namespace)::LayerNormForwardCUDAKernel<c10::BFloat16, float>"]
 
     def fake_profiled(fn: object, state: str, calls: int = 7) -> dict[str, object]:
-        names = bwd if current[0] == "norm_bwd" else fallback if current[0] == "norm_fallback" else [name[current[0]]]
+        names = (bwd if current[0] == "norm_bwd" else fallback if current[0] == "norm_fallback"
+                 else sm_bwd if current[0] == "softmax_bwd" else [name[current[0]]])
         return {"kernels": [{"name": n, "duration_us": 10.0, "grid": [1, 1, 1], "block": [128, 1, 1],
                              "kind": "kernel"} for n in names], "flush_kernels": 1}
 
     current = ["gemm"]
     for fn_name, bench in (("_gemm", "gemm"), ("_copy", "copy"), ("_sum", "sum"), ("_row_sum", "sum"),
                           ("_norm", "norm"), ("_norm_bwd", "norm_bwd"), ("_norm_fallback", "norm_fallback"),
-                          ("_softmax_cal", "softmax")):
+                          ("_softmax_cal", "softmax"), ("_softmax_bwd", "softmax_bwd")):
         orig = getattr(heldout_l2, fn_name)
 
         def wrapped(c: object, shapes: object, tag: str, orig: object = orig, bench: str = bench) -> None:
@@ -68,7 +72,7 @@ def test_l2_cold_writes_calibration_shapes_the_fits_read(tmp_path: Path, monkeyp
     assert {r["set"] for r in recs} == {"cal"} and {r["l2_state"] for r in recs} == {"clean", "warm"}
     n_cases = (len(heldout_l2.CAL_GEMM) + 2 * len(heldout_l2.CAL_SUM) + len(heldout_l2.CAL_COPY_KIB)
                + len(heldout_l2.CAL_ROW_SUM) + 2 * len(heldout_l2.CAL_NORM) + 2 * len(heldout_l2.CAL_NORM_BWD)
-               + len(heldout_l2.CAL_NORM_FALLBACK) + len(heldout_l2.CAL_SOFTMAX))
+               + len(heldout_l2.CAL_NORM_FALLBACK) + len(heldout_l2.CAL_SOFTMAX) + len(heldout_l2.CAL_SOFTMAX_BWD))
     assert len(recs) == 2 * n_cases
     # exactly the calibration-split shapes (CAL_GEMM shares 1x2048x2048 with the third wave's set, a
     # shape of the GEMM calibration grid; none of the new held-out shapes)
@@ -93,9 +97,15 @@ def test_l2_cold_writes_calibration_shapes_the_fits_read(tmp_path: Path, monkeyp
     # RMS norm's (family rms_norm_bwd_cal)
     assert fams.count("norm_bwd_cal") == fams.count("rms_norm_bwd_cal") == 2 * len(heldout_l2.CAL_NORM_BWD)
     # softmax forwards on ATen's warp kernel at the calibration's shapes, clean and warm: family softmax_cal
-    assert sorted((r["dtype"], r["cols"], r["rows"]) for r in recs if r["bench"] == "reduction") == sorted(
+    assert sorted((r["dtype"], r["cols"], r["rows"]) for r in recs if r.get("op") == "softmax_fwd") == sorted(
         2 * heldout_l2.CAL_SOFTMAX)
     assert fams.count("softmax_cal") == 2 * len(heldout_l2.CAL_SOFTMAX)
+    # softmax backwards at the calibration's shapes, clean and warm: the backward kernel alone, family softmax_bwd_cal
+    # (softmax_kernel's bwd_* keys); none of the held-out set's shapes
+    assert sorted((r["dtype"], r["cols"], r["rows"]) for r in recs if r.get("op") == "softmax_bwd") == sorted(
+        2 * heldout_l2.CAL_SOFTMAX_BWD)
+    assert fams.count("softmax_bwd_cal") == 2 * len(heldout_l2.CAL_SOFTMAX_BWD)
+    assert not set(heldout_l2.CAL_SOFTMAX_BWD) & set(heldout_l2.NEW_SOFTMAX_BWD)
 
 
 def test_the_cold_row_sums_are_few_block_long_chains_on_the_training_side_and_no_held_out_shape() -> None:

@@ -7,6 +7,7 @@ it is the description a user would write, not a fit.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -210,7 +211,8 @@ def _l2_cold_cases(records: list[dict[str, Any]]) -> list[Case]:
     and RMS norm forwards after the clean flush and warm (family norm_cal: profile layer_norm_kernel's fit); the
     layer norm backwards, clean and warm (family norm_bwd_cal: its bwd_* and gb_* keys, fitted per kernel); the
     softmax forwards on ATen's warp kernel, clean and warm (family softmax_cal: softmax_kernel's warp_* keys); the
-    layer norm forwards over rows that are not whole vectors, clean and warm (family norm_fallback_cal: its fb_* keys)."""
+    layer norm forwards over rows that are not whole vectors, clean and warm (family norm_fallback_cal: its fb_* keys);
+    the softmax backwards' backward kernels, clean and warm (family softmax_bwd_cal: softmax_kernel's bwd_* keys)."""
     import dataclasses
 
     out = []
@@ -233,6 +235,14 @@ def _l2_cold_cases(records: list[dict[str, Any]]) -> list[Case]:
                 case = _profiled_reduction({**rec, "bench": "rmsnorm_bwd" if rms else "layernorm_bwd"})
                 if case is not None:
                     out.append(dataclasses.replace(case, family="rms_norm_bwd_cal" if rms else "norm_bwd_cal"))
+            continue
+        if rec.get("bench") == "reduction" and rec.get("op") == "softmax_bwd":
+            # softmax backwards, clean and warm: the backward kernel alone (family softmax_bwd_cal: profile
+            # softmax_kernel's bwd_* keys; the product kernel before it is an elementwise op no fit here uses)
+            if rec.get("l2_state") in ("clean", "warm"):
+                kc = softmax_bwd_kernel_case(rec, "softmax_bwd_cal")
+                if kc is not None:
+                    out.append(kc)
             continue
         if rec.get("bench") == "reduction" and rec.get("op") == "softmax_fwd":
             # softmax forwards on ATen's warp kernel, the input in HBM (clean) or in L2 (warm): family softmax_cal
@@ -398,6 +408,18 @@ def _profiled_reduction(rec: dict[str, Any]) -> Case | None:
         ops = [red(bench, ("x",), ("y",), impl="torch_softmax", math=MappingProxyType({"exp": 1, "add": 2, "mul": 1}),
                    l2=l2, launch=LaunchConfig(regs_per_thread=regs) if regs else None)]
         tensors = [x, y]
+    elif bench == "softmax_bwd":
+        # aten._softmax_backward_data: ATen's elementwise product of the gradient and the output, then the backward
+        # kernel ATen picks for the row (impl torch_softmax_bwd) over that product and the output, with the
+        # profiled kernel's registers where the record has them
+        g, p = Tensor("g", (rows, cols), dt), Tensor("p", (rows, cols), dt)
+        bwd = next((k for k in kernels if "oftMaxBackward" in k["name"] or "softmax_warp_backward" in k["name"]), None)
+        bregs = int(bwd["registers_per_thread"]) if bwd and bwd.get("registers_per_thread") else None
+        ops = [Op(name="grad_times_output", kind="elementwise", reads=("g", "y"), writes=("p",),
+                  attrs=MappingProxyType({"math": MappingProxyType({"mul": 1})})),
+               red(bench, ("p", "y"), ("x",), impl="torch_softmax_bwd", math=MappingProxyType({"fma": 2}), l2=l2,
+                   launch=LaunchConfig(regs_per_thread=bregs) if bregs else None)]
+        tensors = [x, y, g, p]
     elif bench == "sum_dim0":
         ops = [red(bench, ("x",), ("v",), axis="rows", math=MappingProxyType({"add": 1}), impl="torch_reduce",
                    l2=l2, **dirty, launch=LaunchConfig(block=128, regs_per_thread=54))]
@@ -434,6 +456,24 @@ def layer_norm_bwd_kernel_cases(rec: dict[str, Any], family: str, bench: str = "
                                        measured_us=float(ks[0]["duration_us"]),
                                        label=f"{bench.replace('norm', '_norm')} {op.name} {rec['rows']}x{rec['cols']} ({state})"))
     return out
+
+
+SOFTMAX_BWD_KERNEL = re.compile(r"softmax_warp_backward|cunn_SoftMaxBackward")
+
+
+def softmax_bwd_kernel_case(rec: dict[str, Any], family: str) -> Case | None:
+    """A profiled softmax backward (aten._softmax_backward_data) as one case of its backward kernel alone (impl
+    torch_softmax_bwd), against that kernel's profiled duration; None where the record lacks it."""
+    import dataclasses
+
+    case = _profiled_reduction({**rec, "bench": "softmax_bwd"})
+    ks = [k for k in rec.get("kernels") or [] if SOFTMAX_BWD_KERNEL.search(str(k.get("name", "")))]
+    if case is None or len(ks) != 1:
+        return None
+    state = rec.get("l2_state", "warm")
+    return dataclasses.replace(case, family=family, graph=case.graph.with_ops([case.graph.ops[-1]]),
+                               measured_us=float(ks[0]["duration_us"]),
+                               label=f"softmax_bwd kernel {rec['dtype']} {rec['rows']}x{rec['cols']} ({state})")
 
 
 def generic_softmax(case: Case) -> Case:

@@ -403,7 +403,7 @@ def fit_model_based(raw: RawData, hw: Any) -> list[Fitted]:
     if cold_reds:
         hw = _with_reduce_fits(hw, fits := fit_reduce_kernel(cold_reds, hw, "cold", raw.file_of("l2_cold")))
         out += fits
-    for soft in [*fit_softmax_steps(cases, hw, raw), *fit_softmax_warp(cases, hw, raw)]:
+    for soft in [*fit_softmax_steps(cases, hw, raw), *fit_softmax_warp(cases, hw, raw), *fit_softmax_bwd(cases, hw, raw)]:
         assert isinstance(soft.value, float)
         hw = dataclasses.replace(hw, softmax_kernel={**hw.softmax_kernel, soft.key: soft.value})
         out.append(soft)
@@ -1479,6 +1479,73 @@ def fit_softmax_warp(cases: list[Any], hw: Any, raw: RawData) -> list[Fitted]:
                           f"{len(keys) - 1} keys of the law ({SOFTMAX_WARP_ROUNDS} rounds of coordinate descent; "
                           "interval: bootstrap with the others held)", {record_id(c.record) for c in sel},
                           spread=spreads[key]))
+    return out
+
+
+# The softmax backward kernels' fitted times (profile softmax_kernel.KEY; sim.costmodel.reduction
+# _torch_softmax_bwd_cost): (kernel, grid, what); warp: softmax_warp_backward, block: cunn_SoftMaxBackwardSmem,
+# gmem: cunn_SoftMaxBackward (rows too long for the shared memory)
+SOFTMAX_BWD_GRIDS = {
+    "bwd_warp_chain_ns": ("warp", [2.0 + 1.0 * i for i in range(199)],
+                          "a warp-kernel lane's wait for each of its loads, per wave of resident blocks, the inputs in "
+                          "L2"),
+    "bwd_warp_chain_ns_hbm": ("warp", [10.0 + 2.0 * i for i in range(196)],
+                              "a warp-kernel lane's wait for each of its loads, per wave of resident blocks, the inputs "
+                              "in HBM"),
+    "bwd_warp_elem_ns": ("warp", [0.01 + 0.002 * i for i in range(246)],
+                         "an SM's time per row element of each thread of a wave's warp-kernel blocks (added to the "
+                         "loads' wait)"),
+    "bwd_warp_fp32_ratio": ("warp", [0.05 + 0.01 * i for i in range(196)],
+                            "the warp kernel's wait per load of a lane holding 4-byte elements, over a 2-byte lane's"),
+    "bwd_block_ns": ("block", [50.0 + 10.0 * i for i in range(296)],
+                     "a wave of the shared-memory kernel's blocks (a block per row), the inputs in L2"),
+    "bwd_block_ns_hbm": ("block", [10.0 + 10.0 * i for i in range(300)],
+                         "the part of a wave's round trip that its stream from HBM (at the HBM rate) does not hide, "
+                         "the shared-memory kernel"),
+    "bwd_stream_gbps": ("block", [2000.0 + 50.0 * i for i in range(361)],
+                        "the rate of a wave's bytes over its active SMs, the inputs in L2 (added to the wave's round "
+                        "trip)"),
+    "bwd_gmem_streams": ("gmem", [3.0 + 0.05 * i for i in range(61)],
+                         "rows of bytes the two-sweep kernel (rows past the shared memory) moves per row of elements"),
+}
+SOFTMAX_BWD_ROUNDS = 8  # the waits and the per-element time trade off, as the forward's (SOFTMAX_WARP_ROUNDS)
+SOFTMAX_BWD_KINDS = {"warp": "softmax_warp_backward", "block": "cunn_SoftMaxBackwardSmem",
+                     "gmem": "cunn_SoftMaxBackward<"}
+
+
+def fit_softmax_bwd(cases: list[Any], hw: Any, raw: RawData) -> list[Fitted]:
+    """softmax_kernel's backward keys (SOFTMAX_BWD_GRIDS): least squares (log time) over the backward kernels of
+    l2_cold's softmax_bwd_cal records (one case per record: the kernel after ATen's product, clean and warm), each key
+    on the cases of its kernel, jointly by SOFTMAX_BWD_ROUNDS rounds of coordinate descent (intervals: bootstrap with
+    the others held). A key that fewer than LAYER_NORM_MIN_CASES cases move by 1 % when it moves by 20 % keeps the
+    profile's value. Nothing without the profile's bwd_warp_elem_ns or without such records."""
+    if "bwd_warp_elem_ns" not in hw.softmax_kernel:
+        return []
+    sel = [c for c in cases if c.family == "softmax_bwd_cal"]
+    if not sel:
+        return []
+
+    def kind(c: Any) -> str:
+        name = next(str(k.get("name", "")) for k in c.record.get("kernels") or []
+                    if "oftMaxBackward" in str(k.get("name", "")) or "softmax_warp_backward" in str(k.get("name", "")))
+        return next(k for k, pat in SOFTMAX_BWD_KINDS.items() if pat in name)
+
+    by_kind = {k: [c for c in sel if kind(c) == k] for k in SOFTMAX_BWD_KINDS}
+    grids = {k: g for k, g in SOFTMAX_BWD_GRIDS.items() if by_kind[g[0]]}
+    keys, values, spreads = _descend_per_kernel(by_kind, grids, hw, section="softmax_kernel", rounds=SOFTMAX_BWD_ROUNDS)
+    out = []
+    for key in keys:
+        kern, _grid, what = SOFTMAX_BWD_GRIDS[key]
+        own = by_kind[kern]
+        digits = 3 if key == "bwd_warp_elem_ns" else 2
+        others = sum(1 for k in keys if SOFTMAX_BWD_GRIDS[k][0] == kern) - 1
+        out.append(Fitted("softmax_kernel", key, round(values[key], digits), raw.file_of("l2_cold"),
+                          f"least squares (log time) over the {SOFTMAX_BWD_KINDS[kern].rstrip('<')} kernels of "
+                          f"{len(own)} profiled softmax backwards (l2_cold softmax_bwd_cal, clean and warm, bf16 and "
+                          f"fp32): {what}" + (f", fitted jointly with the other {others} keys of that kernel "
+                                              f"({SOFTMAX_BWD_ROUNDS} rounds of coordinate descent; interval: bootstrap "
+                                              "with the others held)" if others else " (interval: bootstrap)"),
+                          {record_id(c.record) for c in own}, spread=spreads[key]))
     return out
 
 

@@ -24,6 +24,7 @@ from sim.graph import Op, Tensor
 # The held-out records' reduction names, as the profiled-reduction builder knows them.
 _REDUCTION_BENCH = {"layer_norm_fwd": "layernorm_fwd", "layer_norm_bwd": "layernorm_bwd",
                     "rms_norm_fwd": "rmsnorm_fwd", "rms_norm_bwd": "rmsnorm_bwd", "softmax_fwd": "softmax_fwd",
+                    "softmax_bwd": "softmax_bwd",
                     "sum_dim0": "sum_dim0", "sum_dim1": "sum_dim1"}
 
 # Elementwise math of the eager torch unary ops (names priced by the profile's op_costs).

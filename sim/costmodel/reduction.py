@@ -23,7 +23,8 @@ and exit per path and, for a split input, the hand-off to the last block (profil
 
 PyTorch's softmax (`impl: torch_softmax`), layer norm and RMS norm (`impl: torch_layer_norm`, `torch_rms_norm`)
 forwards are priced as the kernels ATen runs for them (profile softmax_kernel, layer_norm_kernel): see
-_torch_softmax_cost and _torch_layer_norm_cost.
+_torch_softmax_cost and _torch_layer_norm_cost; their backwards (`impl: torch_softmax_bwd`, torch_layer_norm_bwd,
+...) likewise: _torch_softmax_bwd_cost, _torch_layer_norm_bwd_cost.
 """
 
 from __future__ import annotations
@@ -331,6 +332,100 @@ def _torch_softmax_warp_cost(op: Op, hw: Hardware, rows: int, cols: int, elem: i
     )
 
 
+def torch_softmax_bwd_config(hw: Hardware, cols: int, elem_bytes: int) -> dict[str, int | str]:
+    """Which of ATen's softmax backward kernels runs over rows of `cols` elements (host_softmax_backward in SoftMax.cu,
+    torch 2.11; constants from the profile's softmax_kernel) and its layout: `kernel` (warp: the persistent
+    softmax_warp_backward while a row has at most bwd_warp_max_elements and bwd_warp_max_bytes; smem:
+    cunn_SoftMaxBackwardSmem, a block per row that keeps the row in shared memory while it fits; gmem:
+    cunn_SoftMaxBackward, the same block reading the row twice from global memory), `threads` per block,
+    `rows_per_block`, `loads` (the row's elements a lane of the warp kernel loads) and `slots` (the padded row's
+    elements a lane holds), `iterations` (a block thread's vector loads of its row)."""
+    sk = hw.softmax_kernel
+    warp_size = hw.warp_size
+    if cols <= sk["bwd_warp_max_elements"] and cols * elem_bytes <= sk["bwd_warp_max_bytes"]:
+        # dispatch_softmax_backward (PersistentSoftmax.cuh): the forward's layout -- the row padded to a power of
+        # two, a warp (or fewer lanes) per row, two rows a warp up to 128 elements, 128 threads per block
+        pow2 = 1 << max(0, (cols - 1).bit_length())
+        lanes = min(pow2, warp_size)
+        batch = 2 if pow2 <= 128 else 1
+        return {"kernel": "warp", "threads": 128, "rows_per_block": (128 // lanes) * batch,
+                "loads": math.ceil(cols / lanes) * batch, "slots": (pow2 // lanes) * batch}
+    # SoftMax_getBlockSize(ILP, dim): half of min(dim / ILP, max_threads) rounded up to a power of two, at least a
+    # warp (ILP = sizeof(float4) / sizeof(scalar_t)); the shared-memory kernel while the row (plus 4 bytes a warp)
+    # fits a block's shared memory and is whole vectors
+    vec = max(1, 16 // elem_bytes)
+    cap = max(1, min(cols // vec, int(sk["max_threads"])) // 2)
+    threads = max(warp_size, 1 << max(0, (cap - 1).bit_length()))
+    fits = cols * elem_bytes + threads // warp_size * 4 < sk["smem_per_block_bytes"] and cols % vec == 0
+    return {"kernel": "smem" if fits else "gmem", "threads": threads, "rows_per_block": 1,
+            "iterations": math.ceil(cols / (vec * threads))}
+
+
+def _torch_softmax_bwd_cost(op: Op, graph: Graph, hw: Hardware, rows: int, cols: int) -> KernelCost:
+    """PyTorch's softmax backward kernel over the last dimension (`impl: torch_softmax_bwd`: what
+    aten._softmax_backward_data runs after its elementwise grad * output, which is an op of its own; the op reads
+    that product and the output, writes the input gradient). ATen's kernel for the row (torch_softmax_bwd_config):
+    - the warp kernel: a wave of n resident blocks on an SM takes a lane's loads x bwd_warp_chain_ns (the wait for
+      each; bwd_warp_chain_ns_hbm where the inputs are in HBM; x bwd_warp_fp32_ratio for 4-byte elements) plus
+      n x 128 threads x loads x bwd_warp_elem_ns (the SM's work per element; padded slots are skipped);
+    - the block kernels (a block per row): a wave takes bwd_block_ns plus its bytes over the active SMs at
+      bwd_stream_gbps, its inputs in L2; from HBM, bwd_block_ns_hbm (the part of the round trip the stream does
+      not hide) plus its bytes at the HBM rate. The two-sweep kernel (rows too long for shared memory) moves
+      bwd_gmem_streams rows of bytes per row of elements (three would be each input read once and the gradient
+      written).
+    The inputs are where the product kernel left them: in L2 while both fit warm_l2_share of it (whatever the op's
+    `l2` says: ATen's product kernel has just read the output and written the product), else in HBM, and then the
+    warp kernel's time is never less than its bytes at the HBM rate. Measured on H200 (l2_cold softmax_bwd_cal: 160
+    to 49152 rows of 128 to 32768 elements, bf16 and fp32, clean and warm)."""
+    sk = hw.softmax_kernel
+    r, w = io_bytes(op, graph)
+    elem = _row_elem_bytes(op, graph, rows, cols)
+    cfg = torch_softmax_bwd_config(hw, cols, elem)
+    kernel, threads = str(cfg["kernel"]), int(cfg["threads"])
+    launch = op.launch or LaunchConfig()
+    blocks = math.ceil(rows / int(cfg["rows_per_block"]))
+    in_l2 = 2 * rows * cols * elem <= hw.l2_bytes * sk["warm_l2_share"]
+    per_sm = math.ceil(blocks / hw.sm_count)
+    io = r + w
+    if kernel == "warp":
+        loads, slots = int(cfg["loads"]), int(cfg["slots"])
+        regs = launch.regs_per_thread or min(255, round(sk["bwd_warp_base_regs"] + sk["bwd_warp_regs_per_slot"] * slots))
+        occ = occupancy(hw, threads, regs, 0, blocks)
+        chain = sk["bwd_warp_chain_ns" if in_l2 else "bwd_warp_chain_ns_hbm"] * 1e-9
+        if elem >= 4:
+            chain *= sk["bwd_warp_fp32_ratio"]
+        e = sk["bwd_warp_elem_ns"] * 1e-9
+        body, waves = _waves_s(per_sm, occ.blocks_per_sm, 1, lambda n: loads * chain + n * threads * loads * e)
+        moved = io
+        extra: dict[str, Any] = {"loads": loads, "slots": slots, "chain_us": round(waves * loads * chain * 1e6, 4)}
+    else:
+        smem = cols * elem + threads // hw.warp_size * 4 if kernel == "smem" else threads // hw.warp_size * 4
+        occ = occupancy(hw, threads, launch.regs_per_thread or estimate_registers(hw, int(cfg["iterations"])),
+                        launch.smem_per_block or smem, blocks)
+        streams = 3.0 if kernel == "smem" else float(sk["bwd_gmem_streams"])
+        row_bytes = streams * cols * elem
+        active = min(hw.sm_count, blocks)
+        # from L2 a wave's bytes come at the SMs' rate; from HBM at the HBM rate, with the part of the round trip
+        # the stream does not hide
+        latency = sk["bwd_block_ns" if in_l2 else "bwd_block_ns_hbm"] * 1e-9
+        rate = sk["bwd_stream_gbps"] * 1e9 if in_l2 else hw.hbm_sustained_bps
+        body, waves = _waves_s(per_sm, occ.blocks_per_sm, 1, lambda n: latency + n * active * row_bytes / rate)
+        moved = r * (streams - 1) / 2 + w
+        extra = {"iterations": int(cfg["iterations"]), "streams": streams}
+    stream = 0.0 if in_l2 or kernel != "warp" else moved / hw.hbm_sustained_bps
+    mem_s = max(body, stream)
+    time = hw.kernel_fixed_s + mem_s
+    return KernelCost(
+        time_s=time, compute_s=0.0, memory_s=mem_s, fixed_s=hw.kernel_fixed_s,
+        limiter="hbm" if stream >= body else "latency", category="memory", hbm_bytes=moved,
+        flops=float(2 * rows * cols), bw_demand=min(1.0, moved / time / hw.hbm_sustained_bps),
+        sm_demand=min(1.0, blocks / (hw.sm_count * occ.blocks_per_sm)),
+        detail=MappingProxyType({"softmax_kernel": f"{kernel}_bwd", "grid": blocks, "block": threads,
+                                 "inputs_in_l2": in_l2, "blocks_per_sm": occ.blocks_per_sm, "waves": waves,
+                                 **extra, "stream_us": round(stream * 1e6, 4)}),
+    )
+
+
 def torch_layer_norm_config(hw: Hardware, cols: int) -> dict[str, int] | None:
     """ATen's vectorized layer-norm forward over rows of `cols` elements (launch_vectorized_layer_norm_kernel in
     layer_norm_kernel.cu, torch 2.11; RMS norm runs the same kernel): one block of `threads` per row, each thread
@@ -592,6 +687,8 @@ def reduction_cost(op: Op, graph: Graph, hw: Hardware) -> KernelCost:
             and op.attrs.get("axis", "cols") == "cols"):
         return _torch_softmax_cost(op, graph, hw, rows, cols)
     impl = op.attrs.get("impl")
+    if impl == "torch_softmax_bwd" and "bwd_warp_elem_ns" in hw.softmax_kernel and op.attrs.get("axis", "cols") == "cols":
+        return _torch_softmax_bwd_cost(op, graph, hw, rows, cols)
     if (impl in LAYER_NORM_PREFIX and f"{LAYER_NORM_PREFIX[impl]}iter_ns" in hw.layer_norm_kernel
             and op.attrs.get("axis", "cols") == "cols"
             and (ln := torch_layer_norm_config(hw, cols)) is not None):

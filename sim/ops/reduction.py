@@ -36,12 +36,15 @@ class ReductionOp(OpBase):
     axis: Literal["cols", "rows"] = Field(default="cols", description="the axis reduced: cols (row-wise, e.g. layer norm) or rows (column sums, e.g. bias gradients)")
     passes: Expr = 1
     math: dict[str, Expr] = Field(default_factory=dict)
-    impl: Literal["torch_softmax", "torch_layer_norm", "torch_rms_norm", "torch_layer_norm_bwd",
+    impl: Literal["torch_softmax", "torch_softmax_bwd", "torch_layer_norm", "torch_rms_norm", "torch_layer_norm_bwd",
                   "torch_gamma_beta", "torch_rms_norm_bwd", "torch_rms_gamma"] | None = Field(
         default=None,
         description="torch_softmax: PyTorch's softmax forward over the last dimension -- priced as the kernel ATen picks "
                     "for the row length (warp, register, shared-memory or three-sweep kernel: the profile's "
-                    "softmax_kernel), whatever `passes` says; torch_layer_norm / torch_rms_norm: PyTorch's layer "
+                    "softmax_kernel), whatever `passes` says; torch_softmax_bwd: the kernel of its backward "
+                    "(warp, shared-memory or two-sweep kernel, the profile's softmax_kernel bwd_* keys), reading "
+                    "the product grad * output (ATen's elementwise kernel before it: an op of its own) and the "
+                    "output; torch_layer_norm / torch_rms_norm: PyTorch's layer "
                     "norm / RMS norm forward -- ATen's vectorized kernel, a block per row (the profile's "
                     "layer_norm_kernel; a layer norm over rows that are not whole 4-element vectors: ATen's "
                     "two-kernel fallback, its fb_* keys); "
@@ -49,8 +52,8 @@ class ReductionOp(OpBase):
                     "per row) and its gamma/beta column sums (an op over axis: rows), ATen's kernels (the profile's "
                     "layer_norm_kernel bwd_* / gb_* keys); torch_rms_norm_bwd / torch_rms_gamma: the same two "
                     "kernels of RMS norm's backward (its gamma sums alone; the rms_bwd_* / rms_gb_* keys). "
-                    "import-trace sets the forward ones (torch_softmax, torch_layer_norm, torch_rms_norm) from the "
-                    "kernel's name")
+                    "import-trace sets torch_softmax, torch_softmax_bwd, torch_layer_norm and torch_rms_norm from "
+                    "the kernel's name")
 
 
 REDUCTION_MATH: dict[str, dict[str, float]] = {
@@ -67,6 +70,8 @@ REDUCTION_MATH: dict[str, dict[str, float]] = {
 # ATen's softmax forward kernels over the last dimension (SoftMax.cu host_softmax, PersistentSoftmax.cuh); log-softmax
 # runs the same kernels with another epilogue and is not marked
 ATEN_SOFTMAX_KERNEL = re.compile(r"softmax_warp_forward|cunn_SoftMaxForward(Reg|Smem)?\b|cunn_SoftMaxForward<")
+# ATen's softmax backward kernels over the last dimension (host_softmax_backward); log-softmax's are not marked
+ATEN_SOFTMAX_BWD_KERNEL = re.compile(r"softmax_warp_backward|cunn_SoftMaxBackward(Smem)?\b|cunn_SoftMaxBackward<")
 # ATen's vectorized layer-norm forward (layer_norm_kernel.cu: vectorized_layer_norm_kernel<T, T_ACC, rms_norm>);
 # RMS norm runs it with its rms flag (true): no Welford updates, its own times (profile layer_norm_kernel rms_*)
 ATEN_LAYER_NORM_KERNEL = re.compile(r"vectorized_layer_norm_kernel<[^>]*,\s*(false|true)>")
@@ -100,6 +105,9 @@ def reduction_shapes(op: CpuOp, prefix: str, kernel_name: str) -> Inferred | Sha
         found = streaming_fields(op, "reduction", prefix, REDUCTION_MATH[short])
         if found is not None and short in ("_softmax", "softmax") and ATEN_SOFTMAX_KERNEL.search(kernel_name):
             found.fields["impl"] = "torch_softmax"  # one of host_softmax's last-dimension kernels ran
+        if (found is not None and short == "_softmax_backward_data" and ATEN_SOFTMAX_BWD_KERNEL.search(kernel_name)
+                and "LogSoftMax" not in kernel_name):
+            found.fields["impl"] = "torch_softmax_bwd"  # one of host_softmax_backward's last-dimension kernels ran
         ln = ATEN_LAYER_NORM_KERNEL.search(kernel_name)
         if found is not None and ln is not None and LAYER_NORM_OPS.get(short) == ln.group(1):
             # the vectorized forward ran (not the two-kernel fallback), with the flag of the op's kind

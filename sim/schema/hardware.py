@@ -707,7 +707,15 @@ class HardwareProfileFile(Strict):
         " its lane's loads x the wait (warp_chain_ns with the input in HBM, warp_chain_ns_warm where an op not"
         " marked l2: cold has its input within warm_l2_share of the L2; x warp_chain_fp32_ratio for elements of"
         " 4 bytes or more) plus the wave's threads x the element slots each holds x warp_slot_ns (the SM's"
-        " throughput); absent: softmax is priced as the row-wise reduction its op describes",
+        " throughput); absent: softmax is priced as the row-wise reduction its op describes. The backward"
+        " (host_softmax_backward; an op of impl torch_softmax_bwd): bwd_warp_max_elements, bwd_warp_max_bytes"
+        " (the persistent warp kernel, registers bwd_warp_base_regs + bwd_warp_regs_per_slot x the padded"
+        " elements a lane holds; a wave takes a lane's loads x bwd_warp_chain_ns, from HBM bwd_warp_chain_ns_hbm,"
+        " x bwd_warp_fp32_ratio for 4-byte elements, plus its threads x loads x bwd_warp_elem_ns), else a block per"
+        " row (a wave takes bwd_block_ns plus its bytes at bwd_stream_gbps, from HBM bwd_block_ns_hbm plus its bytes"
+        " at the HBM rate; rows past"
+        " the shared memory move bwd_gmem_streams rows of bytes); inputs in L2 while both fit warm_l2_share of it;"
+        " absent: the row-wise reduction its op describes",
     )
     layer_norm_kernel: dict[str, PositiveQuantity] = Field(
         default_factory=dict,
@@ -790,6 +798,10 @@ LAYER_NORM_LAW_KEYS: dict[str, tuple[str, ...]] = {
 SOFTMAX_LAW_KEYS: dict[str, tuple[str, ...]] = {
     "warp_slot_ns": ("warp_max_elements", "warp_max_bytes", "max_threads", "reg_max_loads", "smem_per_block_bytes",
                      "warp_chain_ns", "warp_chain_ns_warm", "warp_chain_fp32_ratio", "warm_l2_share"),
+    "bwd_warp_elem_ns": ("bwd_warp_max_elements", "bwd_warp_max_bytes", "max_threads", "smem_per_block_bytes",
+                         "bwd_warp_base_regs", "bwd_warp_regs_per_slot", "bwd_warp_chain_ns", "bwd_warp_chain_ns_hbm",
+                         "bwd_warp_fp32_ratio", "bwd_block_ns", "bwd_block_ns_hbm", "bwd_stream_gbps",
+                         "bwd_gmem_streams", "warm_l2_share"),
 }
 
 GemmSection.model_rebuild()

@@ -57,12 +57,12 @@ class Row:
 FAMILY_GROUP = {"fused_elementwise": "elementwise", "reduction_profiled": "kernel_configs", "gemm_cold": "l2_cold",
                "reduction_cold": "l2_cold", "copy_cold": "l2_cold", "copy_dirty": "l2_cold", "norm_cal": "l2_cold",
                "norm_bwd_cal": "l2_cold", "softmax_cal": "l2_cold", "norm_fallback_cal": "l2_cold",
-               "rms_norm_bwd_cal": "l2_cold"}
+               "rms_norm_bwd_cal": "l2_cold", "softmax_bwd_cal": "l2_cold"}
 # Calibration families reported in a table of their own instead of "kernel": a raw part added after the kernel
 # table's pooled gates (kernel/all/*) were set. Its rows are gated by their own groups; pooled into kernel/all they
 # would move a pool whose median sits on 204 exact GEMM correction points (validation/thresholds.yaml says more).
 FAMILY_TABLE = {"softmax_cal": "kernel_softmax", "norm_fallback_cal": "kernel_norm_fallback",
-               "rms_norm_bwd_cal": "kernel_rms_norm_bwd"}
+               "rms_norm_bwd_cal": "kernel_rms_norm_bwd", "softmax_bwd_cal": "kernel_softmax_bwd"}
 
 
 def shape_key(rec: Mapping[str, Any]) -> str:

@@ -223,6 +223,35 @@ def norm_bwd_heldout_rows(hw: Hardware, path: Path, machine: str = "nb") -> list
     return _profiled_heldout_rows(hw, path, "heldout_norm_bwd", machine, lambda c: str(c.record["op"]))
 
 
+# PyTorch's softmax backward at row counts, lengths and dtypes no fit uses (issue 18; sim.calibrate.gpu.heldout_l2 part
+# softmax_bwd_new): table heldout_softmax_bwd, every record unseen, both L2 states (clean, warm)
+SOFTMAX_BWD_HELDOUT = Path("validation") / "h200" / "softmax_bwd_heldout" / "softmax_bwd_heldout.json"
+
+
+def softmax_bwd_heldout_rows(hw: Hardware, path: Path, machine: str = "sb") -> list[Row]:
+    """Rows of table heldout_softmax_bwd, each record in each L2 state it was profiled in: family softmax_bwd, the
+    whole aten._softmax_backward_data call (ATen's elementwise grad * output, then its backward kernel: impl
+    torch_softmax_bwd), and family softmax_bwd_kernel, the backward kernel alone against its own profiled time (the
+    law sim.costmodel.reduction._torch_softmax_bwd_cost prices; the product is an elementwise op priced from HBM
+    whatever the L2 state)."""
+    from sim.calibrate.cases import softmax_bwd_kernel_case
+
+    rows = _profiled_heldout_rows(hw, path, "heldout_softmax_bwd", machine, lambda c: "softmax_bwd")
+    if not path.is_file():
+        return rows
+    for rec in json.loads(path.read_text()).get("records") or []:
+        if rec.get("op") != "softmax_bwd" or rec.get("uneven_calls"):
+            continue
+        case = softmax_bwd_kernel_case(rec, "softmax_bwd_kernel")
+        if case is None or case.measured_us <= 0:
+            continue
+        dtype = {"bfloat16": "bf16", "float32": "fp32"}.get(str(rec.get("dtype")), str(rec.get("dtype")))
+        rows.append(Row("heldout_softmax_bwd", "softmax_bwd_kernel",
+                        f"softmax_bwd kernel {dtype} {rec['rows']}x{rec['cols']} {rec.get('l2_state', 'warm')} "
+                        f"[{machine}]", "unseen", case.measured_us, case.predicted_us(hw), group=machine))
+    return rows
+
+
 def wave2_rows(hw: Hardware, root: Path) -> list[Row]:
     data = root / "validation" / "h200" / "heldout_kernels"
     raw = root / "calibration" / "h200" / "raw"
@@ -235,6 +264,7 @@ def wave2_rows(hw: Hardware, root: Path) -> list[Row]:
     rows += softmax_heldout_rows(hw, root / SOFTMAX_HELDOUT)
     rows += norm_heldout_rows(hw, root / NORM_HELDOUT)
     rows += norm_bwd_heldout_rows(hw, root / NORM_BWD_HELDOUT)
+    rows += softmax_bwd_heldout_rows(hw, root / SOFTMAX_BWD_HELDOUT)
     try:
         load_profile("h200-nvl2")
     except InputError:  # an installed copy without the 2-GPU profile validates the rest

@@ -61,7 +61,7 @@ QUICK_SKIPS = {
     "math_ops": "math-op costs of the Triton K-sweep (estimates elsewhere)",
     "register_small": "spill off-chip ceiling and in-flight bytes from small grids: about 15 s, more than "
                       "the quick budget has left (and its fit needs the register sweep, skipped too)",
-    "l2_cold": "cold-L2 copy, GEMM ramp, reduction, layer norm and warp softmax fits: about 30 s with its "
+    "l2_cold": "cold-L2 copy, GEMM ramp, reduction, layer norm, warp softmax and softmax backward fits: about 30 s with its "
                "process start, and the quick steps already fill the budget (Q: 88.2 s without it)",
 }
 
@@ -81,7 +81,7 @@ def steps(out: str, quick: bool) -> list[list[str]]:
         [py, "-m", "sim.calibrate.gpu.micro", "--mode", "full", "--groups", ",".join(FULL_MICRO_GROUPS), "--out", out],
         [py, "-m", "sim.calibrate.gpu.host_costs", "--out", out, "--runs", "3"],
         [py, "-m", "sim.calibrate.gpu.kernel_configs", "--out", out],
-        [py, "-m", "sim.calibrate.gpu.l2_cold", "--out", out, "--budget-s", "45"],
+        [py, "-m", "sim.calibrate.gpu.l2_cold", "--out", out, "--budget-s", "55"],
         [py, "-m", "sim.calibrate.gpu.sustained", "--out", out, "--loads", "gemm"],
         [py, "-m", "sim.calibrate.gpu.profiler_overhead", "--no-traces", "--out", out],
         # 12 profiled steps (200 gaps on machine Z, calibration/h200/wave8_calib6) rather than 3: the gap

@@ -22,9 +22,11 @@ Parts (in this order; the budget stops starting new cases, the file stays valid 
   them, no held-out set has them): what a cold-L2 parameter is fitted on (row_sum_cal: few-block row sums of 20-44
   loop iterations, x.sum(1) only; norm_cal: layer norm and RMS norm forwards, fitted in every state;
   norm_bwd_cal: their backwards, clean and warm; norm_fallback_cal: layer norms over rows that are not whole
-  4-element vectors, clean and warm; softmax_cal: softmax forwards on ATen's warp kernel, clean and warm);
+  4-element vectors, clean and warm; softmax_cal: softmax forwards on ATen's warp kernel, clean and warm;
+  softmax_bwd_cal: softmax backwards, clean and warm);
 - gemm_new / copy_new / sum_new / norm_bwd_new: shapes no fit, no correction table and no earlier held-out set uses
-  (norm_bwd_new: layer norm and RMS norm backwards, clean and warm);
+  (norm_bwd_new: layer norm and RMS norm backwards, clean and warm; softmax_bwd_new: softmax backwards, clean and
+  warm);
 - fused_new: the Triton bias+GELU+dropout forward at a hidden size (6144), token counts and
   warps per block (2, 16) no earlier set used, clean L2 only.
 
@@ -99,6 +101,19 @@ CAL_NORM = [(r, c) for r in (512, 2048, 8192, 32768) for c in (1024, 2048, 4096,
 # 65536 rows of 1024).
 CAL_SOFTMAX = ([("bfloat16", c, r) for c in (128, 384, 640, 1024, 2048) for r in (160, 1280, 8192, 49152)]
                + [("float32", c, r) for c in (640, 2048) for r in (160, 1280, 8192, 49152)])
+
+# softmax backwards over the last dimension (aten._softmax_backward_data, what autograd runs: ATen's elementwise
+# grad * output, then the backward kernel ATen picks for the row -- the persistent warp kernel for short rows,
+# cunn_SoftMaxBackwardSmem while the row fits the shared memory, cunn_SoftMaxBackward above), clean and warm.
+# Calibration split (set cal): what profile softmax_kernel's backward keys are fitted on; bf16 rows of 128 to 32768
+# elements and fp32 rows of 640 to 6144, at the forward calibration's row counts. Held out (set new): row counts
+# and lengths no fit and no other held-out set uses (wave 2's softmax backwards: 256 .. 65536 rows of 1024, 4096,
+# 8192 after a dirtying flush).
+CAL_SOFTMAX_BWD = ([("bfloat16", c, r) for c in (128, 384, 640, 1024, 1536, 2048, 3072, 6144, 12288, 32768)
+                    for r in (160, 1280, 8192, 49152)]
+                   + [("float32", c, r) for c in (640, 1024, 2048, 6144) for r in (160, 1280, 8192, 49152)])
+NEW_SOFTMAX_BWD = ([("bfloat16", c, r) for c in (256, 768, 1536, 2560, 5120, 10240) for r in (384, 3072, 24576)]
+                   + [("float32", c, r) for c in (512, 3072) for r in (384, 3072, 24576)])
 
 _CLEAN_BUF: Any = None
 _SINK: Any = None
@@ -325,6 +340,26 @@ def _softmax_cal(c: L2Ctx, cases: list[tuple[str, int, int]], tag: str) -> None:
         c.attempt(f"softmax {tag} {dtype} {rows}x{cols}", one)
 
 
+def _softmax_bwd(c: L2Ctx, cases: list[tuple[str, int, int]], tag: str) -> None:
+    """aten._softmax_backward_data over the last dimension of each (dtype, cols, rows) case (autograd's call for
+    torch.softmax), in the clean and warm states."""
+    import torch
+
+    for dtype, cols, rows in cases[:1] if c.smoke else cases:
+        def one(dtype: str = dtype, cols: int = cols, rows: int = rows) -> None:
+            dt = getattr(torch, dtype)
+            y = torch.softmax(torch.randn(rows, cols, device="cuda", dtype=dt), dim=-1)
+            gy = torch.randn(rows, cols, device="cuda", dtype=dt)
+            for st in [s for s in c.states if s in ("clean", "warm")]:
+                c.rf.add({"bench": "reduction", "op": "softmax_bwd", "set": tag, "l2_state": st, "rows": rows,
+                          "cols": cols, "dtype": dtype,
+                          **profiled_state(lambda: torch.ops.aten._softmax_backward_data(gy, y, -1, dt), st)})
+            common.log(f"softmax_bwd {tag} {dtype} {rows}x{cols}: " + " ".join(
+                f"{rec['l2_state']} " + "+".join(f"{k['duration_us']:.2f}" for k in rec["kernels"])
+                for rec in c.rf.doc["records"][-2:]))
+        c.attempt(f"softmax_bwd {tag} {dtype} {rows}x{cols}", one)
+
+
 def _fused(c: L2Ctx) -> None:
     import torch
 
@@ -366,8 +401,10 @@ PARTS: dict[str, Callable[[L2Ctx], None]] = {
     "norm_bwd_cal": lambda c: _norm_bwd(c, CAL_NORM_BWD, "cal"),
     "norm_fallback_cal": lambda c: _norm_fallback(c, CAL_NORM_FALLBACK, "cal"),
     "softmax_cal": lambda c: _softmax_cal(c, CAL_SOFTMAX, "cal"),
+    "softmax_bwd_cal": lambda c: _softmax_bwd(c, CAL_SOFTMAX_BWD, "cal"),
     "gemm_new": lambda c: _gemm(c, NEW_GEMM, "new"),
     "norm_bwd_new": lambda c: _norm_bwd(c, NEW_NORM_BWD, "new", bench="reduction"),
+    "softmax_bwd_new": lambda c: _softmax_bwd(c, NEW_SOFTMAX_BWD, "new"),
     "copy_new": lambda c: _copy(c, NEW_COPY_KIB, "new"),
     "sum_new": lambda c: _sum(c, NEW_SUM, "new"),
     "fused_new": _fused,
@@ -396,7 +433,8 @@ def main(argv: list[str] | None = None) -> int:
              "gemm_cal": len(CAL_GEMM), "copy_cal": len(CAL_COPY_KIB), "sum_cal": 2 * len(CAL_SUM),
              "row_sum_cal": len(CAL_ROW_SUM), "norm_cal": 2 * len(CAL_NORM),
              "norm_bwd_cal": 2 * len(CAL_NORM_BWD), "norm_fallback_cal": len(CAL_NORM_FALLBACK),
-             "softmax_cal": len(CAL_SOFTMAX), "norm_bwd_new": 2 * len(NEW_NORM_BWD)}
+             "softmax_cal": len(CAL_SOFTMAX), "norm_bwd_new": 2 * len(NEW_NORM_BWD),
+             "softmax_bwd_cal": len(CAL_SOFTMAX_BWD), "softmax_bwd_new": len(NEW_SOFTMAX_BWD)}
         print(f"parts {parts}; cases {sum(n[p] for p in parts)} x states {list(STATES)}; "
               f"budget {ns.budget_s} s; out {ns.out}")
         return 0

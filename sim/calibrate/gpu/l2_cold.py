@@ -10,7 +10,8 @@ iteration from its entry (the fit reads them where a raw folder has them) and, s
 layer norm and RMS norm forwards in every L2 state (profile layer_norm_kernel) and, since 2026-12-03,
 norm_bwd_cal: their backwards, clean and warm (layer_norm_kernel's bwd_* and gb_* keys), and softmax_cal: softmax
 forwards on ATen's warp kernel, clean and warm (softmax_kernel's warp_* keys), and norm_fallback_cal: layer norms over
-rows that are not whole vectors, clean and warm (layer_norm_kernel's fb_* keys). It writes them as
+rows that are not whole vectors, clean and warm (layer_norm_kernel's fb_* keys), and softmax_bwd_cal: softmax
+backwards, clean and warm (softmax_kernel's bwd_* keys). It writes them as
 DIR/l2_cold.json (group ``l2_cold``), which the fits of kernel.memcpy_clean_fixed_us, gemm.cold_ramp_us
 and the cold reduction kernels read (sim/calibrate/fit.py; only the ``clean`` records
 are fitted). It never measures the held-out sets (``w3``, ``new``): those shapes stay unseen by any fit.
@@ -25,7 +26,7 @@ import os
 from . import heldout_l2
 
 CAL_PARTS = ("gemm_cal", "sum_cal", "copy_cal", "row_sum_cal", "norm_cal", "norm_bwd_cal", "norm_fallback_cal",
-             "softmax_cal")
+             "softmax_cal", "softmax_bwd_cal")
 GROUP = "l2_cold"
 
 
@@ -48,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     cases = (len(heldout_l2.CAL_GEMM) + 2 * len(heldout_l2.CAL_SUM) + len(heldout_l2.CAL_COPY_KIB)
              + len(heldout_l2.CAL_ROW_SUM) + 2 * len(heldout_l2.CAL_NORM) + 2 * len(heldout_l2.CAL_NORM_BWD)
-             + len(heldout_l2.CAL_NORM_FALLBACK) + len(heldout_l2.CAL_SOFTMAX))
+             + len(heldout_l2.CAL_NORM_FALLBACK) + len(heldout_l2.CAL_SOFTMAX) + len(heldout_l2.CAL_SOFTMAX_BWD))
     if ns.dry_run:
         print(f"parts {list(CAL_PARTS)}; cases {cases} x states {list(states)}; budget {ns.budget_s} s; "
               f"out {os.path.join(ns.out, GROUP + '.json')}")
