@@ -179,6 +179,14 @@ def _torch_reduce_cost(op: Op, graph: Graph, hw: Hardware, rows: int, cols: int)
     )
 
 
+def _persistent_warp_layout(cols: int, warp_size: int) -> tuple[int, int, int]:
+    """ATen's persistent softmax kernels (dispatch_softmax_forward / _backward, PersistentSoftmax.cuh): the row
+    padded to a power of two, a warp (or fewer lanes) per row, two rows a warp up to 128 elements, 128 threads a
+    block. (padded row, lanes a row, rows a warp)."""
+    pow2 = 1 << max(0, (cols - 1).bit_length())
+    return pow2, min(pow2, warp_size), 2 if pow2 <= 128 else 1
+
+
 def torch_softmax_config(hw: Hardware, cols: int, elem_bytes: int) -> dict[str, int | str]:
     """Which of ATen's softmax forward kernels runs over rows of `cols` elements (host_softmax in SoftMax.cu,
     torch 2.11; constants from the profile's softmax_kernel) and how it lays a row out: `kernel` (warp, reg,
@@ -187,11 +195,7 @@ def torch_softmax_config(hw: Hardware, cols: int, elem_bytes: int) -> dict[str, 
     sk = hw.softmax_kernel
     warp_size = hw.warp_size
     if cols <= sk["warp_max_elements"] and cols * elem_bytes <= sk["warp_max_bytes"]:
-        # dispatch_softmax_forward (PersistentSoftmax.cuh): the row padded to a power of two, a warp (or
-        # fewer lanes) per row, two rows per warp up to 128 elements, 128 threads per block
-        pow2 = 1 << max(0, (cols - 1).bit_length())
-        lanes = min(pow2, warp_size)
-        rows_per_warp = 2 if pow2 <= 128 else 1
+        pow2, lanes, rows_per_warp = _persistent_warp_layout(cols, warp_size)
         return {"kernel": "warp", "threads": 128, "threads_per_row": lanes,
                 "rows_per_block": (128 // lanes) * rows_per_warp, "loads": math.ceil(cols / lanes),
                 "iterations": pow2 // lanes}
@@ -343,11 +347,7 @@ def torch_softmax_bwd_config(hw: Hardware, cols: int, elem_bytes: int) -> dict[s
     sk = hw.softmax_kernel
     warp_size = hw.warp_size
     if cols <= sk["bwd_warp_max_elements"] and cols * elem_bytes <= sk["bwd_warp_max_bytes"]:
-        # dispatch_softmax_backward (PersistentSoftmax.cuh): the forward's layout -- the row padded to a power of
-        # two, a warp (or fewer lanes) per row, two rows a warp up to 128 elements, 128 threads per block
-        pow2 = 1 << max(0, (cols - 1).bit_length())
-        lanes = min(pow2, warp_size)
-        batch = 2 if pow2 <= 128 else 1
+        pow2, lanes, batch = _persistent_warp_layout(cols, warp_size)  # dispatch_softmax_backward: the forward's
         return {"kernel": "warp", "threads": 128, "rows_per_block": (128 // lanes) * batch,
                 "loads": math.ceil(cols / lanes) * batch, "slots": (pow2 // lanes) * batch}
     # SoftMax_getBlockSize(ILP, dim): half of min(dim / ILP, max_threads) rounded up to a power of two, at least a
