@@ -417,7 +417,9 @@ def _torch_softmax_bwd_cost(op: Op, graph: Graph, hw: Hardware, rows: int, cols:
     time = hw.kernel_fixed_s + mem_s
     return KernelCost(
         time_s=time, compute_s=0.0, memory_s=mem_s, fixed_s=hw.kernel_fixed_s,
-        limiter="hbm" if stream >= body else "latency", category="memory", hbm_bytes=moved,
+        # from HBM the block kernels stream at its rate; the warp kernel where its floor binds
+        limiter="hbm" if (kernel != "warp" and not in_l2) or (stream > 0 and stream >= body) else "latency",
+        category="memory", hbm_bytes=moved,
         flops=float(2 * rows * cols), bw_demand=min(1.0, moved / time / hw.hbm_sustained_bps),
         sm_demand=min(1.0, blocks / (hw.sm_count * occ.blocks_per_sm)),
         detail=MappingProxyType({"softmax_kernel": f"{kernel}_bwd", "grid": blocks, "block": threads,
