@@ -413,7 +413,7 @@ def _profiled_reduction(rec: dict[str, Any]) -> Case | None:
         # kernel ATen picks for the row (impl torch_softmax_bwd) over that product and the output, with the
         # profiled kernel's registers where the record has them
         g, p = Tensor("g", (rows, cols), dt), Tensor("p", (rows, cols), dt)
-        bwd = next((k for k in kernels if "oftMaxBackward" in k["name"] or "softmax_warp_backward" in k["name"]), None)
+        bwd = next((k for k in kernels if softmax_bwd_kernel_kind(str(k["name"]))), None)
         bregs = int(bwd["registers_per_thread"]) if bwd and bwd.get("registers_per_thread") else None
         ops = [Op(name="grad_times_output", kind="elementwise", reads=("g", "y"), writes=("p",),
                   attrs=MappingProxyType({"math": MappingProxyType({"mul": 1})})),
@@ -461,13 +461,21 @@ def layer_norm_bwd_kernel_cases(rec: dict[str, Any], family: str, bench: str = "
 SOFTMAX_BWD_KERNEL = re.compile(r"softmax_warp_backward|cunn_SoftMaxBackward")
 
 
+def softmax_bwd_kernel_kind(name: str) -> str | None:
+    """Which of ATen's softmax backward kernels a profiled kernel name is (sim.costmodel.reduction
+    torch_softmax_bwd_config's `kernel`: warp, smem or gmem), None for any other kernel."""
+    if not SOFTMAX_BWD_KERNEL.search(name):
+        return None
+    return "warp" if "softmax_warp_backward" in name else "smem" if "BackwardSmem" in name else "gmem"
+
+
 def softmax_bwd_kernel_case(rec: dict[str, Any], family: str) -> Case | None:
     """A profiled softmax backward (aten._softmax_backward_data) as one case of its backward kernel alone (impl
     torch_softmax_bwd), against that kernel's profiled duration; None where the record lacks it."""
     import dataclasses
 
     case = _profiled_reduction({**rec, "bench": "softmax_bwd"})
-    ks = [k for k in rec.get("kernels") or [] if SOFTMAX_BWD_KERNEL.search(str(k.get("name", "")))]
+    ks = [k for k in rec.get("kernels") or [] if softmax_bwd_kernel_kind(str(k.get("name", "")))]
     if case is None or len(ks) != 1:
         return None
     state = rec.get("l2_state", "warm")

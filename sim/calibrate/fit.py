@@ -1510,7 +1510,7 @@ SOFTMAX_BWD_GRIDS = {
 }
 SOFTMAX_BWD_ROUNDS = 8  # the waits and the per-element time trade off, as the forward's (SOFTMAX_WARP_ROUNDS)
 SOFTMAX_BWD_KINDS = {"warp": "softmax_warp_backward", "block": "cunn_SoftMaxBackwardSmem",
-                     "gmem": "cunn_SoftMaxBackward<"}
+                     "gmem": "cunn_SoftMaxBackward"}
 
 
 def fit_softmax_bwd(cases: list[Any], hw: Any, raw: RawData) -> list[Fitted]:
@@ -1525,10 +1525,11 @@ def fit_softmax_bwd(cases: list[Any], hw: Any, raw: RawData) -> list[Fitted]:
     if not sel:
         return []
 
-    def kind(c: Any) -> str:
-        name = next(str(k.get("name", "")) for k in c.record.get("kernels") or []
-                    if "oftMaxBackward" in str(k.get("name", "")) or "softmax_warp_backward" in str(k.get("name", "")))
-        return next(k for k, pat in SOFTMAX_BWD_KINDS.items() if pat in name)
+    from sim.calibrate.cases import softmax_bwd_kernel_kind
+
+    def kind(c: Any) -> str:  # the case's one backward kernel (softmax_bwd_kernel_case); smem is the fit's "block"
+        found = next(k for k in (softmax_bwd_kernel_kind(str(x.get("name", ""))) for x in c.record["kernels"]) if k)
+        return "block" if found == "smem" else found
 
     by_kind = {k: [c for c in sel if kind(c) == k] for k in SOFTMAX_BWD_KINDS}
     grids = {k: g for k, g in SOFTMAX_BWD_GRIDS.items() if by_kind[g[0]]}
@@ -1540,7 +1541,7 @@ def fit_softmax_bwd(cases: list[Any], hw: Any, raw: RawData) -> list[Fitted]:
         digits = 3 if key == "bwd_warp_elem_ns" else 2
         others = sum(1 for k in keys if SOFTMAX_BWD_GRIDS[k][0] == kern) - 1
         out.append(Fitted("softmax_kernel", key, round(values[key], digits), raw.file_of("l2_cold"),
-                          f"least squares (log time) over the {SOFTMAX_BWD_KINDS[kern].rstrip('<')} kernels of "
+                          f"least squares (log time) over the {SOFTMAX_BWD_KINDS[kern]} kernels of "
                           f"{len(own)} profiled softmax backwards (l2_cold softmax_bwd_cal, clean and warm, bf16 and "
                           f"fp32): {what}" + (f", fitted jointly with the other {others} keys of that kernel "
                                               f"({SOFTMAX_BWD_ROUNDS} rounds of coordinate descent; interval: bootstrap "

@@ -656,6 +656,8 @@ def _softmax_bwd_kernels() -> list[tuple[int, int, int, str, list[int], list[int
     import json
     from pathlib import Path
 
+    from sim.calibrate.cases import softmax_bwd_kernel_kind
+
     root = Path(__file__).resolve().parents[2]
     paths = [root / "calibration/h200/raw/l2_cold.json", root / "validation/h200/softmax_bwd_heldout/softmax_bwd_heldout.json",
              *sorted((root / "validation/h200/heldout_kernels").glob("*.json"))]
@@ -665,9 +667,8 @@ def _softmax_bwd_kernels() -> list[tuple[int, int, int, str, list[int], list[int
             if rec.get("op") != "softmax_bwd":
                 continue
             for k in rec.get("kernels") or []:
-                name = str(k.get("name", ""))
-                if "softmax_warp_backward" in name or "oftMaxBackward" in name:
-                    kind = "warp" if "warp" in name else "smem" if "BackwardSmem" in name else "gmem"
+                kind = softmax_bwd_kernel_kind(str(k.get("name", "")))
+                if kind:
                     out.append((int(rec["rows"]), int(rec["cols"]), 4 if rec.get("dtype") == "float32" else 2, kind,
                                 list(k["block"]), list(k["grid"])))
     return out
