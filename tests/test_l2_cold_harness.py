@@ -133,10 +133,10 @@ def test_the_cold_row_sums_are_few_block_long_chains_on_the_training_side_and_no
 def test_the_cold_fit_separates_iteration_and_entry_when_the_row_sums_are_there() -> None:
     """sim.calibrate.fit.fit_reduce_kernel over l2_cold's clean sums as calibrate reads them (cases_from_raw, the
     training split): row_sum_cal's records enter the cold fit when a raw folder has them (counted in its n), and
-    with them the row sums' iteration and entry come back from times the model makes at known values (215 ns per
-    iteration, 500 ns entry; the shipped profile starts the fit at 155 / 1100), within the grids' steps traded
-    along the chains (5 ns x 20-44 iterations). Model-made times cannot show the real data's trade-off (on them
-    the fit also recovers without the rows: 205 / 600): that is what the device records are for."""
+    with them the row sums' iteration, entry and the stream's knee come back from times the model makes at known
+    values (250 ns per iteration, 400 ns entry, knee 2.5; the shipped profile starts the fit at 215 / 625 / 1.8),
+    within the grids' steps traded along the chains (5 ns x 20-44 iterations). Without the rows the same fit
+    misses them (220 / 650 / 2.1): the many-block sums alone trade the iteration against the knee."""
     import dataclasses
 
     from sim.calibrate.cases import cases_from_raw
@@ -146,8 +146,8 @@ def test_the_cold_fit_separates_iteration_and_entry_when_the_row_sums_are_there(
     from sim.hardware import load_profile
 
     hw = load_profile("h200-measured")
-    truth = dataclasses.replace(hw, reduce_kernel={**hw.reduce_kernel, "iter_ns_vec_cold": 215.0,
-                                                   "entry_ns_vec_cold": 500.0})
+    truth = dataclasses.replace(hw, reduce_kernel={**hw.reduce_kernel, "iter_ns_vec_cold": 250.0,
+                                                   "entry_ns_vec_cold": 400.0, "knee_exponent_cold": 2.5})
 
     def records(shapes: list[tuple[int, int]], dims: tuple[int, ...]) -> list[dict[str, object]]:
         recs: list[dict[str, object]] = [
@@ -167,8 +167,10 @@ def test_the_cold_fit_separates_iteration_and_entry_when_the_row_sums_are_there(
 
     without, with_rows = fit(base), fit(base + rows)
     assert with_rows["iter_ns_vec_cold"][1] == without["iter_ns_vec_cold"][1] + len(heldout_l2.CAL_ROW_SUM)  # type: ignore[operator]
-    assert abs(with_rows["iter_ns_vec_cold"][0] - 215.0) <= 5.0, with_rows
-    assert abs(with_rows["entry_ns_vec_cold"][0] - 500.0) <= 100.0, with_rows
+    assert abs(with_rows["iter_ns_vec_cold"][0] - 250.0) <= 5.0, with_rows
+    assert abs(with_rows["entry_ns_vec_cold"][0] - 400.0) <= 100.0, with_rows
+    assert abs(with_rows["knee_exponent_cold"][0] - 2.5) <= 0.2, with_rows
+    assert abs(without["iter_ns_vec_cold"][0] - 250.0) > abs(with_rows["iter_ns_vec_cold"][0] - 250.0), without
 
 
 def test_the_held_out_norm_backwards_are_shapes_no_fit_uses_and_validate_reads_them() -> None:

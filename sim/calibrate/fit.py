@@ -1313,15 +1313,17 @@ REDUCE_KERNEL_GRIDS = {"iter_ns_vec": [10.0 + 5.0 * i for i in range(200)],
                        "iter_ns_ilp": [10.0 + 5.0 * i for i in range(200)],
                        "entry_ns_vec": [25.0 * (i + 1) for i in range(160)],
                        "entry_ns_ilp": [25.0 * (i + 1) for i in range(160)],
-                       "split_ns": [50.0 * (i + 1) for i in range(120)]}
+                       "split_ns": [50.0 * (i + 1) for i in range(120)],
+                       "knee_exponent": [1.0 + 0.1 * i for i in range(41)]}
 REDUCE_KERNEL_ROUNDS = 60  # coordinate-descent sweeps at most: until a sweep changes nothing
 
 
 def fit_reduce_kernel(cases: list[Any], hw: Any, state: str, raw_file: str) -> list[Fitted]:
     """PyTorch's reduce_kernel at one L2 state (profile reduce_kernel.*_STATE): one iteration of the load loop
     on each path (iter_ns_vec, iter_ns_ilp), the loop's entry and exit on each path (entry_ns_vec,
-    entry_ns_ilp) and a split input's hand-off
-    (split_ns), fitted together -- least squares (log time) over every profiled sum of that state, one
+    entry_ns_ilp), a split input's hand-off (split_ns) and the knee of the loop's stream onto the HBM ceiling
+    (knee_exponent; sim.costmodel.reduction prices the full waves of resident blocks, then the tail wave alone),
+    fitted together -- least squares (log time) over every profiled sum of that state, one
     number at a time on its grid, sweeping until nothing changes. Fitted one path at a time with no entry
     term, an iteration time absorbed the fixed part (short loops under-, long loops over-predicted)
     and split sums stayed 35-50 % under. A number the sums cannot pin (no sum on that path, no split
@@ -1344,10 +1346,13 @@ def fit_reduce_kernel(cases: list[Any], hw: Any, state: str, raw_file: str) -> l
         paths.add(str(cfg["path"]))
         split = split or int(cfg["ctas_per_output"]) > 1
     keys = [k for k in REDUCE_KERNEL_GRIDS
-            if (k.rsplit("_", 1)[1] in paths if k.startswith(("iter_ns_", "entry_ns_")) else split)]
+            if (k.rsplit("_", 1)[1] in paths if k.startswith(("iter_ns_", "entry_ns_"))
+                else split if k == "split_ns" else True)]
     if not sel or not keys:
         return []
-    values = {f"{k}_{state}": float(hw.reduce_kernel.get(f"{k}_{state}", hw.reduce_kernel.get(f"{k}_warm", 0.0)))
+    default = {"knee_exponent": hw.bw_knee_exponent}
+    values = {f"{k}_{state}": float(hw.reduce_kernel.get(f"{k}_{state}",
+                                                         hw.reduce_kernel.get(f"{k}_warm", default.get(k, 0.0))))
               for k in keys}
 
     def hw_with(vals: dict[str, float]) -> Any:
@@ -1372,7 +1377,8 @@ def fit_reduce_kernel(cases: list[Any], hw: Any, state: str, raw_file: str) -> l
     where = "L2" if state == "warm" else "HBM"
     what = {"iter_ns_vec": "one iteration of the vec path's loop", "iter_ns_ilp": "one iteration of the ilp path's loop",
             "entry_ns_vec": "the vec path's loop entry and exit", "entry_ns_ilp": "the ilp path's loop entry and exit",
-            "split_ns": "a split input's hand-off to the last block"}
+            "split_ns": "a split input's hand-off to the last block",
+            "knee_exponent": "the bend of the loop's Little's-law stream onto the HBM ceiling"}
     for k in keys:
         key = f"{k}_{state}"
 
@@ -1381,7 +1387,7 @@ def fit_reduce_kernel(cases: list[Any], hw: Any, state: str, raw_file: str) -> l
 
         g = _grid_fit(sel, [{"v": v} for v in REDUCE_KERNEL_GRIDS[k]], hw_for)
         values[key] = g.best["v"]
-        out.append(Fitted("reduce_kernel", key, round(g.best["v"], 1), raw_file,
+        out.append(Fitted("reduce_kernel", key, round(g.best["v"], 2 if k == "knee_exponent" else 1), raw_file,
                           f"least squares (log time) over {len(sel)} profiled PyTorch sums (input in {where}): "
                           f"{what[k]}, fitted together with {', '.join(x for x in keys if x != k)}",
                           {record_id(c.record) for c in sel}, spread=g.spread["v"]))

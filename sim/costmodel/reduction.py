@@ -139,17 +139,26 @@ def _torch_reduce_cost(op: Op, graph: Graph, hw: Hardware, rows: int, cols: int)
     ctas = int(cfg["ctas_per_output"])
     glob = math.ceil(ctas / int(cfg["block_y"])) * rk["iter_ns_ilp_warm"] * 1e-9 if ctas > 1 else 0.0
     per_wave = hw.sm_count * occ.blocks_per_sm
-    waves = math.ceil(grid / per_wave)
     # Little's law with the loop's own rate: every resident thread has `load_bytes` in flight per
-    # iteration, one iteration per t_iter; the HBM ceiling blends in (the profile's knee), and the SMs in
-    # use cap it. Few blocks: the time is the chain, iterations x t_iter; many: the stream.
-    active = min(grid, per_wave)
-    sms = min(hw.sm_count, grid)
-    little = active * threads * int(cfg["load_bytes"]) / t_iter
-    bw = min(smooth_min(little, hw.hbm_sustained_bps, hw.bw_knee_exponent), sms * hw.per_sm_max_bps)
-    # ... but never faster than one thread's own chain of dependent iterations (a partly idle block, e.g.
-    # 12 rows over 16 threads, moves fewer bytes per iteration than its threads could)
-    stream = max((r + w) / bw, waves * int(cfg["iterations"]) * t_iter)
+    # iteration, one iteration per t_iter; the HBM ceiling blends in (the knee: profile
+    # reduce_kernel.knee_exponent_STATE, else the copies' bandwidth_knee_exponent), and the SMs in use cap
+    # it. Wave by wave: the full waves of resident blocks, then the tail wave's blocks alone, at their own
+    # rate (640 blocks at 528 a wave: 112 blocks stream the last eighth of the input at a fifth of the
+    # rate). Few blocks: the time is the chain, iterations x t_iter; many: the stream.
+    knee = rk.get(f"knee_exponent_{state}", hw.bw_knee_exponent)
+    block_bytes = (r + w) / grid
+
+    def wave_s(blocks: int) -> float:
+        little_w = blocks * threads * int(cfg["load_bytes"]) / t_iter
+        bw_w = min(smooth_min(little_w, hw.hbm_sustained_bps, knee), min(hw.sm_count, blocks) * hw.per_sm_max_bps)
+        # never faster than one thread's own chain of dependent iterations (a partly idle block, e.g. 12
+        # rows over 16 threads, moves fewer bytes per iteration than its threads could)
+        return max(blocks * block_bytes / bw_w, int(cfg["iterations"]) * t_iter)
+
+    full, tail = divmod(grid, per_wave)
+    waves = full + (1 if tail else 0)
+    stream = full * wave_s(per_wave) + (wave_s(tail) if tail else 0.0)
+    little = min(grid, per_wave) * threads * int(cfg["load_bytes"]) / t_iter
     # Before the first load and after the last: the loop's entry and exit (address set-up, the first touch
     # of the input's pages, the block's own combine and store; per path: their block shapes differ) and,
     # for a split input, the hand-off to the last block (partial written, fenced, a semaphore taken) --

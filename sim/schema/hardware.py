@@ -692,8 +692,9 @@ class HardwareProfileFile(Strict):
         " input_vec, vt0, min_values_per_thread, max_values_per_thread, warp_split_values: setReduceConfig in"
         " ATen's Reduce.cuh) and the time of one iteration of its per-thread load loop, vectorized (vec) or"
         " four loads deep (ilp), the loop's entry and exit per path (entry_ns_PATH_STATE) and a split input's"
-        " hand-off to its last block (split_ns_STATE), with the input in L2 (warm) or in HBM (cold)"
-        " (sim/costmodel/reduction.py); absent: sums are priced as streaming reductions",
+        " hand-off to its last block (split_ns_STATE), with the input in L2 (warm) or in HBM (cold), and the"
+        " exponent of the loop's Little's-law stream bending onto the HBM ceiling (knee_exponent_STATE; absent:"
+        " the copies' bandwidth_knee_exponent) (sim/costmodel/reduction.py); absent: sums are priced as streaming reductions",
     )
     softmax_kernel: dict[str, PositiveQuantity] = Field(
         default_factory=dict,

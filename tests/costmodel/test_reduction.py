@@ -118,6 +118,42 @@ def test_few_outputs_wait_on_their_load_loop(testgpu: Hardware) -> None:
     assert "iterations" not in plain.detail
 
 
+def test_the_tail_wave_of_a_many_block_sum_streams_at_its_own_rate(testgpu: Hardware) -> None:
+    # a row sum of 7200 x 4096 bf16 on ATen's heuristics: 16 rows per 512-thread block, 450 blocks, 32
+    # iterations of 4-element loads; 2 blocks per SM on the test profile, 200 a wave: two full waves, then 50
+    # blocks alone. A wave of b blocks streams its bytes at Little's law, b x 512 threads x 8 B per 200 ns
+    # iteration, bent onto the HBM's 4000 GB/s by the profile's knee_exponent_cold (2: (x^-2 + c^-2)^-1/2),
+    # capped by b SMs x 100 GB/s, and never faster than the 32 dependent iterations of one thread.
+    import dataclasses
+
+    from sim.hardware import load_profile
+
+    lib = dict(load_profile("h200-sxm").reduce_kernel)
+    hw = dataclasses.replace(testgpu, reduce_kernel={**lib, "iter_ns_vec_cold": 200.0, "knee_exponent_cold": 2.0})
+    op, graph = one_op_graph("reduction", {"rows": 7200, "cols": 4096, "impl": "torch_reduce", "l2": "cold"},
+                             {"x": ((7200, 4096), "bf16"), "r": ((7200,), "bf16")}, reads=("x",), writes=("r",))
+    cost = kernel_cost(op, graph, hw)
+    assert cost.detail["grid"] == 450 and cost.detail["iterations"] == 32 and cost.detail["waves"] == 3
+    block_bytes = 16 * 4096 * 2 + 16 * 2
+
+    def wave(blocks: int) -> float:
+        little = blocks * 512 * 8 / 200e-9
+        rate = min((little ** -2 + 4000e9 ** -2) ** -0.5, min(100, blocks) * 100e9)
+        return max(blocks * block_bytes / rate, 32 * 200e-9)
+
+    assert cost.detail["stream_us"] == pytest.approx((2 * wave(200) + wave(50)) * 1e6, abs=1e-4)
+    # the tail's 50 blocks take longer than a quarter of a full wave: a quarter of the threads in flight
+    assert wave(50) > 1.3 * wave(200) / 4
+    # the knee: a softer one (the copies' 1.3) slows the 4096 GB/s a full wave asks for more than a sharp one
+    soft = dataclasses.replace(hw, reduce_kernel={**hw.reduce_kernel, "knee_exponent_cold": 1.3})
+    assert kernel_cost(op, graph, soft).time_s > cost.time_s * 1.1
+    # without the key the copies' knee (the test profile's: hard, 1000) applies
+    hard = dataclasses.replace(hw, reduce_kernel={k: v for k, v in hw.reduce_kernel.items() if k != "knee_exponent_cold"})
+    full = 200 * block_bytes / min(200 * 512 * 8 / 200e-9, 4000e9)
+    assert kernel_cost(op, graph, hard).detail["stream_us"] == pytest.approx(
+        (2 * full + max(50 * block_bytes / (50 * 512 * 8 / 200e-9), 32 * 200e-9)) * 1e6, rel=1e-3)
+
+
 def test_a_split_input_pays_the_hand_off_to_the_last_block(testgpu: Hardware) -> None:
     # a column sum of 2560 x 4096 splits its rows over 40 blocks per output group (ATen: the grid is
     # 32 x 40); the same sum over 640 rows does not split. Only the split one pays split_ns_STATE (the
