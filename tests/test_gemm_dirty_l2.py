@@ -110,8 +110,9 @@ def test_a_sum_after_a_written_flush_pays_the_same_write_back() -> None:
 
 def test_the_gemm_fitted_write_back_prices_the_held_out_dirty_sums() -> None:
     """The rate fitted on 7 dirty GEMMs, never on a sum, takes the fourth wave's dirty-flush sums (another machine,
-    84 records, not gated) from under-predicted to unbiased: median |error| 0.112 -> 0.066, signed -0.078 -> +0.005
-    (scripts/reduction_w3_check.py)."""
+    84 records, not gated) from under-predicted to unbiased: median |error| 0.068 -> 0.043, signed -0.048 -> -0.003
+    with the sums' tail wave and knee of thresholds v36 (before them: 0.112 -> 0.066, -0.078 -> +0.005;
+    scripts/reduction_w3_check.py)."""
     w4 = [c for c in heldout_cases(ROOT / "validation" / "h200" / "wave4" / "heldout_l2" / "heldout_l2.json")
           if c.family == "reduction_heldout" and c.measured_us > 0 and c.record.get("l2_state") == "dirty"]
     assert len(w4) == 84
@@ -120,7 +121,7 @@ def test_the_gemm_fitted_write_back_prices_the_held_out_dirty_sums() -> None:
         return [c.predicted_us(hw) / c.measured_us - 1 for c in w4]
 
     off, on = errors(dataclasses.replace(_on(), l2_dirty_writeback_bps=None)), errors(_on())
-    assert statistics.median(off) < -0.05 and abs(statistics.median(on)) < 0.02
+    assert statistics.median(off) < -0.03 and abs(statistics.median(on)) < 0.02
     assert statistics.median(abs(e) for e in on) < 0.7 * statistics.median(abs(e) for e in off)
 
 
