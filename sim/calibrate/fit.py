@@ -217,30 +217,38 @@ _DESIGN_KEYS = ("op", "ops", "backward", "matmuls", "blocks", "kernels_per_call"
                 "chain_k", "layers", "load")
 
 
-def _strata(raw: RawData) -> dict[str, list[list[dict[str, Any]]]]:
-    """Per group, the record sets a bootstrap resamples within. A benchmark that repeats its design
+def _strata(raw: RawData) -> dict[str, dict[str, list[list[dict[str, Any]]]]]:
+    """Per group and benchmark, the record sets a bootstrap resamples within. A benchmark that repeats its design
     points (runs of the same op, chain length, ...) is resampled within each design point
     (repeat-to-repeat noise); one measured once per design point across its records (pairs bootstrap)."""
-    out: dict[str, list[list[dict[str, Any]]]] = {}
+    out: dict[str, dict[str, list[list[dict[str, Any]]]]] = {}
     for name, g in raw.groups.items():
         benches: dict[str, list[dict[str, Any]]] = {}
         for r in g.records:
             benches.setdefault(str(r.get("bench")), []).append(r)
-        strata: list[list[dict[str, Any]]] = []
-        for rs in benches.values():
+        per_bench: dict[str, list[list[dict[str, Any]]]] = {}
+        for bench, rs in benches.items():
             designs: dict[str, list[dict[str, Any]]] = {}
             for r in rs:
                 designs.setdefault(record_id(r) + repr([r.get(k) for k in _DESIGN_KEYS]), []).append(r)
-            strata += list(designs.values()) if any(len(d) > 1 for d in designs.values()) else [rs]
-        out[name] = strata
+            per_bench[bench] = list(designs.values()) if any(len(d) > 1 for d in designs.values()) else [rs]
+        out[name] = per_bench
     return out
 
 
-def _resampled(raw: RawData, strata: dict[str, list[list[dict[str, Any]]]], rng: Any) -> RawData:
-    """A bootstrap copy of the raw data: each stratum resampled with replacement, same size."""
+def _resampled(raw: RawData, strata: dict[str, dict[str, list[list[dict[str, Any]]]]], resample: int) -> RawData:
+    """A bootstrap copy of the raw data: each stratum resampled with replacement, same size. Each group's
+    benchmark draws from its own random stream (seeded by the resample, the group and the benchmark), so that
+    records added to one benchmark leave every other benchmark's resamples -- and the intervals of the numbers
+    fitted from them -- as they were (one stream for all moved every interval fitted after the change)."""
+    import random
+
     out = RawData(root=raw.root)
     for name, g in raw.groups.items():
-        recs = [stratum[rng.randrange(len(stratum))] for stratum in strata[name] for _ in stratum]
+        recs = []
+        for bench, strata_b in strata[name].items():
+            rng = random.Random(f"{BOOTSTRAP_SEED}:{resample}:{name}:{bench}")
+            recs += [stratum[rng.randrange(len(stratum))] for stratum in strata_b for _ in stratum]
         out.groups[name] = RawGroup(g.group, g.file, g.meta, tuple(recs))
     return out
 
@@ -256,14 +264,11 @@ def add_bootstrap_spreads(result: FitResult, raw: RawData, base: HardwareProfile
     """Spread of every direct (stage-1) fit: refit on resampled raw data, keep the 5th-95th
     percentile of each number (of an op cost, its first unit). A number whose fit fails on more
     than half the resamples gets no spread."""
-    import random
-
-    rng = random.Random(BOOTSTRAP_SEED)
     strata = _strata(raw)
     samples: dict[tuple[str, str, str], list[float]] = {}
-    for _ in range(BOOTSTRAP_RESAMPLES):
+    for resample in range(BOOTSTRAP_RESAMPLES):
         try:
-            boot = fit_all(_resampled(raw, strata, rng), base)
+            boot = fit_all(_resampled(raw, strata, resample), base)
         except (ZeroDivisionError, statistics.StatisticsError, KeyError, ValueError, TypeError):
             continue
         for f in boot.values:
