@@ -88,7 +88,7 @@ def steps(out: str, quick: bool) -> list[list[str]]:
         # is the median of a wide distribution (0.8-2.5 us by kernel pair); over 3 steps its median moved
         # 1.34-1.57 us between machines, and Z's four 3-step quarters gave 1.50-1.58 us
         [py, "-m", "sim.calibrate.gpu.stream_gaps", "--out", out, "--steps", "12"],
-        [py, "-m", "sim.calibrate.gpu.fit_groups", "--out", out, "--budget-s", "60"],
+        [py, "-m", "sim.calibrate.gpu.fit_groups", "--out", out, "--budget-s", "80"],
     ]
 
 

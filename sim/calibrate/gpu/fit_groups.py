@@ -11,8 +11,8 @@ Writes, with the held-out harness's method (sim.calibrate.gpu.heldout_kernels):
 - DIR/math_ops.json (group math_ops): the Triton kernel applying one math op K = 1, 4, 16 times per
   element (bench math_k). Read by sim.calibrate.unit_fit.fit_math_ops.
 - DIR/register_small.json (group register_small): the register sweep's kernel on small grids, only
-  the configs whose spills overflow L1 (sim.calibrate.gpu.register_small --fit-only). Read by
-  sim.calibrate.unit_fit.fit_spills. Measured here rather than in its own process: one torch/Triton
+  the configs whose spills overflow L1, and with 16-warp blocks (sim.calibrate.gpu.register_small
+  --fit-only). Read by sim.calibrate.unit_fit (fit_spills, and the knee and instruction fits). Measured here rather than in its own process: one torch/Triton
   start and GPU warm-up less (about 6 s of a full calibration's 5 minutes).
 Before the second wave the first two groups were copied out of a held-out run by hand; a calibration
 now measures them itself (about 45 s on an H200, machine W: 12 + 15 + about 15 s).
@@ -30,7 +30,7 @@ from . import common
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="raw folder to write")
-    ap.add_argument("--budget-s", type=float, default=60.0, help="stop starting new measurements after this")
+    ap.add_argument("--budget-s", type=float, default=80.0, help="stop starting new measurements after this")
     ns = ap.parse_args(argv)
     os.makedirs(ns.out, exist_ok=True)
     import torch

@@ -13,10 +13,11 @@ Records have the register sweep's fields (``bench: register_sweep``) plus ``set:
 timed as that sweep is (common.bench with an L2 flush before each call, CUDA events).
 
 ``--fit-only`` (what a full calibration runs, inside sim.calibrate.gpu.fit_groups) measures only the
-small-grid configs the shipped fits read: FIT_CONFIGS, whose spills overflow L1 (the off-chip spill
-ceiling and in-flight bytes of sim.calibrate.unit_fit.fit_spills). The other configs feed only the
-latency-hiding knee fit with small grids, which is off by default (unit_fit.KNEE_GROUPS says why), and
-the spilling builds are most of its time (4-5 s of Triton compile each, machine W).
+configs the shipped fits read: the small-grid FIT_CONFIGS, whose spills overflow L1 (the off-chip spill
+ceiling and in-flight bytes of sim.calibrate.unit_fit.fit_spills), and the 16-warp part (the latency-hiding
+knee and the instruction fits read both register groups: unit_fit.KNEE_GROUPS). The other small-grid configs
+are read by no shipped fit, and the spilling builds are most of their time (4-5 s of Triton compile each,
+machine W).
 
     python3 -m sim.calibrate.gpu.register_small --out DIR [--budget-s S] [--fit-only] [--smoke] [--dry-run]
 
@@ -58,10 +59,12 @@ def plan(smoke: bool = False, fit_only: bool = False) -> list[tuple[str, int, in
                 ept = block / (32 * warps)
                 if 1 <= ept <= 128 and (not fit_only or (block, warps) in FIT_CONFIGS):
                     out.append(("small", tokens, block, warps))
-    if not fit_only:
-        for block in W16_BLOCKS:
-            for tokens in W16_TOKENS:
-                out.append(("w16", tokens, block, 16))
+    # the 16-warp configs: the shipped latency-hiding knee and instruction fits read them (the one at 2048 tokens,
+    # BLOCK 8192, is the knee fit's only config at 4 warps per scheduler; without them the fit of the shipped raw
+    # folder moves from n 6 to 8, as fresh calibrations did), so the fit plan has them too
+    for block in W16_BLOCKS:
+        for tokens in W16_TOKENS:
+            out.append(("w16", tokens, block, 16))
     return out[:2] if smoke else out
 
 
@@ -118,7 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
     ap.add_argument("--smoke", action="store_true", help="two cases")
-    ap.add_argument("--fit-only", action="store_true", help="only the configs the shipped fits read (FIT_CONFIGS)")
+    ap.add_argument("--fit-only", action="store_true",
+                    help="only the configs the shipped fits read (FIT_CONFIGS and the 16-warp part)")
     ap.add_argument("--budget-s", type=float, default=55.0, help="no new case starts after this many seconds")
     ap.add_argument("--dry-run", action="store_true", help="parse the arguments and print the plan; no GPU")
     ns = ap.parse_args(argv)
