@@ -60,8 +60,9 @@ def plan(smoke: bool = False, fit_only: bool = False) -> list[tuple[str, int, in
                 if 1 <= ept <= 128 and (not fit_only or (block, warps) in FIT_CONFIGS):
                     out.append(("small", tokens, block, warps))
     # the 16-warp configs: the shipped latency-hiding knee and instruction fits read them (the one at 2048 tokens,
-    # BLOCK 8192, is the knee fit's only config at 4 warps per scheduler; without them the fit of the shipped raw
-    # folder moves from n 6 to 8, as fresh calibrations did), so the fit plan has them too
+    # BLOCK 8192, is the knee fit's only config at 4 warps per scheduler). Without them fresh calibrations fitted
+    # n 8 / W 2.4 (wave21_AF, wave22_AG); AF's raw folder with 12 of them measured on another machine refits to the
+    # shipped 3 / 2.0 (calibration/h200/fit_groups_w16_20261203). So the fit plan has them too.
     for block in W16_BLOCKS:
         for tokens in W16_TOKENS:
             out.append(("w16", tokens, block, 16))
