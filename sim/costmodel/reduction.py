@@ -151,6 +151,10 @@ def _torch_reduce_cost(op: Op, graph: Graph, hw: Hardware, rows: int, cols: int)
     def wave_s(blocks: int) -> float:
         little_w = blocks * threads * int(cfg["load_bytes"]) / t_iter
         bw_w = min(smooth_min(little_w, hw.hbm_sustained_bps, knee), min(hw.sm_count, blocks) * hw.per_sm_max_bps)
+        if not 0.0 < bw_w < math.inf:  # as memory.bandwidth: an error naming the profile, not a division by zero
+            raise KernelsimError(f"hardware profile '{hw.name}': a PyTorch sum's streaming bandwidth comes out "
+                                 f"{bw_w:g} B/s (reduce_kernel.knee_exponent_{state} or iter_ns_{cfg['path']}_{state} "
+                                 "out of range)")
         # never faster than one thread's own chain of dependent iterations (a partly idle block, e.g. 12
         # rows over 16 threads, moves fewer bytes per iteration than its threads could)
         return max(blocks * block_bytes / bw_w, int(cfg["iterations"]) * t_iter)

@@ -149,6 +149,11 @@ def test_the_tail_wave_of_a_many_block_sum_streams_at_its_own_rate(testgpu: Hard
     assert kernel_cost(op, graph, soft).time_s > cost.time_s * 1.1
     # without the key the copies' knee (the test profile's: hard, 1000) applies
     hard = dataclasses.replace(hw, reduce_kernel={k: v for k, v in hw.reduce_kernel.items() if k != "knee_exponent_cold"})
+    # a knee so small that no bandwidth is left is an error naming the profile, not a division by zero
+    from sim.errors import KernelsimError
+    flat = dataclasses.replace(hw, reduce_kernel={**hw.reduce_kernel, "knee_exponent_cold": 1e-300})
+    with pytest.raises(KernelsimError, match="knee_exponent_cold"):
+        kernel_cost(op, graph, flat)
     full = 200 * block_bytes / min(200 * 512 * 8 / 200e-9, 4000e9)
     assert kernel_cost(op, graph, hard).detail["stream_us"] == pytest.approx(
         (2 * full + max(50 * block_bytes / (50 * 512 * 8 / 200e-9), 32 * 200e-9)) * 1e6, rel=1e-3)
